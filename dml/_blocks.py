@@ -1,0 +1,661 @@
+"""Shared distributed mechanics: aligned row blocks, map-then-tree-reduce, broadcast, random streams.
+
+Every estimator in dml goes through this module, so it is the one place that knows how Dask
+collections are cut into row blocks and how per-block results come back:
+
+* :func:`as_blocks` accepts NumPy, pandas, ``dask.array`` or ``dask.dataframe`` for X and
+  array/Series/column name for y and sample_weight, checks them, realigns y and sample_weight to
+  X's row partitions and returns :class:`Blocks`.
+* :meth:`Blocks.map_reduce` maps a per-block kernel (plain NumPy/pandas code) with small broadcast
+  parameters over the blocks and combines the results in a fixed tree order, so the answer depends
+  on the partitioning only, never on which worker finished first.
+* :meth:`Blocks.map_blocks` maps a kernel lazily and returns a Dask array (predict/transform).
+* :func:`block_rng` derives the random generator of one (purpose, epoch, block, ...) from
+  ``random_state``.
+
+Everything runs on whatever Dask scheduler is current (a ``distributed.Client`` or the threaded
+scheduler); nothing here creates a client.
+"""
+from __future__ import annotations
+
+import hashlib
+import numbers
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+import dask
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+from dask import delayed
+from dask.delayed import Delayed
+
+__all__ = [
+    "Blocks", "BlockSpec", "as_blocks", "tree_add", "tree_reduce", "compute", "broadcast",
+    "seed_from", "block_rng", "is_dask", "default_block_rows",
+]
+
+#: Target size of one block when dml itself cuts local (NumPy/pandas) data into blocks. A fixed
+#: number (not Dask's configurable chunk size) so the partitioning, and hence any stochastic
+#: fit, does not change with the user's Dask configuration.
+BLOCK_BYTES = 128 * 2**20
+
+
+def is_dask(obj) -> bool:
+    """True for Dask arrays, dataframes and series."""
+    return isinstance(obj, (da.Array, dd.DataFrame, dd.Series))
+
+
+def default_block_rows(n_features: int, itemsize: int = 8) -> int:
+    """Rows per block when dml cuts local data: about :data:`BLOCK_BYTES` per block."""
+    return max(1, BLOCK_BYTES // max(1, n_features * itemsize))
+
+
+# --------------------------------------------------------------------------------------------
+# Random streams
+# --------------------------------------------------------------------------------------------
+
+def seed_from(random_state) -> int:
+    """Turn a ``random_state`` (None, int, RandomState, Generator) into one integer seed.
+
+    Call it once at the start of a fit and derive everything from the result, so that all blocks
+    of that fit agree. ``None`` draws fresh entropy (the fit is then not reproducible, as in
+    scikit-learn).
+    """
+    if random_state is None:
+        return int(np.random.SeedSequence().entropy % (2**63))
+    if isinstance(random_state, (numbers.Integral, np.integer)):
+        if random_state < 0:
+            raise ValueError(f"random_state must be a non-negative integer, got {random_state}")
+        return int(random_state)
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**31 - 1))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**63 - 1))
+    raise TypeError(
+        f"random_state must be None, an int, a numpy RandomState or Generator; got "
+        f"{type(random_state).__name__}")
+
+
+def _purpose_id(purpose: str) -> int:
+    # A stable hash: Python's hash() of a str changes between processes.
+    return int.from_bytes(hashlib.sha256(purpose.encode()).digest()[:4], "little")
+
+
+def block_rng(seed: int, purpose: str, *indices: int) -> np.random.Generator:
+    """The generator of one (purpose, epoch, block, ...) derived from ``seed``.
+
+    Examples
+    --------
+    >>> a = block_rng(0, "shuffle", 3, 1).random()
+    >>> b = block_rng(0, "shuffle", 3, 1).random()
+    >>> a == b, a == block_rng(0, "shuffle", 3, 2).random()
+    (True, False)
+    """
+    entropy = [int(seed), _purpose_id(purpose), *(int(i) for i in indices)]
+    return np.random.default_rng(np.random.SeedSequence(entropy))
+
+
+# --------------------------------------------------------------------------------------------
+# Reductions
+# --------------------------------------------------------------------------------------------
+
+def tree_add(parts: Sequence[Any]):
+    """Element-wise sum of equally shaped nested results (arrays, numbers, tuples, lists, dicts).
+
+    ``None`` entries are skipped, so an empty block may return ``None``.
+    """
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    first = parts[0]
+    if isinstance(first, dict):
+        return {k: tree_add([p[k] for p in parts]) for k in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(tree_add(list(z)) for z in zip(*parts))
+    total = first.copy() if isinstance(first, np.ndarray) else first
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+def _combine(combine, *parts):
+    return combine(list(parts))
+
+
+def tree_reduce(parts: list[Delayed], combine: Callable = tree_add, split_every: int = 8) -> Delayed:
+    """Combine delayed results in a fixed tree: consecutive groups of ``split_every``, in order.
+
+    The grouping depends only on the number of parts, so floating-point results are reproducible
+    whatever the scheduling.
+    """
+    if not parts:
+        raise ValueError("nothing to reduce: the data has no blocks")
+    if split_every < 2:
+        raise ValueError("split_every must be at least 2")
+    level = list(parts)
+    while len(level) > 1:
+        level = [delayed(_combine, pure=True)(combine, *level[i:i + split_every])
+                 for i in range(0, len(level), split_every)]
+    if len(parts) == 1:
+        # Even one block goes through combine once, so every result has the same form.
+        return delayed(_combine, pure=True)(combine, level[0])
+    return level[0]
+
+
+def compute(*objs):
+    """``dask.compute`` on the current scheduler, for several results in one pass over the data."""
+    return dask.compute(*objs)
+
+
+def broadcast(obj) -> Delayed:
+    """Wrap a small parameter (array, dict, ...) as one graph key shared by all block tasks."""
+    if isinstance(obj, Delayed):
+        return obj
+    return delayed(obj, pure=True, traverse=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Block validation (runs on the workers)
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """What a block must look like once extracted; checked on the worker that holds it.
+
+    Parameters
+    ----------
+    numeric : bool
+        Convert X to a 2-D NumPy array of a numeric dtype. When False, X blocks are passed as they
+        are (pandas DataFrame for dataframe input, NumPy array otherwise).
+    dtype : tuple of dtypes or None
+        Accepted float dtypes; other numeric input is cast to the first. ``None`` keeps the dtype.
+    allow_nan : bool
+        Accept NaN in X (estimators that implement a missing-value rule). inf is never accepted.
+    y_numeric : bool
+        y must be numeric and finite (regression targets).
+    estimator : str
+        Name used in error messages.
+    """
+
+    numeric: bool = True
+    dtype: tuple | None = (np.float64, np.float32)
+    allow_nan: bool = False
+    y_numeric: bool = False
+    estimator: str = "estimator"
+
+
+def _as_numeric_block(xb, spec: BlockSpec, index: int) -> np.ndarray:
+    if isinstance(xb, pd.DataFrame):
+        bad = [c for c, t in xb.dtypes.items() if not _is_numeric_dtype(t)]
+        if bad:
+            raise TypeError(_non_numeric_message(bad, spec))
+        if any(_is_nullable(t) for t in xb.dtypes):
+            # Nullable pandas dtypes: pd.NA becomes NaN so the NaN rule below applies.
+            xb = xb.to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            xb = xb.to_numpy()
+    xb = np.asarray(xb)
+    if xb.dtype.kind in "OSUa":
+        try:
+            xb = xb.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"{spec.estimator}: X contains non-numeric values ({exc}); encode categorical "
+                "features first, e.g. with dml.preprocessing.OneHotEncoder") from None
+    if xb.dtype.kind == "b":
+        xb = xb.astype(np.float64)
+    if xb.dtype.kind not in "iuf":
+        raise TypeError(f"{spec.estimator}: X has dtype {xb.dtype}, expected numbers")
+    if spec.dtype is not None and xb.dtype not in spec.dtype:
+        xb = xb.astype(spec.dtype[0])
+    if xb.ndim != 2:
+        raise ValueError(f"{spec.estimator}: expected a 2-D block of X, got {xb.ndim}-D")
+    if xb.dtype.kind == "f":
+        _check_finite(xb, "X", spec, index)
+    return xb
+
+
+def _is_numeric_dtype(t) -> bool:
+    return pd.api.types.is_numeric_dtype(t) and not isinstance(t, pd.CategoricalDtype)
+
+
+def _is_nullable(t) -> bool:
+    return isinstance(t, pd.api.extensions.ExtensionDtype) and not isinstance(t, pd.CategoricalDtype)
+
+
+def _non_numeric_message(columns, spec: BlockSpec) -> str:
+    return (f"{spec.estimator}: X has non-numeric columns {list(columns)}; encode them first "
+            "(for example with dml.preprocessing.OneHotEncoder) or drop them")
+
+
+def _check_finite(a: np.ndarray, what: str, spec: BlockSpec, index: int, allow_nan=None) -> None:
+    allow_nan = spec.allow_nan if allow_nan is None else allow_nan
+    if a.size == 0:
+        return
+    # One sum is far cheaper than isfinite over the block; only look closer when it is not finite.
+    s = np.sum(a, dtype=np.float64) if a.dtype.kind == "f" else 0.0
+    if np.isfinite(s):
+        return
+    if np.isinf(a).any():
+        raise ValueError(f"{spec.estimator}: Input {what} contains infinity (row block {index}). "
+                         "Replace or drop infinite values before fitting.")
+    if not allow_nan and np.isnan(a).any():
+        hint = ("" if what != "X" else
+                " Impute or drop missing values first, or use an estimator that handles them"
+                " (e.g. naive Bayes with missing='ignore').")
+        raise ValueError(f"{spec.estimator}: Input {what} contains NaN (row block {index}).{hint}")
+    # Otherwise: allowed NaN, or finite values whose float64 sum overflowed.
+
+
+def _as_vector(vb, what: str, n: int, spec: BlockSpec, index: int, numeric: bool):
+    if vb is None:
+        return None
+    if isinstance(vb, (pd.Series, pd.DataFrame, pd.Index)):
+        vb = vb.to_numpy()
+    vb = np.asarray(vb)
+    if vb.ndim == 2 and vb.shape[1] == 1:
+        vb = vb.ravel()
+    if vb.ndim != 1:
+        raise ValueError(f"{spec.estimator}: {what} must be 1-D, got shape {vb.shape}")
+    if len(vb) != n:
+        raise ValueError(
+            f"{spec.estimator}: row block {index} of X has {n} rows but the matching block of "
+            f"{what} has {len(vb)}; {what} is not aligned with X. Pass {what} with the same "
+            "partitioning as X (or as a column name of X's dataframe).")
+    if numeric:
+        if vb.dtype.kind in "OSU":
+            try:
+                vb = vb.astype(np.float64)
+            except (TypeError, ValueError):
+                raise TypeError(f"{spec.estimator}: {what} must be numeric") from None
+        if vb.dtype.kind == "f":
+            _check_finite(vb, what, spec, index, allow_nan=False)
+    else:
+        if vb.dtype.kind == "f" and np.isnan(vb).any():
+            raise ValueError(f"{spec.estimator}: Input {what} contains NaN (row block {index}); "
+                             f"every row needs a {what} value.")
+        if vb.dtype.kind == "O" and pd.isna(vb).any():
+            raise ValueError(f"{spec.estimator}: Input {what} contains missing values (row block "
+                             f"{index}); every row needs a {what} value.")
+    return vb
+
+
+def _extract(xb, yb, wb, spec: BlockSpec, index: int):
+    """Validate one block of (X, y, sample_weight) on the worker and return the tuple."""
+    if spec.numeric:
+        xb = _as_numeric_block(xb, spec, index)
+    elif not isinstance(xb, pd.DataFrame):
+        xb = np.asarray(xb)
+        if xb.ndim != 2:
+            raise ValueError(f"{spec.estimator}: expected a 2-D block of X, got {xb.ndim}-D")
+    n = xb.shape[0]
+    yb = _as_vector(yb, "y", n, spec, index, numeric=spec.y_numeric)
+    wb = _as_vector(wb, "sample_weight", n, spec, index, numeric=True)
+    return xb, yb, wb
+
+
+def _extract_frame(part: pd.DataFrame, features, ycol, wcol, spec: BlockSpec, index: int):
+    yb = part[ycol] if ycol is not None else None
+    wb = part[wcol] if wcol is not None else None
+    return _extract(part[features], yb, wb, spec, index)
+
+
+def _call(kernel, with_index, part, index, *args):
+    xb, yb, wb = part
+    if with_index:
+        return kernel(index, xb, yb, wb, *args)
+    return kernel(xb, yb, wb, *args)
+
+
+# --------------------------------------------------------------------------------------------
+# Blocks
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class Blocks:
+    """Row blocks of X with aligned y and sample_weight, ready for per-block kernels.
+
+    Build it with :func:`as_blocks`. Each element of ``parts`` is a delayed ``(X_block, y_block,
+    w_block)`` tuple, already validated by :class:`BlockSpec` on the worker that made it.
+
+    Attributes
+    ----------
+    parts : list of Delayed
+        One delayed (X, y, w) tuple per row block, in row order.
+    n_features : int
+    feature_names : ndarray of str or None
+        Column names when X was a dataframe with string column names.
+    local : bool
+        True when X was NumPy/pandas: estimators then return NumPy results, as scikit-learn does.
+    lengths : ndarray of int
+        Rows per block (computed once, on first use, when the input did not say).
+    """
+
+    parts: list
+    n_features: int
+    feature_names: np.ndarray | None
+    local: bool
+    spec: BlockSpec
+    has_y: bool = False
+    has_weight: bool = False
+    dtypes: Any = None
+    _lengths: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def npartitions(self) -> int:
+        return len(self.parts)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        if self._lengths is None:
+            self._lengths = np.asarray(
+                compute(*[delayed(_block_len, pure=True)(p) for p in self.parts]), dtype=np.int64)
+        return self._lengths
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.lengths.sum())
+
+    def persist(self) -> "Blocks":
+        """Keep the validated blocks in worker memory (for estimators that make several passes)."""
+        parts = list(dask.persist(*self.parts))
+        return replace(self, parts=parts)
+
+    def map_parts(self, kernel: Callable, *args, with_index: bool = False) -> list[Delayed]:
+        """Apply ``kernel(X, y, w, *args)`` to every block; returns one Delayed per block.
+
+        ``args`` are broadcast: each becomes one graph key shared by all block tasks. With
+        ``with_index=True`` the kernel is called as ``kernel(block_index, X, y, w, *args)``
+        (e.g. to derive its random generator with :func:`block_rng`).
+        """
+        args = [broadcast(a) for a in args]
+        return [delayed(_call, pure=True)(kernel, with_index, p, i, *args)
+                for i, p in enumerate(self.parts)]
+
+    def map_reduce(self, kernel: Callable, *args, combine: Callable = tree_add,
+                   split_every: int = 8, with_index: bool = False, compute_now: bool = True):
+        """Map ``kernel`` over the blocks and combine the results in a fixed tree order.
+
+        Parameters
+        ----------
+        kernel : callable
+            ``kernel(X_block, y_block, w_block, *args)`` returning a small result (arrays,
+            numbers, or nested tuples/dicts of them). ``y_block``/``w_block`` are None when absent.
+        *args
+            Broadcast parameters.
+        combine : callable, default :func:`tree_add`
+            Combines a list of results into one; must be associative for the tree to be valid.
+        split_every : int, default 8
+            Fan-in of the reduction tree.
+        with_index : bool, default False
+            Pass the block index as the first kernel argument.
+        compute_now : bool, default True
+            Return the computed result; with False return a Delayed, so that several reductions
+            can run in one pass over the data with :func:`compute`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> b = as_blocks(np.arange(12.0).reshape(6, 2), block_rows=2)
+        >>> b.map_reduce(lambda x, y, w: x.sum(axis=0))
+        array([30., 36.])
+        """
+        out = tree_reduce(self.map_parts(kernel, *args, with_index=with_index), combine,
+                          split_every)
+        return out.compute() if compute_now else out
+
+    def map_blocks(self, kernel: Callable, *args, dtype, tail_shape: tuple = ()) -> da.Array:
+        """Lazily apply ``kernel(X_block, *args)`` per block; the results form a Dask array.
+
+        The kernel returns an array with one row per row of the block and trailing shape
+        ``tail_shape`` (``()`` for a vector).
+        """
+        known = self._lengths is not None
+        outs = self.map_parts(_x_only, kernel, *args)
+        pieces = [da.from_delayed(o, shape=((int(self._lengths[i]) if known else np.nan),
+                                             *tail_shape), dtype=dtype)
+                  for i, o in enumerate(outs)]
+        return da.concatenate(pieces, axis=0) if len(pieces) > 1 else pieces[0]
+
+
+def _x_only(xb, yb, wb, kernel, *args):
+    return kernel(xb, *args)
+
+
+def _block_len(part) -> int:
+    return int(part[0].shape[0])
+
+
+# --------------------------------------------------------------------------------------------
+# Building blocks from user input
+# --------------------------------------------------------------------------------------------
+
+def _column_names(columns) -> np.ndarray | None:
+    names = list(columns)
+    if names and all(isinstance(c, str) for c in names):
+        return np.asarray(names, dtype=object)
+    return None
+
+
+def _lengths_of(obj) -> np.ndarray | None:
+    """Known partition lengths of a Dask collection, or None."""
+    if isinstance(obj, da.Array):
+        rows = obj.chunks[0]
+        return None if any(np.isnan(r) for r in rows) else np.asarray(rows, dtype=np.int64)
+    return None
+
+
+def _compute_lengths(*objs) -> list[np.ndarray]:
+    """Partition lengths of several Dask collections in one computation."""
+    tasks = []
+    for o in objs:
+        if isinstance(o, (dd.DataFrame, dd.Series)):
+            tasks.append(o.map_partitions(len, meta=(None, "int64")))
+        else:
+            tasks.append([delayed(len)(b) for b in o.to_delayed().ravel()])
+    results = compute(*tasks)
+    return [np.asarray(list(r), dtype=np.int64) for r in results]
+
+
+def _as_dask_vector(v, what: str):
+    """y / sample_weight as a 1-D Dask array or Series (not yet aligned)."""
+    if isinstance(v, dd.DataFrame):
+        if len(v.columns) != 1:
+            raise ValueError(f"{what} must be one column, got a dataframe with "
+                             f"{len(v.columns)} columns")
+        v = v[v.columns[0]]
+    if isinstance(v, (dd.Series, da.Array)):
+        if isinstance(v, da.Array):
+            if v.ndim == 2 and v.shape[1] == 1:
+                v = v[:, 0]
+            if v.ndim != 1:
+                raise ValueError(f"{what} must be 1-D, got a Dask array of shape {v.shape}")
+        return v
+    if isinstance(v, (pd.Series, pd.DataFrame)):
+        v = v.to_numpy()
+    v = np.asarray(v)
+    if v.ndim == 2 and v.shape[1] == 1:
+        v = v.ravel()
+    if v.ndim != 1:
+        raise ValueError(f"{what} must be 1-D, got shape {v.shape}")
+    return v
+
+
+def _to_array(v, lengths: np.ndarray | None):
+    """A vector (NumPy, Dask array or Series) as a Dask array with the given row chunks."""
+    if isinstance(v, dd.Series):
+        return v.to_dask_array(lengths=list(lengths) if lengths is not None else None)
+    if isinstance(v, da.Array):
+        return v
+    return da.from_array(v, chunks=(tuple(lengths),) if lengths is not None else -1)
+
+
+def as_blocks(X, y=None, sample_weight=None, *, spec: BlockSpec | None = None,
+              block_rows: int | None = None, require_y: bool = False) -> Blocks:
+    """Check X (and y, sample_weight) and cut them into aligned row blocks.
+
+    Parameters
+    ----------
+    X : ndarray, DataFrame, dask.array.Array or dask.dataframe.DataFrame, shape (n, d)
+        Dask arrays keep their row chunks (columns are put into one chunk); Dask dataframes
+        keep their partitions. Local data is cut into blocks of ``block_rows`` rows (default:
+        about 128 MiB per block).
+    y, sample_weight : array-like, Series, Dask array/Series, str or None
+        One entry per row of X. A string names a column of X's dataframe; that column is then
+        not a feature. Realigned to X's row blocks when partitioned differently.
+    spec : BlockSpec, optional
+        Validation applied to every block on the worker that holds it.
+    block_rows : int, optional
+        Rows per block when X is local data.
+    require_y : bool, default False
+        Raise when y is None (supervised estimators).
+
+    Returns
+    -------
+    Blocks
+    """
+    spec = spec or BlockSpec()
+    name = spec.estimator
+    if require_y and y is None:
+        raise ValueError(f"{name} requires y to be passed, but the target y is None")
+    if isinstance(X, (list, tuple)):
+        X = np.asarray(X)
+    if not isinstance(X, (np.ndarray, pd.DataFrame, da.Array, dd.DataFrame)):
+        if isinstance(X, (pd.Series, dd.Series)):
+            raise ValueError(f"{name}: expected 2-D X (one row per sample), got a Series. Pass a "
+                             "one-column DataFrame instead, e.g. X.to_frame().")
+        if hasattr(X, "toarray") or hasattr(X, "tocsr"):
+            raise TypeError(f"{name}: sparse matrices are not supported yet; pass a dense "
+                            "array or a Dask array.")
+        raise TypeError(f"{name}: X must be a NumPy array, pandas DataFrame, Dask array or Dask "
+                        f"DataFrame, got {type(X).__name__}")
+
+    local = isinstance(X, (np.ndarray, pd.DataFrame))
+    ycol = y if isinstance(y, str) else None
+    wcol = sample_weight if isinstance(sample_weight, str) else None
+    if (ycol or wcol) and not isinstance(X, (pd.DataFrame, dd.DataFrame)):
+        raise TypeError(f"{name}: y/sample_weight given as a column name "
+                        f"({ycol or wcol!r}) but X is not a DataFrame")
+
+    # ---- a dataframe with target/weight columns stays one collection: one read per block ----
+    if isinstance(X, (pd.DataFrame, dd.DataFrame)):
+        missing = [c for c in (ycol, wcol) if c is not None and c not in X.columns]
+        if missing:
+            raise ValueError(f"{name}: column(s) {missing} not found in X; available columns: "
+                             f"{list(X.columns)}")
+        features = [c for c in X.columns if c not in (ycol, wcol)]
+        if not features:
+            raise ValueError(f"{name}: X has no feature columns left")
+        if spec.numeric:
+            bad = [c for c in features if not _is_numeric_dtype(X.dtypes[c])]
+            if bad:
+                raise TypeError(_non_numeric_message(bad, spec))
+        feature_names = _column_names(features)
+        dtypes = X.dtypes[features]
+        if isinstance(X, pd.DataFrame):
+            X = dd.from_pandas(X, npartitions=_n_local_blocks(len(X), len(features), block_rows),
+                               sort=False)
+        yv = None if (y is None or ycol) else _as_dask_vector(y, "y")
+        wv = None if (sample_weight is None or wcol) else _as_dask_vector(sample_weight,
+                                                                           "sample_weight")
+        if yv is None and wv is None:
+            parts = [delayed(_extract_frame, pure=True)(p, features, ycol, wcol, spec, i)
+                     for i, p in enumerate(X[features + [c for c in (ycol, wcol) if c]]
+                                           .to_delayed())]
+            return Blocks(parts, len(features), feature_names, local, spec,
+                          has_y=y is not None, has_weight=sample_weight is not None,
+                          dtypes=dtypes)
+        # Separate y or weights: align them to X's partitions by row counts.
+        return _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local,
+                               dtypes, y is not None, sample_weight is not None)
+
+    # ---- arrays ----
+    if X.ndim != 2:
+        if X.ndim == 1:
+            raise ValueError(
+                f"{name}: expected a 2-D X, got a 1-D array of shape {X.shape}. Reshape your "
+                "data with X.reshape(-1, 1) if it has a single feature or X.reshape(1, -1) if it "
+                "is a single sample.")
+        raise ValueError(f"{name}: expected a 2-D X, got a {X.ndim}-D array of shape {X.shape}")
+    n_features = int(X.shape[1])
+    if isinstance(X, np.ndarray):
+        rows = block_rows or default_block_rows(n_features, max(X.dtype.itemsize, 1))
+        X = da.from_array(X, chunks=(min(rows, max(len(X), 1)), n_features))
+    elif len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})
+    yv = None if y is None else _as_dask_vector(y, "y")
+    wv = None if sample_weight is None else _as_dask_vector(sample_weight, "sample_weight")
+    return _aligned_blocks(X, None, None, None, yv, wv, spec, None, local, None,
+                           y is not None, sample_weight is not None)
+
+
+def _n_local_blocks(n: int, d: int, block_rows: int | None) -> int:
+    rows = block_rows or default_block_rows(max(d, 1))
+    return max(1, -(-n // rows))
+
+
+def _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local, dtypes,
+                    has_y, has_w) -> Blocks:
+    """Blocks from X plus separately given y / sample_weight, realigned to X's rows."""
+    name = spec.estimator
+    frame = isinstance(X, dd.DataFrame)
+    if frame:
+        cols = features + [c for c in (ycol, wcol) if c]
+        X = X[cols]
+    vectors = [v for v in (yv, wv) if v is not None]
+    # Known lengths where the input says them; compute the rest in one pass.
+    known = {id(o): (_lengths_of(o) if isinstance(o, da.Array) else
+                     (np.asarray([len(o)]) if isinstance(o, np.ndarray) else None))
+             for o in [X, *vectors]}
+    unknown = [o for o in [X, *vectors] if known[id(o)] is None]
+    if unknown:
+        for o, lens in zip(unknown, _compute_lengths(*unknown)):
+            known[id(o)] = lens
+    xlens = known[id(X)]
+    n = int(xlens.sum())
+    for v, what in ((yv, "y"), (wv, "sample_weight")):
+        if v is not None and int(known[id(v)].sum()) != n:
+            raise ValueError(f"{name}: X has {n} rows but {what} has {int(known[id(v)].sum())}; "
+                             f"{what} needs one entry per row of X.")
+
+    def aligned(v):
+        if v is None:
+            return None
+        arr = _to_array(v, known[id(v)] if not isinstance(v, np.ndarray) else None)
+        if tuple(arr.chunks[0]) != tuple(xlens):
+            arr = arr.rechunk((tuple(int(r) for r in xlens),))
+        return list(arr.to_delayed(optimize_graph=False).ravel())
+
+    ys, ws = aligned(yv), aligned(wv)
+    if frame:
+        xparts = X.to_delayed()
+    else:
+        if tuple(X.chunks[0]) != tuple(xlens):
+            X = X.rechunk((tuple(int(r) for r in xlens), X.shape[1]))
+        # optimize_graph=False keeps the keys that X, y and w share (e.g. y derived from X),
+        # so a common source is computed once.
+        xparts = list(X.to_delayed(optimize_graph=False).ravel())
+    parts = []
+    for i, xp in enumerate(xparts):
+        yb = ys[i] if ys is not None else None
+        wb = ws[i] if ws is not None else None
+        if frame:
+            ypart = yb if ycol is None else delayed(_column, pure=True)(xp, ycol)
+            wpart = wb if wcol is None else delayed(_column, pure=True)(xp, wcol)
+            xb = delayed(_columns, pure=True)(xp, features)
+            parts.append(delayed(_extract, pure=True)(xb, ypart, wpart, spec, i))
+        else:
+            parts.append(delayed(_extract, pure=True)(xp, yb, wb, spec, i))
+    n_features = len(features) if frame else int(X.shape[1])
+    return Blocks(parts, n_features, feature_names, local, spec, has_y=has_y, has_weight=has_w,
+                  dtypes=dtypes, _lengths=np.asarray(xlens, dtype=np.int64))
+
+
+def _column(part, col):
+    return part[col]
+
+
+def _columns(part, cols):
+    return part[cols]

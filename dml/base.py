@@ -1,0 +1,100 @@
+"""Estimator mixin: input validation at fit/predict time and blockwise outputs of the input's type.
+
+Given NumPy/pandas input, dml estimators behave like scikit-learn estimators and return NumPy.
+Given Dask input they return lazy Dask arrays from ``predict``/``transform``.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+from sklearn.exceptions import NotFittedError
+
+from dml._blocks import Blocks, BlockSpec, _extract, as_blocks, is_dask
+
+__all__ = ["DaskEstimatorMixin", "check_is_fitted"]
+
+
+def check_is_fitted(estimator, attribute: str) -> None:
+    """Raise scikit-learn's ``NotFittedError`` with a clear message when not fitted."""
+    if not hasattr(estimator, attribute):
+        raise NotFittedError(
+            f"This {type(estimator).__name__} instance is not fitted yet. Call 'fit' with "
+            "appropriate arguments before using this estimator.")
+
+
+class DaskEstimatorMixin:
+    """Shared validation for dml estimators (mix in before ``sklearn.base.BaseEstimator``)."""
+
+    #: Default block validation; estimators override fields via :meth:`_spec`.
+    _block_spec = BlockSpec()
+
+    def _spec(self, **overrides) -> BlockSpec:
+        from dataclasses import replace
+
+        return replace(self._block_spec, estimator=type(self).__name__, **overrides)
+
+    # ---- fit ----
+    def _fit_blocks(self, X, y=None, sample_weight=None, *, reset: bool = True,
+                    require_y: bool = True, **spec_overrides) -> Blocks:
+        """Validate training input into :class:`Blocks` and record the feature layout.
+
+        With ``reset=False`` (``partial_fit`` after the first call) the feature layout must match
+        the one recorded before.
+        """
+        blocks = as_blocks(X, y, sample_weight, spec=self._spec(**spec_overrides),
+                           require_y=require_y)
+        if reset:
+            self.n_features_in_ = blocks.n_features
+            if blocks.feature_names is not None:
+                self.feature_names_in_ = blocks.feature_names
+            elif hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        else:
+            self._check_features(blocks.n_features, blocks.feature_names)
+        return blocks
+
+    # ---- predict / transform ----
+    def _check_features(self, n_features: int, names) -> None:
+        expected = getattr(self, "n_features_in_", None)
+        fitted_names = getattr(self, "feature_names_in_", None)
+        if fitted_names is not None and names is not None:
+            if list(names) != list(fitted_names):
+                missing = [c for c in fitted_names if c not in set(names)]
+                extra = [c for c in names if c not in set(fitted_names)]
+                detail = (f" Missing: {missing}." if missing else "") + \
+                         (f" Unexpected: {extra}." if extra else "")
+                if not missing and not extra:
+                    detail = " The columns are the same but in a different order."
+                raise ValueError(
+                    f"The feature names of X differ from those seen during fit.{detail} Pass the "
+                    f"columns {list(fitted_names)} in that order.")
+        if expected is not None and n_features != expected:
+            raise ValueError(f"X has {n_features} features, but {type(self).__name__} is "
+                             f"expecting {expected} features as input.")
+
+    def _predict_input(self, X, **spec_overrides):
+        """Validate X for prediction: a NumPy array for local input, :class:`Blocks` for Dask."""
+        spec = self._spec(**spec_overrides)
+        if is_dask(X):
+            blocks = as_blocks(X, spec=spec)
+            self._check_features(blocks.n_features, blocks.feature_names)
+            return blocks
+        blocks = as_blocks(X, spec=spec)  # shape, type and column checks on the client
+        self._check_features(blocks.n_features, blocks.feature_names)
+        if isinstance(X, (list, tuple)):
+            X = np.asarray(X)
+        if spec.numeric or not isinstance(X, pd.DataFrame):
+            X, _, _ = _extract(X, None, None, spec, 0)
+        else:
+            X = X[list(X.columns)]
+        return X
+
+    def _blockwise(self, X, kernel: Callable, *args, dtype, tail_shape: tuple = (),
+                   **spec_overrides):
+        """Apply ``kernel(X_block, *args)``: NumPy in/out locally, a lazy Dask array for Dask."""
+        data = self._predict_input(X, **spec_overrides)
+        if isinstance(data, Blocks):
+            return data.map_blocks(kernel, *args, dtype=dtype, tail_shape=tail_shape)
+        return kernel(data, *args)

@@ -1,0 +1,124 @@
+"""Connect to a Dask cluster: the only place in dml that creates a ``distributed.Client``.
+
+Estimators never create clients. They run on whatever Dask scheduler is current: the active
+``distributed.Client`` if there is one, otherwise Dask's threaded scheduler. This module gives
+scripts, notebooks and the ``dml`` command one way to obtain a client.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from distributed import Client
+
+__all__ = ["connect", "default_local_options", "active_client", "ADDRESS_ENV"]
+
+logger = logging.getLogger("dml")
+
+#: Environment variable naming the scheduler to connect to when no address is given.
+ADDRESS_ENV = "DML_SCHEDULER_ADDRESS"
+
+
+def active_client() -> Client | None:
+    """Return the ``distributed.Client`` that Dask would use now, or ``None``."""
+    try:
+        from distributed import get_client
+
+        return get_client()
+    except ValueError:
+        return None
+
+
+def _usable_cores() -> int:
+    # sched_getaffinity respects taskset/cgroup CPU sets; os.cpu_count() does not.
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - macOS / Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def default_local_options() -> dict:
+    """Options of the embedded ``LocalCluster``: one single-threaded worker process per core.
+
+    One thread per worker because the per-block kernels are NumPy/BLAS code that already uses
+    the core fully; more threads would contend for it. Memory is split evenly ("auto").
+    """
+    return {
+        "n_workers": _usable_cores(),
+        "threads_per_worker": 1,
+        "processes": True,
+        "memory_limit": "auto",
+        "dashboard_address": ":0",
+    }
+
+
+def connect(address: str | None = None, *, security=None, timeout: str | float = "30s",
+            **local_options) -> Client:
+    """Return a Dask client for dml to run on.
+
+    Resolution order:
+
+    1. an already active ``distributed.Client`` (returned as it is; ``address`` must then be
+       ``None`` or that client's own scheduler address);
+    2. the scheduler at ``address``, or at ``$DML_SCHEDULER_ADDRESS`` when ``address`` is None;
+    3. a new embedded ``LocalCluster`` of worker processes sized for this machine
+       (see :func:`default_local_options`; ``local_options`` override them).
+
+    The client works as a context manager: leaving the ``with`` block closes it, and a cluster
+    that ``connect`` started is shut down with it. The dashboard link is logged at INFO level on
+    the ``dml`` logger.
+
+    Parameters
+    ----------
+    address : str, optional
+        Scheduler address such as ``"tcp://10.0.0.5:8786"`` or ``"tls://scheduler:8786"``.
+    security : distributed.Security, optional
+        TLS settings for connecting to ``address`` (or for the embedded cluster).
+    timeout : str or float, default "30s"
+        How long to wait for the scheduler at ``address``.
+    **local_options
+        Passed to ``distributed.LocalCluster`` when an embedded cluster is started, e.g.
+        ``n_workers=2, threads_per_worker=1, processes=False``.
+
+    Returns
+    -------
+    distributed.Client
+
+    Examples
+    --------
+    >>> import dml.runtime
+    >>> with dml.runtime.connect(n_workers=1, processes=False) as client:
+    ...     print(len(client.scheduler_info()["workers"]))
+    1
+    """
+    current = active_client()
+    if current is not None and address is None and not local_options:
+        logger.info("dml: reusing the active Dask client; dashboard: %s", current.dashboard_link)
+        return current
+
+    address = address or os.environ.get(ADDRESS_ENV) or None
+    if address is not None:
+        if local_options:
+            raise TypeError(
+                f"connect() got local cluster options {sorted(local_options)} together with the "
+                f"scheduler address {address!r}; local options only apply when dml starts an "
+                "embedded cluster. Drop them, or drop the address (and unset "
+                f"${ADDRESS_ENV}).")
+        try:
+            client = Client(address, security=security, timeout=timeout)
+        except OSError as exc:
+            raise ConnectionError(
+                f"could not reach the Dask scheduler at {address!r} within {timeout}: {exc}. "
+                "Check that `dask scheduler` is running there and the address/port are right, "
+                f"or unset ${ADDRESS_ENV} to use an embedded local cluster.") from exc
+        logger.info("dml: connected to %s; dashboard: %s", address, client.dashboard_link)
+        return client
+
+    options = {**default_local_options(), **local_options}
+    if security is not None:
+        options["security"] = security
+    # Client(**options) starts the LocalCluster itself, so closing the client closes it too.
+    client = Client(**options)
+    logger.info("dml: started a local cluster with %d worker(s); dashboard: %s",
+                len(client.scheduler_info()["workers"]), client.dashboard_link)
+    return client

@@ -1,0 +1,186 @@
+"""Real Dask clusters for the tests: an in-process LocalCluster and a multi-process cluster.
+
+The multi-process cluster is started with the ``dask scheduler`` and ``dask worker`` commands
+(two workers, one thread each) on 127.0.0.1 with free ports, exactly as a user would start one,
+and is always torn down at the end of the session. No part of Dask is mocked.
+
+Fixtures
+--------
+client
+    Parametrised over both clusters; the test body runs with that client as the current one.
+inprocess_client, process_client
+    One of the two, also made current for the test.
+process_cluster
+    The multi-process cluster's details (address, scheduler file, PIDs).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from distributed import Client, LocalCluster
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def dask_command() -> list[str]:
+    """The ``dask`` command of this interpreter's environment."""
+    exe = Path(sys.executable).parent / "dask"
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("dask")
+    if found is None:
+        pytest.fail("the `dask` command is not installed in this environment")
+    return [found]
+
+
+class ProcessCluster:
+    """A scheduler and workers started as separate OS processes with the ``dask`` CLI."""
+
+    def __init__(self, tmpdir: Path, n_workers: int = 2, nthreads: int = 1,
+                 memory_limit: str = "3GiB", extra_worker_args: tuple = ()):
+        self.tmpdir = Path(tmpdir)
+        self.scheduler_file = self.tmpdir / "scheduler.json"
+        self.n_workers = n_workers
+        self.nthreads = nthreads
+        self.memory_limit = memory_limit
+        self.extra_worker_args = list(extra_worker_args)
+        self.procs: list[subprocess.Popen] = []
+        self.address: str | None = None
+
+    def _env(self) -> dict:
+        env = dict(os.environ)
+        # Workers must import this checkout's dml (functions are pickled by reference).
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep)
+        env.pop("DML_SCHEDULER_ADDRESS", None)
+        return env
+
+    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen:
+        log = open(self.tmpdir / log_name, "wb")
+        # A new session per process so teardown can signal the whole process group
+        # (the nanny and its worker child).
+        proc = subprocess.Popen(dask_command() + args, stdout=log, stderr=subprocess.STDOUT,
+                                env=self._env(), cwd=self.tmpdir, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def start(self, timeout: float = 90.0) -> "ProcessCluster":
+        self._spawn(["scheduler", "--host", "127.0.0.1", "--port", "0",
+                     "--dashboard-address", "127.0.0.1:0", "--scheduler-file",
+                     str(self.scheduler_file)], "scheduler.log")
+        deadline = time.monotonic() + timeout
+        while not self.scheduler_file.exists():
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"dask scheduler did not start; log:\n{self.log('scheduler')}")
+            time.sleep(0.1)
+        for i in range(self.n_workers):
+            self._spawn(["worker", "--scheduler-file", str(self.scheduler_file), "--nthreads",
+                         str(self.nthreads), "--memory-limit", self.memory_limit,
+                         "--no-dashboard", "--name", f"worker-{i}",
+                         "--local-directory", str(self.tmpdir / f"worker-{i}"),
+                         *self.extra_worker_args], f"worker-{i}.log")
+        with Client(scheduler_file=str(self.scheduler_file), set_as_default=False) as c:
+            self.address = c.scheduler.address
+            remaining = max(1.0, deadline - time.monotonic())
+            try:
+                c.wait_for_workers(self.n_workers, timeout=remaining)
+            except TimeoutError:
+                logs = "\n".join(self.log(f"worker-{i}") for i in range(self.n_workers))
+                raise TimeoutError(f"dask workers did not connect; logs:\n{logs}") from None
+        return self
+
+    def _check_alive(self):
+        for p in self.procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"process {p.args} exited with {p.returncode}; log:\n"
+                                   f"{self.log('scheduler')}")
+
+    def log(self, name: str) -> str:
+        path = self.tmpdir / f"{name}.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def stop(self) -> None:
+        # Workers first, then the scheduler; SIGTERM lets nannies stop their children.
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for p in reversed(self.procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait(timeout=10)
+        self.procs.clear()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+@pytest.fixture(scope="session")
+def process_cluster(tmp_path_factory):
+    cluster = ProcessCluster(tmp_path_factory.mktemp("dask-cluster"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def _process_client(process_cluster):
+    client = Client(process_cluster.address, set_as_default=False)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def _inprocess_client():
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                           dashboard_address=None)
+    client = Client(cluster, set_as_default=False)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture
+def inprocess_client(_inprocess_client):
+    with _inprocess_client.as_current():
+        yield _inprocess_client
+
+
+@pytest.fixture
+def process_client(_process_client):
+    with _process_client.as_current():
+        yield _process_client
+
+
+@pytest.fixture(params=["inprocess", pytest.param("multiprocess",
+                                                  marks=pytest.mark.multiprocess)])
+def client(request):
+    """Run the test on the in-process cluster and again on the multi-process one."""
+    name = "_inprocess_client" if request.param == "inprocess" else "_process_client"
+    c = request.getfixturevalue(name)
+    with c.as_current():
+        yield c
