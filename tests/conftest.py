@@ -56,8 +56,9 @@ class ProcessCluster:
 
     def _env(self) -> dict:
         env = dict(os.environ)
-        # Workers must import this checkout's dml (functions are pickled by reference).
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(
+        # Workers must import this checkout's dml and the test modules: functions are pickled by
+        # reference, so kernels defined in tests must be importable there too.
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")]).rstrip(
             os.pathsep)
         env.pop("DML_SCHEDULER_ADDRESS", None)
         return env

@@ -1,0 +1,210 @@
+"""The shared block primitives: input handling, alignment, reductions, random streams."""
+import dask
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+from dml._blocks import (BlockSpec, as_blocks, block_rng, default_block_rows, seed_from,
+                         tree_add, tree_reduce)
+from dask import delayed
+
+
+def stats(x, y, w):
+    """Module-level kernel (picklable by reference for process workers)."""
+    wsum = len(x) if w is None else w.sum()
+    return {"sum": x.sum(axis=0), "n": len(x), "y": 0 if y is None else y.astype(float).sum(),
+            "w": wsum}
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(103, 4))
+    y = rng.integers(0, 3, size=103)
+    w = rng.random(103)
+    return X, y, w
+
+
+def expected(X, y, w=None):
+    return X.sum(0), len(X), y.astype(float).sum()
+
+
+@pytest.mark.parametrize("make", [
+    lambda X, y, w: (X, y, w),
+    lambda X, y, w: (pd.DataFrame(X, columns=list("abcd")), pd.Series(y), w),
+    lambda X, y, w: (da.from_array(X, chunks=(17, 2)), da.from_array(y, chunks=50),
+                     da.from_array(w, chunks=103)),
+    lambda X, y, w: (dd.from_pandas(pd.DataFrame(X, columns=list("abcd")), npartitions=5),
+                     dd.from_pandas(pd.Series(y), npartitions=2), w),
+], ids=["numpy", "pandas", "dask-array-misaligned", "dask-frame-misaligned"])
+def test_every_input_type_gives_aligned_blocks(make, data):
+    X, y, w = data
+    b = as_blocks(*make(X, y, w))
+    out = b.map_reduce(stats)
+    np.testing.assert_allclose(out["sum"], X.sum(0), rtol=1e-12)
+    assert out["n"] == 103 and out["y"] == y.sum()
+    np.testing.assert_allclose(out["w"], w.sum(), rtol=1e-12)
+    assert b.n_samples == 103 and b.n_features == 4
+
+
+def test_column_names_for_target_and_weight(data):
+    X, y, w = data
+    df = pd.DataFrame(X, columns=list("abcd")).assign(target=y, weight=w)
+    ddf = dd.from_pandas(df, npartitions=4)
+    b = as_blocks(ddf, "target", "weight")
+    assert list(b.feature_names) == list("abcd")
+    out = b.map_reduce(stats)
+    np.testing.assert_allclose(out["sum"], X.sum(0), rtol=1e-12)
+    np.testing.assert_allclose(out["w"], w.sum(), rtol=1e-12)
+    assert out["y"] == y.sum()
+    # lengths are only computed when asked for
+    assert b._lengths is None
+    assert list(b.lengths) == list(ddf.map_partitions(len).compute()) and b.n_samples == 103
+
+
+def test_results_reproducible_and_tree_order_fixed(data):
+    X, y, _ = data
+    Xd = da.from_array(X * 1e3, chunks=5)  # 21 blocks: several tree levels
+    b = as_blocks(Xd)
+    sums = [b.map_reduce(stats, split_every=s)["sum"] for s in (2, 3, 8, 2)]
+    assert np.array_equal(sums[0], sums[3])  # bitwise repeatable
+    for s in sums[1:]:
+        np.testing.assert_allclose(s, sums[0], rtol=1e-12)
+
+
+def test_map_reduce_on_both_clusters_equals_threaded(client, data):
+    X, y, w = data
+    args = (da.from_array(X, chunks=13), da.from_array(y, chunks=13), da.from_array(w, chunks=7))
+    out = as_blocks(*args).map_reduce(stats)
+    with dask.config.set(scheduler="threads"):
+        ref = as_blocks(*args).map_reduce(stats)
+    assert np.array_equal(out["sum"], ref["sum"]) and out["w"] == ref["w"]
+
+
+def test_with_index_and_broadcast_parameters(data):
+    X, _, _ = data
+    b = as_blocks(X, block_rows=30)
+
+    def kernel(i, x, y, w, scale):
+        return np.array([i * 1.0]), x.sum() * scale
+
+    idx, total = b.map_reduce(kernel, 2.0, with_index=True)
+    assert idx[0] == sum(range(b.npartitions)) and b.npartitions == 4
+    np.testing.assert_allclose(total, X.sum() * 2.0)
+
+
+def test_persist_and_lazy_map_blocks(data):
+    X, _, _ = data
+    b = as_blocks(da.from_array(X, chunks=20)).persist()
+    out = b.map_blocks(lambda x, k: x[:, 0] * k, 3.0, dtype=float)
+    assert isinstance(out, da.Array) and out.chunks[0] == (20, 20, 20, 20, 20, 3)
+    np.testing.assert_allclose(out.compute(), X[:, 0] * 3.0)
+    two = b.map_blocks(lambda x: x[:, :2], dtype=float, tail_shape=(2,))
+    assert two.shape == (103, 2)
+
+
+def test_unknown_lengths_and_empty_partitions():
+    df = pd.DataFrame({"a": np.arange(10.0), "t": np.arange(10) % 2})
+    ddf = dd.from_pandas(df, npartitions=3)
+    ddf = ddf[ddf.a > 3]  # first partition becomes empty
+    b = as_blocks(ddf, "t")
+    assert 0 in list(b.lengths)
+    out = b.map_reduce(stats)
+    assert out["n"] == 6 and out["sum"][0] == sum(range(4, 10))
+    lazy = b.map_blocks(lambda x: x[:, 0], dtype=float)
+    np.testing.assert_allclose(lazy.compute(), np.arange(4.0, 10.0))
+
+
+def test_tree_add_nested_and_none():
+    parts = [None, {"a": (np.ones(2), 1)}, {"a": (np.ones(2), 2)}]
+    out = tree_add(parts)
+    assert out["a"][1] == 3 and list(out["a"][0]) == [2, 2]
+    assert tree_add([None, None]) is None
+    assert tree_reduce([delayed(1), delayed(2), delayed(3)], split_every=2).compute() == 6
+    with pytest.raises(ValueError, match="no blocks"):
+        tree_reduce([])
+
+
+def test_random_streams():
+    assert seed_from(7) == 7
+    assert seed_from(np.random.RandomState(0)) == seed_from(np.random.RandomState(0))
+    with pytest.raises(TypeError, match="random_state"):
+        seed_from("seven")
+    with pytest.raises(ValueError, match="non-negative"):
+        seed_from(-1)
+    a = block_rng(1, "init", 0, 5).random(3)
+    assert np.array_equal(a, block_rng(1, "init", 0, 5).random(3))
+    assert not np.array_equal(a, block_rng(1, "init", 0, 6).random(3))
+    assert not np.array_equal(a, block_rng(1, "shuffle", 0, 5).random(3))
+    assert default_block_rows(16) == 128 * 2**20 // 128
+
+
+# ---- bad input: every error names the problem ----
+
+@pytest.mark.parametrize("X, y, match", [
+    (np.arange(5.0), None, "1-D array.*reshape"),
+    (np.zeros((2, 2, 2)), None, "3-D"),
+    (np.zeros((5, 2)), np.zeros(4), "X has 5 rows but y has 4"),
+    (pd.Series([1.0, 2.0]), None, "Series"),
+    (np.zeros((3, 2)), "t", "not a DataFrame"),
+    (pd.DataFrame({"a": [1.0]}), "t", r"column\(s\) \['t'\] not found"),
+    ({"a": 1}, None, "must be a NumPy array"),
+])
+def test_bad_input_on_the_client(X, y, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        as_blocks(X, y)
+
+
+def test_length_mismatch_of_dask_inputs():
+    X = da.zeros((10, 2), chunks=3)
+    with pytest.raises(ValueError, match="X has 10 rows but sample_weight has 9"):
+        as_blocks(X, da.zeros(10, chunks=4), da.ones(9, chunks=9))
+    ddf = dd.from_pandas(pd.DataFrame({"a": np.arange(10.0)}), npartitions=2)
+    with pytest.raises(ValueError, match="X has 10 rows but y has 8"):
+        as_blocks(ddf, dd.from_pandas(pd.Series(np.arange(8)), npartitions=3))
+
+
+@pytest.mark.parametrize("value, match", [(np.nan, "NaN"), (np.inf, "infinity")])
+def test_non_finite_values_are_found_on_the_worker(value, match):
+    X = np.ones((40, 3))
+    X[33, 1] = value
+    b = as_blocks(da.from_array(X, chunks=10), spec=BlockSpec(estimator="Thing"))
+    with pytest.raises(ValueError, match=f"Thing: Input X contains {match} \\(row block 3\\)"):
+        b.map_reduce(stats)
+
+
+def test_nan_allowed_when_the_spec_says_so():
+    X = np.ones((4, 2))
+    X[1, 1] = np.nan
+    out = as_blocks(X, spec=BlockSpec(allow_nan=True)).map_reduce(
+        lambda x, y, w: np.isnan(x).sum())
+    assert out == 1
+
+
+def test_strings_in_numeric_features():
+    df = pd.DataFrame({"a": [1.0, 2.0], "b": ["x", "y"]})
+    with pytest.raises(TypeError, match=r"non-numeric columns \['b'\].*OneHotEncoder"):
+        as_blocks(df)
+    with pytest.raises(TypeError, match="non-numeric values"):
+        as_blocks(np.array([["1", "x"]], dtype=object)).map_reduce(stats)
+
+
+def test_nullable_and_bool_columns_become_floats():
+    df = pd.DataFrame({"a": pd.array([1, None, 3], dtype="Int64"), "b": [True, False, True]})
+    out = as_blocks(df, spec=BlockSpec(allow_nan=True)).map_reduce(
+        lambda x, y, w: (np.isnan(x).sum(), np.nansum(x), x.dtype.kind))
+    assert out[0] == 1 and out[1] == 6.0
+
+
+def test_y_with_missing_labels_is_refused():
+    y = np.array(["a", None, "b"], dtype=object)
+    with pytest.raises(ValueError, match="y contains missing values"):
+        as_blocks(np.zeros((3, 1)), y).map_reduce(stats)
+
+
+def test_require_y():
+    with pytest.raises(ValueError, match="requires y"):
+        as_blocks(np.zeros((3, 1)), None, require_y=True,
+                  spec=BlockSpec(estimator="GaussianNB"))
