@@ -1,0 +1,128 @@
+"""Training data as the solvers see it: prepared row blocks, a validation part, persistence.
+
+:func:`prepare` turns validated :class:`~dml._blocks.Blocks` into :class:`TrainingData`:
+
+* every block goes through the problem's ``prepare_block`` on its worker (label encoding, class
+  weights), once;
+* with a ``validation_fraction``, every block sets aside a seeded random subset of its own rows
+  (``block_rng(seed, "validation", block)``; ``round(fraction · rows)`` of them), so the split
+  needs no shuffle across workers and is the same for any number of workers;
+* the prepared blocks are persisted in worker memory when they fit (``persist="auto"``: the
+  data's size is at most half of the cluster's memory), otherwise every pass re-reads them from
+  the source (a Parquet dataset larger than the cluster, for instance).
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, replace
+
+import dask
+import numpy as np
+from dask import delayed
+
+from dml._blocks import Blocks, block_rng
+
+__all__ = ["TrainingData", "prepare", "should_persist", "cluster_memory", "n_validation"]
+
+#: Persist when the data takes at most this fraction of the cluster's memory.
+PERSIST_FRACTION = 0.5
+
+
+def cluster_memory() -> int:
+    """Total worker memory of the current cluster in bytes (this machine's without a client)."""
+    from dml.runtime import active_client
+
+    client = active_client()
+    if client is not None:
+        try:
+            workers = client.scheduler_info(n_workers=-1)["workers"]
+        except TypeError:  # older distributed: no n_workers argument
+            workers = client.scheduler_info()["workers"]
+        limits = [int(w.get("memory_limit") or 0) for w in workers.values()]
+        if limits and all(limits):
+            return sum(limits)
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except ImportError:  # pragma: no cover - psutil comes with distributed
+        return 8 * 2**30
+
+
+def should_persist(blocks: Blocks, persist) -> bool:
+    """Resolve ``persist`` ("auto", True or False) for these blocks."""
+    if persist is True or persist is False:
+        return persist
+    if persist != "auto":
+        raise ValueError(f"persist must be 'auto', True or False, got {persist!r}")
+    itemsize = 8
+    nbytes = blocks.n_samples * (blocks.n_features + 2) * itemsize
+    return nbytes <= PERSIST_FRACTION * cluster_memory()
+
+
+def n_validation(n_rows: int, fraction: float) -> int:
+    """Validation rows a block of ``n_rows`` sets aside."""
+    return int(np.floor(fraction * n_rows + 0.5))
+
+
+@dataclass
+class TrainingData:
+    """Prepared training (and validation) blocks plus their row counts."""
+
+    train: Blocks
+    validation: Blocks | None
+    lengths: np.ndarray
+    validation_lengths: np.ndarray | None
+    persisted: bool
+
+    @property
+    def n_train(self) -> int:
+        return int(self.lengths.sum())
+
+
+def _prepare_part(part, problem, index, seed, fraction):
+    X, y, w = part
+    X, Y, w = problem.prepare_block(X, y, w)
+    if not fraction:
+        return (X, Y, w), None
+    n = X.shape[0]
+    order = block_rng(seed, "validation", index).permutation(n)
+    k = n_validation(n, fraction)
+    val, tr = np.sort(order[:k]), np.sort(order[k:])
+
+    def take(idx):
+        return (X[idx], Y[idx], None if w is None else w[idx])
+
+    return take(tr), take(val)
+
+
+def prepare(problem, blocks: Blocks, *, seed: int = 0, validation_fraction: float | None = None,
+            persist="auto") -> TrainingData:
+    """Prepare (and persist when it fits) the blocks for training; see the module docstring."""
+    fraction = float(validation_fraction or 0.0)
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"validation_fraction must be in (0, 1), got {validation_fraction}")
+    lengths = np.asarray(blocks.lengths, dtype=np.int64)
+    if fraction:
+        val_lengths = np.array([n_validation(int(n), fraction) for n in lengths], dtype=np.int64)
+        if val_lengths.sum() == 0:
+            raise ValueError(f"{blocks.spec.estimator}: validation_fraction={fraction} sets aside "
+                             f"no rows of {int(lengths.sum())}; raise it or disable "
+                             "early_stopping")
+        if (lengths - val_lengths).sum() == 0:
+            raise ValueError(f"{blocks.spec.estimator}: validation_fraction={fraction} leaves no "
+                             "training rows")
+    else:
+        val_lengths = None
+    prepared = [delayed(_prepare_part, pure=True)(p, problem, i, seed, fraction)
+                for i, p in enumerate(blocks.parts)]
+    train = [delayed(operator.getitem, pure=True)(p, 0) for p in prepared]
+    val = [delayed(operator.getitem, pure=True)(p, 1) for p in prepared] if fraction else []
+    do_persist = should_persist(blocks, persist)
+    if do_persist:
+        out = dask.persist(*train, *val)
+        train, val = list(out[:len(train)]), list(out[len(train):])
+    train_lengths = lengths - (val_lengths if val_lengths is not None else 0)
+    tb = replace(blocks, parts=train, _lengths=train_lengths)
+    vb = replace(blocks, parts=val, _lengths=val_lengths) if fraction else None
+    return TrainingData(tb, vb, train_lengths, val_lengths, do_persist)

@@ -1,0 +1,56 @@
+"""What a model must provide to be trained by the solvers of :mod:`dml.optim`.
+
+A *problem* is a small picklable object (it is broadcast to the workers with every round) that
+knows the model's parameter layout and how to compute a loss and its gradient on a batch of
+rows. Subclass :class:`Problem` and implement
+
+* ``n_params`` and ``init_params(rng) -> ndarray``: the flat parameter vector;
+* ``penalised``: which entries the penalty applies to (a slice or boolean mask; intercepts and
+  biases excluded);
+* ``batch_loss_grad(params, X, Y, w) -> (loss_sum, grad_sum)``: Σᵢ wᵢ L(yᵢ, f(xᵢ)) over the rows
+  of the batch and its gradient with respect to ``params`` (a new flat array), vectorised over
+  the batch; ``w`` is None for unit weights.
+
+and optionally
+
+* ``prepare_block(X, y, w) -> (X, Y, w)``: runs once per block on its worker before training
+  (encode labels, fold class weights into ``w``); its result is what the kernels receive;
+* ``batch_loss_grad_hess(params, X, Y, w) -> (loss_sum, grad_sum, hess_sum)`` for the Newton
+  solver;
+* ``score_stats(params, X, Y, w)`` + ``score_from_stats(stats) -> float`` (higher is better)
+  for early stopping on a validation part; the default is minus the mean loss.
+
+The engine adds the penalty, the step size and the optimiser: a multi-layer perceptron only
+writes its forward and backward pass.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Problem"]
+
+
+class Problem:
+    n_params: int = 0
+    penalised = None
+    dtype = np.float64
+
+    def init_params(self, rng: np.random.Generator) -> np.ndarray:
+        return np.zeros(self.n_params, dtype=self.dtype)
+
+    def prepare_block(self, X, y, w):
+        return X, y, w
+
+    def batch_loss_grad(self, params, X, Y, w):
+        raise NotImplementedError
+
+    def batch_loss_grad_hess(self, params, X, Y, w):
+        raise NotImplementedError(f"{type(self).__name__} has no Hessian; use an SGD or "
+                                  "L-BFGS solver")
+
+    def score_stats(self, params, X, Y, w):
+        loss, _ = self.batch_loss_grad(params, X, Y, w)
+        return np.array([loss, float(len(X)) if w is None else float(np.sum(w))])
+
+    def score_from_stats(self, stats) -> float:
+        return -float(stats[0]) / max(float(stats[1]), 1e-300)
