@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import numbers
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
@@ -30,10 +31,11 @@ import numpy as np
 import pandas as pd
 from dask import delayed
 from dask.delayed import Delayed
+from sklearn.exceptions import DataConversionWarning
 
 __all__ = [
     "Blocks", "BlockSpec", "as_blocks", "tree_add", "tree_reduce", "compute", "broadcast",
-    "seed_from", "block_rng", "is_dask", "default_block_rows",
+    "seed_from", "block_rng", "is_dask", "default_block_rows", "check_x_layout",
 ]
 
 #: Target size of one block when dml itself cuts local (NumPy/pandas) data into blocks. A fixed
@@ -168,7 +170,8 @@ class BlockSpec:
     ----------
     numeric : bool
         Convert X to a 2-D NumPy array of a numeric dtype. When False, X blocks are passed as they
-        are (pandas DataFrame for dataframe input, NumPy array otherwise).
+        are (pandas DataFrame for dataframe input, NumPy array otherwise) and the estimator's
+        kernels check their values: the NaN/inf checks below apply to numeric X only.
     dtype : tuple of dtypes or None
         Accepted float dtypes; other numeric input is cast to the first. ``None`` keeps the dtype.
     allow_nan : bool
@@ -206,6 +209,9 @@ def _as_numeric_block(xb, spec: BlockSpec, index: int) -> np.ndarray:
                 "features first, e.g. with dml.preprocessing.OneHotEncoder") from None
     if xb.dtype.kind == "b":
         xb = xb.astype(np.float64)
+    if xb.dtype.kind == "c":
+        raise ValueError(f"{spec.estimator}: Complex data not supported; pass the real part "
+                         "(X.real) or split real and imaginary parts into separate features")
     if xb.dtype.kind not in "iuf":
         raise TypeError(f"{spec.estimator}: X has dtype {xb.dtype}, expected numbers")
     if spec.dtype is not None and xb.dtype not in spec.dtype:
@@ -273,9 +279,10 @@ def _as_vector(vb, what: str, n: int, spec: BlockSpec, index: int, numeric: bool
         if vb.dtype.kind == "f":
             _check_finite(vb, what, spec, index, allow_nan=False)
     else:
-        if vb.dtype.kind == "f" and np.isnan(vb).any():
-            raise ValueError(f"{spec.estimator}: Input {what} contains NaN (row block {index}); "
-                             f"every row needs a {what} value.")
+        if vb.dtype.kind == "f" and not np.isfinite(vb).all():
+            bad = "NaN" if np.isnan(vb).any() else "infinity"
+            raise ValueError(f"{spec.estimator}: Input {what} contains {bad} (row block {index}); "
+                             f"every row needs a finite {what} value.")
         if vb.dtype.kind == "O" and pd.isna(vb).any():
             raise ValueError(f"{spec.estimator}: Input {what} contains missing values (row block "
                              f"{index}); every row needs a {what} value.")
@@ -459,6 +466,13 @@ def _compute_lengths(*objs) -> list[np.ndarray]:
     return [np.asarray(list(r), dtype=np.int64) for r in results]
 
 
+def _column_vector_warning(what: str) -> None:
+    if what == "y":
+        warnings.warn("A column-vector y was passed when a 1d array was expected. Please change "
+                      "the shape of y to (n_samples,), for example using ravel().",
+                      DataConversionWarning, stacklevel=4)
+
+
 def _as_dask_vector(v, what: str):
     """y / sample_weight as a 1-D Dask array or Series (not yet aligned)."""
     if isinstance(v, dd.DataFrame):
@@ -469,6 +483,7 @@ def _as_dask_vector(v, what: str):
     if isinstance(v, (dd.Series, da.Array)):
         if isinstance(v, da.Array):
             if v.ndim == 2 and v.shape[1] == 1:
+                _column_vector_warning(what)
                 v = v[:, 0]
             if v.ndim != 1:
                 raise ValueError(f"{what} must be 1-D, got a Dask array of shape {v.shape}")
@@ -477,6 +492,7 @@ def _as_dask_vector(v, what: str):
         v = v.to_numpy()
     v = np.asarray(v)
     if v.ndim == 2 and v.shape[1] == 1:
+        _column_vector_warning(what)
         v = v.ravel()
     if v.ndim != 1:
         raise ValueError(f"{what} must be 1-D, got shape {v.shape}")
@@ -488,8 +504,56 @@ def _to_array(v, lengths: np.ndarray | None):
     if isinstance(v, dd.Series):
         return v.to_dask_array(lengths=list(lengths) if lengths is not None else None)
     if isinstance(v, da.Array):
-        return v
+        return _known_rows(v, lengths)
     return da.from_array(v, chunks=(tuple(lengths),) if lengths is not None else -1)
+
+
+def _known_rows(arr: da.Array, lengths) -> da.Array:
+    """``arr`` with unknown (NaN) row chunks labelled with their computed lengths.
+
+    Dask cannot rechunk along a dimension of unknown chunk sizes, but the lengths computed from
+    these very blocks describe them exactly, so the array is only relabelled (nothing computed).
+    """
+    if lengths is None or not any(np.isnan(c) for c in arr.chunks[0]):
+        return arr
+    return da.Array(arr.dask, arr.name, (tuple(int(r) for r in lengths),) + arr.chunks[1:],
+                    meta=arr._meta)
+
+
+def check_x_layout(X, name: str = "estimator"):
+    """Client-side checks of X's type and shape (no data is read); returns X, array-likes as NumPy.
+
+    Raises the errors that need no look at the values: wrong type, 1-D/3-D X, no features.
+    """
+    if isinstance(X, (list, tuple)) or (
+            not isinstance(X, (np.ndarray, pd.DataFrame, da.Array, dd.DataFrame, pd.Series,
+                               dd.Series)) and hasattr(X, "__array__")
+            and not hasattr(X, "tocsr")):
+        X = np.asarray(X)
+    if not isinstance(X, (np.ndarray, pd.DataFrame, da.Array, dd.DataFrame)):
+        if isinstance(X, (pd.Series, dd.Series)):
+            raise ValueError(f"{name}: expected 2-D X (one row per sample), got a Series. Pass a "
+                             "one-column DataFrame instead, e.g. X.to_frame().")
+        if hasattr(X, "toarray") or hasattr(X, "tocsr"):
+            raise TypeError(f"{name}: sparse matrices are not supported yet; pass a dense "
+                            "array or a Dask array.")
+        raise TypeError(f"{name}: X must be a NumPy array, pandas DataFrame, Dask array or Dask "
+                        f"DataFrame, got {type(X).__name__}")
+    if isinstance(X, (np.ndarray, da.Array)):
+        if X.ndim == 1:
+            raise ValueError(
+                f"{name}: expected a 2-D X, got a 1-D array of shape {X.shape}. Reshape your "
+                "data with X.reshape(-1, 1) if it has a single feature or X.reshape(1, -1) if it "
+                "is a single sample.")
+        if X.ndim != 2:
+            raise ValueError(f"{name}: expected a 2-D X, got a {X.ndim}-D array of shape "
+                             f"{X.shape}")
+    n_features = len(X.columns) if isinstance(X, (pd.DataFrame, dd.DataFrame)) else X.shape[1]
+    if n_features == 0:
+        # scikit-learn's wording, which its estimator checks look for.
+        raise ValueError(f"{name}: Found array with 0 feature(s) (shape={tuple(X.shape)}) while "
+                         "a minimum of 1 is required.")
+    return X
 
 
 def as_blocks(X, y=None, sample_weight=None, *, spec: BlockSpec | None = None,
@@ -520,18 +584,7 @@ def as_blocks(X, y=None, sample_weight=None, *, spec: BlockSpec | None = None,
     name = spec.estimator
     if require_y and y is None:
         raise ValueError(f"{name} requires y to be passed, but the target y is None")
-    if isinstance(X, (list, tuple)):
-        X = np.asarray(X)
-    if not isinstance(X, (np.ndarray, pd.DataFrame, da.Array, dd.DataFrame)):
-        if isinstance(X, (pd.Series, dd.Series)):
-            raise ValueError(f"{name}: expected 2-D X (one row per sample), got a Series. Pass a "
-                             "one-column DataFrame instead, e.g. X.to_frame().")
-        if hasattr(X, "toarray") or hasattr(X, "tocsr"):
-            raise TypeError(f"{name}: sparse matrices are not supported yet; pass a dense "
-                            "array or a Dask array.")
-        raise TypeError(f"{name}: X must be a NumPy array, pandas DataFrame, Dask array or Dask "
-                        f"DataFrame, got {type(X).__name__}")
-
+    X = check_x_layout(X, name)
     local = isinstance(X, (np.ndarray, pd.DataFrame))
     ycol = y if isinstance(y, str) else None
     wcol = sample_weight if isinstance(sample_weight, str) else None
@@ -572,13 +625,6 @@ def as_blocks(X, y=None, sample_weight=None, *, spec: BlockSpec | None = None,
                                dtypes, y is not None, sample_weight is not None)
 
     # ---- arrays ----
-    if X.ndim != 2:
-        if X.ndim == 1:
-            raise ValueError(
-                f"{name}: expected a 2-D X, got a 1-D array of shape {X.shape}. Reshape your "
-                "data with X.reshape(-1, 1) if it has a single feature or X.reshape(1, -1) if it "
-                "is a single sample.")
-        raise ValueError(f"{name}: expected a 2-D X, got a {X.ndim}-D array of shape {X.shape}")
     n_features = int(X.shape[1])
     if isinstance(X, np.ndarray):
         rows = block_rows or default_block_rows(n_features, max(X.dtype.itemsize, 1))
@@ -632,6 +678,7 @@ def _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local,
     if frame:
         xparts = X.to_delayed()
     else:
+        X = _known_rows(X, xlens)
         if tuple(X.chunks[0]) != tuple(xlens):
             X = X.rechunk((tuple(int(r) for r in xlens), X.shape[1]))
         # optimize_graph=False keeps the keys that X, y and w share (e.g. y derived from X),

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-import numpy as np
 import pandas as pd
 from sklearn.exceptions import NotFittedError
 
-from dml._blocks import Blocks, BlockSpec, _extract, as_blocks, is_dask
+from dml._blocks import (Blocks, BlockSpec, _column_names, _extract, as_blocks,
+                         check_x_layout, is_dask)
 
 __all__ = ["DaskEstimatorMixin", "check_is_fitted"]
 
@@ -81,14 +81,15 @@ class DaskEstimatorMixin:
             blocks = as_blocks(X, spec=spec)
             self._check_features(blocks.n_features, blocks.feature_names)
             return blocks
-        blocks = as_blocks(X, spec=spec)  # shape, type and column checks on the client
-        self._check_features(blocks.n_features, blocks.feature_names)
-        if isinstance(X, (list, tuple)):
-            X = np.asarray(X)
-        if spec.numeric or not isinstance(X, pd.DataFrame):
-            X, _, _ = _extract(X, None, None, spec, 0)
+        # Local input is checked in place: no Dask graph (hashing a large array costs time).
+        X = check_x_layout(X, spec.estimator)
+        if isinstance(X, pd.DataFrame):
+            self._check_features(X.shape[1], _column_names(X.columns))
+            if not spec.numeric:
+                return X
         else:
-            X = X[list(X.columns)]
+            self._check_features(X.shape[1], None)
+        X, _, _ = _extract(X, None, None, spec, 0)
         return X
 
     def _blockwise(self, X, kernel: Callable, *args, dtype, tail_shape: tuple = (),

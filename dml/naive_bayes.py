@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import unique_labels
 
 from dml._blocks import BlockSpec, as_blocks, is_dask
@@ -587,14 +586,7 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
     def _pass(self, X, y, sample_weight, first: bool):
         self._check_params()
         name = type(self).__name__
-        if getattr(y, "ndim", 1) == 2:
-            warnings.warn("A column-vector y was passed when a 1d array was expected. Please "
-                          "change the shape of y to (n_samples,), for example using ravel().",
-                          DataConversionWarning, stacklevel=3)
         blocks = self._fit_blocks(X, y, sample_weight, reset=first, **self._spec_overrides())
-        if blocks.n_features == 0:
-            raise ValueError(f"{name}: Found array with 0 feature(s) (shape="
-                             f"({blocks.n_samples}, 0)) while a minimum of 1 is required.")
         self._prepare(X, blocks, first)
         stats = self._reduce(blocks)
         if stats is None:
