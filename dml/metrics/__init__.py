@@ -1,0 +1,30 @@
+"""Evaluation metrics computed as reductions over row blocks (SPEC §8).
+
+Each metric takes NumPy arrays, lists, pandas Series, Dask arrays or Dask Series (probabilities
+and scores also as 2-D Dask arrays), aligns y_true, y_pred and sample_weight to the same row blocks,
+computes small per-block statistics where the blocks live and merges them in a fixed order: the
+full vectors are never gathered to the client. Signatures and results follow scikit-learn 1.9
+(binary and multiclass targets; multilabel indicator targets are not supported).
+
+Classification: :func:`accuracy_score`, :func:`zero_one_loss`, :func:`confusion_matrix`,
+:func:`precision_recall_fscore_support`, :func:`precision_score`, :func:`recall_score`,
+:func:`f1_score`, :func:`fbeta_score`, :func:`specificity_score`, :func:`cohen_kappa_score`,
+:func:`log_loss`, :func:`roc_auc_score`.
+
+Regression: :func:`mean_squared_error`, :func:`root_mean_squared_error`,
+:func:`mean_absolute_error`, :func:`r2_score`.
+"""
+from dml.metrics._classification import (accuracy_score, cohen_kappa_score, confusion_matrix,
+                                         f1_score, fbeta_score, log_loss,
+                                         precision_recall_fscore_support, precision_score,
+                                         recall_score, roc_auc_score, specificity_score,
+                                         zero_one_loss)
+from dml.metrics._regression import (mean_absolute_error, mean_squared_error, r2_score,
+                                     root_mean_squared_error)
+
+__all__ = [
+    "accuracy_score", "zero_one_loss", "confusion_matrix", "precision_recall_fscore_support",
+    "precision_score", "recall_score", "f1_score", "fbeta_score", "specificity_score",
+    "cohen_kappa_score", "log_loss", "roc_auc_score",
+    "mean_squared_error", "root_mean_squared_error", "mean_absolute_error", "r2_score",
+]
