@@ -69,6 +69,9 @@ class MetricInput:
         return self.reduce(kernel, *args, combine=combine)
 
 
+_WORD_Y = re.compile(r"(?<![\w.])y(?![\w.])")
+
+
 class _y_named:
     """Re-raise the block checks' "Input y contains ..." errors with the metric's name for y.
 
@@ -86,9 +89,8 @@ class _y_named:
         if exc_type is not None and issubclass(exc_type, ValueError) and self.y_name != "y":
             msg = str(exc)
             if "Input y contains" in msg:
-                msg = msg.replace("Input y contains", f"Input {self.y_name} contains").replace(
-                    "every row needs a y value", f"every sample needs a {self.y_name} label")
-                raise ValueError(msg) from None
+                prefix, _, rest = msg.partition(": ")
+                raise ValueError(prefix + ": " + _WORD_Y.sub(self.y_name, rest)) from None
         return False
 
 
