@@ -265,7 +265,7 @@ def _prf_divide(numerator, denominator, metric, modifier, average, warn_for, zer
 
 
 def _nanaverage(a, weights=None):
-    """scikit-learn's ``_nanaverage``: weighted mean ignoring NaN; all-zero weights → plain mean."""
+    """scikit-learn's ``_nanaverage``: weighted mean ignoring NaN; zero total weight: plain mean."""
     if a.shape[0] == 0:
         return np.nan
     mask = np.isnan(a)
@@ -423,7 +423,8 @@ def precision_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary
     return p
 
 
-precision_score.__doc__ = """Precision ``tp / (tp + fp)``: the fraction of predicted positives that are right.
+precision_score.__doc__ = """Precision ``tp / (tp + fp)``: the fraction of predicted positives
+    that are right.
 
     As :func:`sklearn.metrics.precision_score` (binary and multiclass labels).
     """ + _PRF_PARAMS + """
@@ -450,7 +451,8 @@ def recall_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
     return r
 
 
-recall_score.__doc__ = """Recall (sensitivity) ``tp / (tp + fn)``: the fraction of true positives found.
+recall_score.__doc__ = """Recall (sensitivity) ``tp / (tp + fn)``: the fraction of true positives
+    found.
 
     As :func:`sklearn.metrics.recall_score` (binary and multiclass labels).
     """ + _PRF_PARAMS + """
@@ -476,8 +478,8 @@ def fbeta_score(y_true, y_pred, *, beta, labels=None, pos_label=1, average="bina
     return f
 
 
-fbeta_score.__doc__ = """F-beta score ``(1 + β²) P R / (β² P + R)``, the weighted harmonic mean of
-    precision P and recall R.
+fbeta_score.__doc__ = """F-beta score ``(1 + β²) P R / (β² P + R)``, the weighted harmonic mean
+    of precision P and recall R.
 
     As :func:`sklearn.metrics.fbeta_score` (binary and multiclass labels).
     """ + _PRF_PARAMS.replace("""        True and predicted labels.

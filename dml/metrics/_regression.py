@@ -133,6 +133,9 @@ _PARAMS = """
         Sample weights.
 """
 
+_MULTIOUTPUT = ("    multioutput : {'raw_values', 'uniform_average'} or array-like of shape "
+                "(n_outputs,), default='uniform_average'")
+
 
 def mean_squared_error(y_true, y_pred, *, sample_weight=None, multioutput="uniform_average"):
     name = "mean_squared_error"
@@ -143,8 +146,7 @@ def mean_squared_error(y_true, y_pred, *, sample_weight=None, multioutput="unifo
 
 mean_squared_error.__doc__ = """Mean squared error ``Σ w (y - ŷ)² / Σ w``, as
     :func:`sklearn.metrics.mean_squared_error`; one pass over the blocks.
-    """ + _PARAMS + """    multioutput : {'raw_values', 'uniform_average'} or array-like of shape (n_outputs,), \
-default='uniform_average'
+    """ + _PARAMS + _MULTIOUTPUT + """
         Per-output errors ('raw_values'), their mean, or their weighted mean.
 
     Returns
@@ -177,8 +179,7 @@ def root_mean_squared_error(y_true, y_pred, *, sample_weight=None,
 
 root_mean_squared_error.__doc__ = """Root mean squared error ``sqrt(Σ w (y - ŷ)² / Σ w)`` per
     output, as :func:`sklearn.metrics.root_mean_squared_error`.
-    """ + _PARAMS + """    multioutput : {'raw_values', 'uniform_average'} or array-like of shape (n_outputs,), \
-default='uniform_average'
+    """ + _PARAMS + _MULTIOUTPUT + """
         Per-output errors, their mean, or their weighted mean.
 
     Returns
@@ -202,8 +203,7 @@ def mean_absolute_error(y_true, y_pred, *, sample_weight=None, multioutput="unif
 
 mean_absolute_error.__doc__ = """Mean absolute error ``Σ w |y - ŷ| / Σ w``, as
     :func:`sklearn.metrics.mean_absolute_error`; one pass over the blocks.
-    """ + _PARAMS + """    multioutput : {'raw_values', 'uniform_average'} or array-like of shape (n_outputs,), \
-default='uniform_average'
+    """ + _PARAMS + _MULTIOUTPUT + """
         Per-output errors ('raw_values'), their mean, or their weighted mean.
 
     Returns
@@ -261,8 +261,8 @@ r2_score.__doc__ = r""":math:`R^2`, the coefficient of determination ``1 - SS_re
     (min = max) has ``SS_tot = 0`` exactly, so ``force_finite`` applies even where scikit-learn's
     rounded mean leaves a tiny non-zero ``SS_tot``. Fewer than two samples give NaN with an
     ``UndefinedMetricWarning``.
-    """ + _PARAMS + """    multioutput : {'raw_values', 'uniform_average', 'variance_weighted'} or array-like of \
-shape (n_outputs,), default='uniform_average'
+    """ + _PARAMS + """    multioutput : {'raw_values', 'uniform_average', 'variance_weighted'} or \
+array-like of shape (n_outputs,), default='uniform_average'
         Per-output scores, their mean, their mean weighted by the variance of each output of
         y_true, or their weighted mean.
     force_finite : bool, default=True
