@@ -1,0 +1,325 @@
+"""The ``dml`` command end to end (subprocesses), job-file validation and the blockwise split."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+import dml
+from dml import cli, registry  # noqa: F401  (registry: used as dml.registry)
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "jobs"
+
+
+def run_cli(*args, timeout=240, env=None, cwd=None) -> subprocess.CompletedProcess:
+    """``python -m dml.cli ARGS`` in a fresh process, as a user would run ``dml``."""
+    full_env = dict(os.environ)
+    for var in ("DML_SCHEDULER_ADDRESS", "DML_MODEL_KEY"):
+        full_env.pop(var, None)
+    full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), full_env.get("PYTHONPATH", "")])
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "dml.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, env=full_env,
+                          cwd=cwd)
+
+
+def assert_ok(proc):
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\n" \
+                                 f"stderr:\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr
+
+
+def small_frame(n=600, seed=1) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    colour = rng.choice(["red", "green", "blue"], n)
+    size = rng.integers(0, 5, n)
+    weight = rng.normal(size=n)
+    score = weight + (colour == "red") * 1.5 + size * 0.3 + rng.normal(scale=0.5, size=n)
+    return pd.DataFrame({"colour": colour, "size": size, "weight": weight,
+                         "label": np.where(score > 1.0, "good", "bad")})
+
+
+@pytest.fixture
+def project(tmp_path):
+    """tmp/data/small.csv (and two part files) + tmp/jobs/, as a user's project would look."""
+    (tmp_path / "data" / "parts").mkdir(parents=True)
+    (tmp_path / "jobs").mkdir()
+    df = small_frame()
+    df.to_csv(tmp_path / "data" / "small.csv", index=False)
+    df.iloc[:300].to_csv(tmp_path / "data" / "parts" / "part-0.csv", index=False)
+    df.iloc[300:].to_csv(tmp_path / "data" / "parts" / "part-1.csv", index=False)
+    return tmp_path
+
+
+def write_job(project: Path, text: str, name="job.yaml") -> Path:
+    path = project / "jobs" / name
+    path.write_text(text)
+    return path
+
+
+GOOD_JOB = """\
+name: small
+data: {path: ../data/small.csv}
+target: label
+preprocessing:
+  - one_hot: [colour]
+  - standard_scaler:
+model: {name: gaussian_nb}
+split: {test_size: 0.25, random_state: 0}
+metrics: [accuracy, f1, log_loss, roc_auc, confusion_matrix]
+"""
+
+
+# --------------------------------------------------------------------------------------------
+# end to end on the multi-process cluster
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.multiprocess
+def test_train_evaluate_predict_on_process_cluster(project, process_cluster):
+    job = write_job(project, GOOD_JOB)
+    out = project / "out"
+    address = process_cluster.address
+
+    # train: relative data path resolved against the job file, run on the real cluster
+    proc = run_cli("train", job, "--scheduler", address, "--output", out, cwd=project / "data")
+    assert_ok(proc)
+    assert f"Dask: {address}" in proc.stderr
+    assert "accuracy" in proc.stdout and "confusion matrix" in proc.stdout
+    report = json.loads((out / "metrics.json").read_text())
+    assert report["rows"]["train"] + report["rows"]["evaluated"] == 600
+    assert 100 < report["rows"]["evaluated"] < 200
+    assert set(report["metrics"]) == {"accuracy", "f1", "log_loss", "roc_auc", "confusion_matrix"}
+    assert report["metrics"]["accuracy"] > 0.7
+    cm = report["metrics"]["confusion_matrix"]
+    assert cm["labels"] == ["bad", "good"]
+    assert sum(map(sum, cm["matrix"])) == report["rows"]["evaluated"]
+
+    # the saved file is the whole pipeline: preprocessing + model
+    model = dml.load(out / "model.dml")
+    assert [name for name, _ in model.steps] == ["preprocess", "model"]
+    df = small_frame()
+    features = ["colour", "size", "weight"]
+    expected = model.predict(df[features])
+    expected_accuracy = float(np.mean(expected == df["label"].to_numpy()))
+
+    # evaluate: same numbers as the loaded model on pandas
+    proc = run_cli("evaluate", out / "model.dml", project / "data" / "small.csv",
+                   "--target", "label", "--metrics", "accuracy,f1_macro", "--json",
+                   "--scheduler", address)
+    assert_ok(proc)
+    result = json.loads(proc.stdout)
+    assert result["rows"] == 600
+    assert result["metrics"]["accuracy"] == pytest.approx(expected_accuracy, abs=1e-12)
+
+    # predict to CSV with probabilities and a kept column
+    proc = run_cli("predict", out / "model.dml", project / "data" / "small.csv",
+                   "--output", project / "pred.csv", "--proba", "--keep", "label",
+                   "--scheduler", address)
+    assert_ok(proc)
+    pred = pd.read_csv(project / "pred.csv")
+    assert list(pred.columns) == ["label", "prediction", "proba_bad", "proba_good"]
+    np.testing.assert_array_equal(pred["prediction"].to_numpy(), expected)
+    np.testing.assert_allclose(pred[["proba_bad", "proba_good"]].sum(axis=1), 1.0)
+    np.testing.assert_allclose(pred[["proba_bad", "proba_good"]].to_numpy(),
+                               model.predict_proba(df[features]), rtol=1e-9)
+
+    # multi-file data -> a Parquet directory written by the workers (in-process: same code)
+    code = cli.main(["predict", str(out / "model.dml"),
+                     str(project / "data" / "parts" / "part-*.csv"),
+                     "--output", str(project / "pred_dir"), "--scheduler", address])
+    assert code == 0
+    assert len(list((project / "pred_dir").glob("*.parquet"))) == 2
+    pq = pd.read_parquet(project / "pred_dir")
+    np.testing.assert_array_equal(pq["prediction"].to_numpy(), expected)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("name, metric, floor", [("synthetic_nb.yaml", "f1_macro", 0.5),
+                                                 ("adult_nb.yaml", "accuracy", 0.7)])
+def test_example_jobs_on_process_cluster(process_cluster, tmp_path, capsys, name, metric, floor):
+    code = cli.main(["train", str(EXAMPLES / name), "--scheduler", process_cluster.address,
+                     "--output", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads((tmp_path / "metrics.json").read_text())
+    assert report["metrics"][metric] > floor, report
+    assert dml.load(tmp_path / "model.dml").steps[-1][0] == "model"
+
+
+def test_demo_quick_on_embedded_cluster(tmp_path):
+    proc = run_cli("demo", "--quick", cwd=tmp_path, timeout=300)
+    assert_ok(proc)
+    assert "dashboard: http" in proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split()[:4] == ["model", "data", "rows", "fit"]
+    for entry in cli.DEMOS:
+        row = next(line for line in lines if line.startswith(entry.model + " "))
+        accuracy = float(row.split()[-2])
+        assert accuracy > 0.5, row
+    assert list(tmp_path.iterdir()) == []  # the demo writes no files
+
+
+# --------------------------------------------------------------------------------------------
+# errors: one line on stderr, exit 2 for job files, no traceback
+# --------------------------------------------------------------------------------------------
+
+def main_in_process(capsys, *args) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("text, field, message", [
+    (GOOD_JOB.replace("model:", "modle:"), "modle",
+     "unknown field 'modle'; did you mean 'model'?"),
+    (GOOD_JOB.replace("gaussian_nb", "gausian_nb"), "model.name",
+     "unknown model 'gausian_nb'; did you mean 'gaussian_nb'? Known: bernoulli_nb, "
+     "categorical_nb, gaussian_nb"),
+    (GOOD_JOB.replace("test_size: 0.25", "test_size: abc"), "split.test_size",
+     "expected a number between 0 and 1, got 'abc'"),
+    (GOOD_JOB.replace("../data/small.csv", "../data/missing.csv"), "data.path",
+     "no such file or directory: ../data/missing.csv"),
+    (GOOD_JOB.replace("../data/small.csv", "../data/nothing-*.csv"), "data.path",
+     "no file matches the pattern"),
+    (GOOD_JOB.replace("model: {name: gaussian_nb}",
+                      "model: {name: gaussian_nb, params: {var_smothing: 1}}"),
+     "model.params.var_smothing", "did you mean 'var_smoothing'?"),
+    (GOOD_JOB.replace("metrics: [accuracy,", "metrics: [acuracy,"), "metrics[0]",
+     "unknown metric 'acuracy'; did you mean 'accuracy'?"),
+    (GOOD_JOB.replace("metrics: [accuracy,", "metrics: [rmse,"), "metrics[0]",
+     "'rmse' is a regression metric but gaussian_nb is a classification model"),
+    (GOOD_JOB.replace("- one_hot:", "- one_hott:"), "preprocessing[0]",
+     "unknown preprocessing step 'one_hott'; did you mean 'one_hot'?"),
+    (GOOD_JOB.replace("target: label", "target: [label]"), "target",
+     "expected a non-empty string"),
+    (GOOD_JOB.replace("target: label", "target: lable"), "target",
+     "column 'lable' not found in the data; did you mean 'label'?"),
+    (GOOD_JOB.replace("one_hot: [colour]", "one_hot: [color]"), "preprocessing[0].one_hot",
+     "column 'color' not found in the data; did you mean 'colour'?"),
+    (GOOD_JOB.replace("one_hot: [colour]", "one_hot: [size]\n  - minmax_scaler: [colour]"),
+     "preprocessing[1].minmax_scaler", "needs numeric columns; ['colour'] are not numeric"),
+    (GOOD_JOB.replace("data: {path: ../data/small.csv}",
+                      "data: {generator: make_clasification}"), "data.generator",
+     "did you mean 'make_classification'?"),
+    (GOOD_JOB.replace("split: {", "split: {tets_size: 0.5, "), "split.tets_size",
+     "did you mean 'test_size'?"),
+    ("data: [unclosed\n", "invalid YAML", "line"),
+])
+def test_job_file_errors_name_the_field(project, capsys, text, field, message):
+    job = write_job(project, text)
+    code, out, err = main_in_process(capsys, "train", job, "--output", project / "out")
+    assert code == 2, err
+    assert err.startswith(f"dml train: error: {job}: {field}"), err
+    assert message in err, err
+    # One line per problem, each naming the job file and field.
+    assert all(line.startswith(f"dml train: error: {job}: ")
+               for line in err.strip().splitlines()), err
+    assert out == "" and "Traceback" not in err
+    assert not (project / "out").exists()
+
+
+def test_several_job_errors_are_reported_together(project, capsys):
+    job = write_job(project, "data: {path: nope.csv}\nmodle: {name: x}\nsplit: {test_size: 2}\n")
+    code, _, err = main_in_process(capsys, "train", job)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert any("data.path: no such file" in line for line in lines)
+    assert any("modle: unknown field 'modle'; did you mean 'model'?" in line for line in lines)
+    assert any("split.test_size: expected a number between 0 and 1, got 2" in line
+               for line in lines)
+    assert any("model: missing" in line for line in lines)
+    assert any("target: missing" in line for line in lines)
+
+
+def test_missing_job_file_and_usage_errors(tmp_path, capsys):
+    code, _, err = main_in_process(capsys, "train", tmp_path / "nope.yaml")
+    assert code == 2 and "job file not found" in err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["evaluate", "model.dml"])  # argparse: --target and DATA missing
+    assert exc.value.code == 2
+
+
+def test_user_errors_of_evaluate_and_predict(project, capsys, tmp_path):
+    import pickle
+
+    code, _, err = main_in_process(capsys, "evaluate", tmp_path / "none.dml",
+                                   project / "data" / "small.csv", "--target", "label")
+    assert code == 1 and err.strip() == f"dml evaluate: error: model file not found: " \
+                                        f"{tmp_path / 'none.dml'}"
+    bad = tmp_path / "model.dml"
+    bad.write_bytes(pickle.dumps({"not": "a model"}))
+    code, _, err = main_in_process(capsys, "evaluate", bad, project / "data" / "small.csv",
+                                   "--target", "label")
+    assert code == 1 and "looks like a Python pickle" in err and len(err.splitlines()) == 1
+    model = dml.registry.get("gaussian_nb")().fit(np.eye(3), [0, 1, 1])
+    dml.save(model, tmp_path / "ok.dml")
+    code, _, err = main_in_process(capsys, "predict", tmp_path / "ok.dml",
+                                   project / "data" / "missing.csv", "--output", tmp_path / "p")
+    assert code == 1 and "data: no such file or directory" in err
+    code, _, err = main_in_process(capsys, "evaluate", tmp_path / "ok.dml",
+                                   project / "data" / "small.csv", "--target", "nope")
+    assert code == 2 and "--target: column 'nope' not found" in err
+
+
+def test_unreachable_scheduler_is_one_line(project, capsys):
+    job = write_job(project, GOOD_JOB)
+    code, out, err = main_in_process(capsys, "train", job, "--scheduler", "tcp://127.0.0.1:9",
+                                     "--timeout", "1", "--output", project / "out")
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("dml train: error: could not reach the Dask scheduler at "
+                               "'tcp://127.0.0.1:9'"), err
+
+
+# --------------------------------------------------------------------------------------------
+# pieces
+# --------------------------------------------------------------------------------------------
+
+def test_split_frame_is_seeded_blockwise_and_complementary():
+    df = dd.from_pandas(pd.DataFrame({"i": np.arange(2000)}), npartitions=5)
+    train, test = cli.split_frame(df, 0.2, seed=7)
+    tr, te = train.compute()["i"].to_numpy(), test.compute()["i"].to_numpy()
+    assert np.array_equal(np.sort(np.concatenate([tr, te])), np.arange(2000))
+    assert 300 < len(te) < 500
+    again = cli.split_frame(df, 0.2, seed=7)[1].compute()["i"].to_numpy()
+    other = cli.split_frame(df, 0.2, seed=8)[1].compute()["i"].to_numpy()
+    assert np.array_equal(te, again) and not np.array_equal(te, other)
+    assert train.npartitions == test.npartitions == 5  # no shuffle, no gather
+
+
+def test_load_job_defaults_and_resolution(project, monkeypatch):
+    monkeypatch.chdir(project)
+    job = cli.load_job(write_job(project, "data: {path: ../data/small.csv}\ntarget: label\n"
+                                          "model: gaussian_nb\n"))
+    assert job.data_path == str(project / "data" / "small.csv")
+    assert job.name == "job" and job.output == project / "dml-output" / "job"
+    assert (job.test_size, job.random_state) == (0.2, 0)
+    assert job.preprocessing is None and not job.no_preprocessing
+    gen = cli.load_job(EXAMPLES / "synthetic_nb.yaml", output=str(project / "o"))
+    assert gen.generator == "make_classification" and gen.target == "y"
+    assert gen.no_preprocessing and gen.output == project / "o"
+
+
+def test_default_preprocessing_one_hots_text_and_scales_numbers(project):
+    job = cli.load_job(write_job(project, "data: {path: ../data/small.csv}\ntarget: label\n"
+                                          "model: gaussian_nb\n"))
+    dtypes = small_frame().dtypes[["colour", "size", "weight"]]
+    transformers, rest = cli.build_preprocessing(job, dtypes)
+    assert [(type(t).__name__, cols) for _, t, cols in transformers] == [
+        ("OneHotEncoder", ["colour"]), ("StandardScaler", ["size", "weight"])]
+    assert rest == []
+
+
+def test_format_table():
+    text = cli.format_table(["model", "acc"], [["a", 0.5], ["bb", None]])
+    assert text.splitlines() == ["model     acc", "-----  ------", "a      0.5000",
+                                 "bb          -"]
