@@ -449,7 +449,8 @@ def load(path, *, key: str | bytes | None = None):
         npz = np.load(_io.BytesIO(payload), allow_pickle=False)
         arrays = {k: npz[k] for k in npz.files}
         tree = json.loads(bytes(arrays.pop(_TREE)).decode("utf-8"))
-    except (ValueError, KeyError, OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+    except (ValueError, KeyError, OSError, zipfile.BadZipFile, UnicodeDecodeError,
+            RecursionError) as exc:
         raise ModelFileError(f"{name}: the payload could not be read ({exc}); the file was "
                              "modified or corrupted.") from None
     decoder = _Decoder(arrays, name)
@@ -462,7 +463,9 @@ def load(path, *, key: str | bytes | None = None):
     except _Malformed as exc:
         raise ModelFileError(f"{name}: malformed payload ({exc}); the file was modified or "
                              "corrupted.") from None
-    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError, RecursionError) as exc:
+        if isinstance(exc, ModelFileError):
+            raise
         raise ModelFileError(f"{name}: malformed payload ({type(exc).__name__}: {exc}); the "
                              "file was modified or corrupted.") from None
 

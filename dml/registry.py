@@ -1,4 +1,4 @@
-"""Names of the estimators dml knows: the ``dml`` command's vocabulary and the model-file allow-list.
+"""Names of the estimators dml knows: the ``dml`` command's vocabulary, the model-file allow-list.
 
 Each entry maps a short name (used in job files, e.g. ``model: {name: gaussian_nb}``) to an import
 string ``"package.module:ClassName"``. Nothing is imported until an entry is used, so importing

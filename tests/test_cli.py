@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import dml
-from dml import cli, registry  # noqa: F401  (registry: used as dml.registry)
+from dml import cli, registry
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "jobs"
@@ -259,7 +259,7 @@ def test_user_errors_of_evaluate_and_predict(project, capsys, tmp_path):
     code, _, err = main_in_process(capsys, "evaluate", bad, project / "data" / "small.csv",
                                    "--target", "label")
     assert code == 1 and "looks like a Python pickle" in err and len(err.splitlines()) == 1
-    model = dml.registry.get("gaussian_nb")().fit(np.eye(3), [0, 1, 1])
+    model = registry.get("gaussian_nb")().fit(np.eye(3), [0, 1, 1])
     dml.save(model, tmp_path / "ok.dml")
     code, _, err = main_in_process(capsys, "predict", tmp_path / "ok.dml",
                                    project / "data" / "missing.csv", "--output", tmp_path / "p")
@@ -323,3 +323,17 @@ def test_format_table():
     text = cli.format_table(["model", "acc"], [["a", 0.5], ["bb", None]])
     assert text.splitlines() == ["model     acc", "-----  ------", "a      0.5000",
                                  "bb          -"]
+
+
+def test_regression_metrics_match_scikit_learn():
+    import dask.array as da
+    from sklearn import metrics as skm
+
+    rng = np.random.default_rng(0)
+    y, p = rng.normal(size=500), rng.normal(size=500)
+    out = cli.compute_metrics(["mse", "rmse", "mae", "r2"], da.from_array(y, chunks=90),
+                              da.from_array(p, chunks=90))
+    assert out["mse"] == pytest.approx(skm.mean_squared_error(y, p), rel=1e-12)
+    assert out["rmse"] == pytest.approx(skm.mean_squared_error(y, p) ** 0.5, rel=1e-12)
+    assert out["mae"] == pytest.approx(skm.mean_absolute_error(y, p), rel=1e-12)
+    assert out["r2"] == pytest.approx(skm.r2_score(y, p), rel=1e-12)

@@ -469,3 +469,50 @@ def test_unsigned_file_refused_when_key_is_set(model_file, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "s3cret")
     with pytest.raises(ModelFileError, match=f"not signed, but \\${KEY_ENV} is set"):
         load(model_file)
+
+
+# --------------------------------------------------------------------------------------------
+# the registry (the allow-list)
+# --------------------------------------------------------------------------------------------
+
+def test_registry_lookup_and_suggestions():
+    assert registry.get("gaussian_nb").__name__ == "GaussianNB"
+    assert {"gaussian_nb", "multinomial_nb", "bernoulli_nb", "categorical_nb"} <= \
+        set(registry.names("model"))
+    assert {"standard_scaler", "minmax_scaler", "one_hot"} <= set(registry.names("transformer"))
+    with pytest.raises(registry.UnknownNameError,
+                       match=r"unknown model 'gausian_nb'; did you mean 'gaussian_nb'\? Known: "
+                             r"bernoulli_nb, categorical_nb") as exc:
+        registry.get("gausian_nb", kind="model")
+    assert isinstance(exc.value, ValueError) and isinstance(exc.value, KeyError)
+    with pytest.raises(ValueError, match="import string"):
+        registry.register("bad_target", "no colon here")
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("gaussian_nb", "sklearn.naive_bayes:GaussianNB")
+    assert registry.is_allowed("sklearn.pipeline.Pipeline")
+    assert not registry.is_allowed("os.system")
+
+
+def test_registering_makes_a_class_loadable(tmp_path):
+    from sklearn.naive_bayes import GaussianNB as SkGNB
+
+    est = SkGNB().fit(X_COUNTS, Y_LABELS)
+    registry.register("sk_gaussian_nb_test", "sklearn.naive_bayes:GaussianNB")
+    try:
+        path = save(est, tmp_path / "sk.dml")
+        np.testing.assert_array_equal(load(path).predict(X_COUNTS), est.predict(X_COUNTS))
+    finally:
+        registry.unregister("sk_gaussian_nb_test")
+    with pytest.raises(ModelFileError, match="not allowed"):
+        load(path)
+
+
+def test_registry_import_is_lazy():
+    import subprocess
+
+    code = ("import sys, dml.registry, dml.io; "
+            "heavy = [m for m in ('dml.naive_bayes', 'dml.preprocessing', 'dml.compose', "
+            "'distributed') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
