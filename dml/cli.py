@@ -1434,7 +1434,8 @@ def _parser() -> argparse.ArgumentParser:
     import dml
 
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--debug", action="store_true",
+    # SUPPRESS: a subcommand's default must not undo `dml --debug COMMAND`.
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the full traceback of an error")
     scheduler = argparse.ArgumentParser(add_help=False)
     scheduler.add_argument("--scheduler", metavar="ADDRESS",
@@ -1444,8 +1445,8 @@ def _parser() -> argparse.ArgumentParser:
                            help="how long to wait for the scheduler (default 20)")
 
     p = argparse.ArgumentParser(
-        prog="dml", parents=[common],
-        description="Train, evaluate and apply dml models on a Dask cluster.")
+        prog="dml", description="Train, evaluate and apply dml models on a Dask cluster.")
+    p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     p.add_argument("--version", action="version", version=f"dml {dml.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -337,3 +337,10 @@ def test_regression_metrics_match_scikit_learn():
     assert out["rmse"] == pytest.approx(skm.mean_squared_error(y, p) ** 0.5, rel=1e-12)
     assert out["mae"] == pytest.approx(skm.mean_absolute_error(y, p), rel=1e-12)
     assert out["r2"] == pytest.approx(skm.r2_score(y, p), rel=1e-12)
+
+
+def test_debug_flag_before_or_after_the_command():
+    parser = cli._parser()
+    assert parser.parse_args(["--debug", "demo"]).debug
+    assert parser.parse_args(["demo", "--debug"]).debug
+    assert not parser.parse_args(["demo"]).debug
