@@ -34,7 +34,7 @@ from dask.delayed import Delayed
 from sklearn.exceptions import DataConversionWarning
 
 __all__ = [
-    "Blocks", "BlockSpec", "as_blocks", "tree_add", "tree_reduce", "compute", "broadcast",
+    "Blocks", "BlockSpec", "MisalignedBlocksError", "as_blocks", "tree_add", "tree_reduce", "compute", "broadcast",
     "seed_from", "block_rng", "is_dask", "default_block_rows", "check_x_layout",
 ]
 
@@ -255,6 +255,10 @@ def _check_finite(a: np.ndarray, what: str, spec: BlockSpec, index: int, allow_n
     # Otherwise: allowed NaN, or finite values whose float64 sum overflowed.
 
 
+class MisalignedBlocksError(ValueError):
+    """A block of y or sample_weight does not have as many rows as the matching block of X."""
+
+
 def _as_vector(vb, what: str, n: int, spec: BlockSpec, index: int, numeric: bool):
     if vb is None:
         return None
@@ -266,7 +270,7 @@ def _as_vector(vb, what: str, n: int, spec: BlockSpec, index: int, numeric: bool
     if vb.ndim != 1:
         raise ValueError(f"{spec.estimator}: {what} must be 1-D, got shape {vb.shape}")
     if len(vb) != n:
-        raise ValueError(
+        raise MisalignedBlocksError(
             f"{spec.estimator}: row block {index} of X has {n} rows but the matching block of "
             f"{what} has {len(vb)}; {what} is not aligned with X. Pass {what} with the same "
             "partitioning as X (or as a column name of X's dataframe).")
@@ -349,6 +353,9 @@ class Blocks:
     has_weight: bool = False
     dtypes: Any = None
     _lengths: np.ndarray | None = field(default=None, repr=False)
+    #: For blocks paired partition by partition without known lengths: builds the realigned
+    #: blocks (computing lengths) if a block turns out misaligned.
+    _realign: Callable | None = field(default=None, repr=False)
 
     @property
     def npartitions(self) -> int:
@@ -411,7 +418,19 @@ class Blocks:
         """
         out = tree_reduce(self.map_parts(kernel, *args, with_index=with_index), combine,
                           split_every)
-        return out.compute() if compute_now else out
+        if not compute_now:
+            return out
+        try:
+            return out.compute()
+        except MisalignedBlocksError:
+            if self._realign is None:
+                raise
+            # Paired optimistically and the partitions differ: realign once (this raises the
+            # clear total-length error when the lengths differ) and run again.
+            fixed = self._realign()
+            self.parts, self._lengths, self._realign = fixed.parts, fixed._lengths, None
+            return self.map_reduce(kernel, *args, combine=combine, split_every=split_every,
+                                   with_index=with_index)
 
     def map_blocks(self, kernel: Callable, *args, dtype, tail_shape: tuple = ()) -> da.Array:
         """Lazily apply ``kernel(X_block, *args)`` per block; the results form a Dask array.
@@ -461,7 +480,7 @@ def _compute_lengths(*objs) -> list[np.ndarray]:
         if isinstance(o, (dd.DataFrame, dd.Series)):
             tasks.append(o.map_partitions(len, meta=(None, "int64")))
         else:
-            tasks.append([delayed(len)(b) for b in o.to_delayed().ravel()])
+            tasks.append([delayed(len)(b) for b in _delayed_parts(o)])
     results = compute(*tasks)
     return [np.asarray(list(r), dtype=np.int64) for r in results]
 
@@ -642,48 +661,75 @@ def _n_local_blocks(n: int, d: int, block_rows: int | None) -> int:
     return max(1, -(-n // rows))
 
 
+def _npartitions(obj) -> int | None:
+    if isinstance(obj, (dd.DataFrame, dd.Series)):
+        return obj.npartitions
+    if isinstance(obj, da.Array):
+        return len(obj.chunks[0])
+    return None  # local: one piece
+
+
+def _delayed_parts(obj) -> list:
+    """One Delayed per row partition of a Dask collection."""
+    if isinstance(obj, (dd.DataFrame, dd.Series)):
+        return list(obj.to_delayed(optimize_graph=False))
+    # optimize_graph=False keeps the keys that X, y and w share (e.g. y derived from X), so a
+    # common source is computed once.
+    return list(obj.to_delayed(optimize_graph=False)[(slice(None),) + (0,) * (obj.ndim - 1)])
+
+
 def _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local, dtypes,
-                    has_y, has_w) -> Blocks:
-    """Blocks from X plus separately given y / sample_weight, realigned to X's rows."""
+                    has_y, has_w, force_lengths: bool = False) -> Blocks:
+    """Blocks from X plus separately given y / sample_weight, realigned to X's rows.
+
+    Row counts are only computed when they are needed: when y/sample_weight are partitioned
+    differently from X and some partition lengths are unknown. Collections with the same number
+    of partitions but unknown lengths (typically columns of one dataframe, or a transform's
+    output and the target of the same frame) are paired partition by partition without an extra
+    pass; the per-block check in ``_extract`` then catches any misalignment with a clear error.
+    """
     name = spec.estimator
     frame = isinstance(X, dd.DataFrame)
     if frame:
-        cols = features + [c for c in (ycol, wcol) if c]
-        X = X[cols]
+        X = X[features + [c for c in (ycol, wcol) if c]]
     vectors = [v for v in (yv, wv) if v is not None]
-    # Known lengths where the input says them; compute the rest in one pass.
     known = {id(o): (_lengths_of(o) if isinstance(o, da.Array) else
                      (np.asarray([len(o)]) if isinstance(o, np.ndarray) else None))
              for o in [X, *vectors]}
     unknown = [o for o in [X, *vectors] if known[id(o)] is None]
-    if unknown:
-        for o, lens in zip(unknown, _compute_lengths(*unknown)):
-            known[id(o)] = lens
-    xlens = known[id(X)]
-    n = int(xlens.sum())
-    for v, what in ((yv, "y"), (wv, "sample_weight")):
-        if v is not None and int(known[id(v)].sum()) != n:
-            raise ValueError(f"{name}: X has {n} rows but {what} has {int(known[id(v)].sum())}; "
-                             f"{what} needs one entry per row of X.")
-
-    def aligned(v):
-        if v is None:
-            return None
-        arr = _to_array(v, known[id(v)] if not isinstance(v, np.ndarray) else None)
-        if tuple(arr.chunks[0]) != tuple(xlens):
-            arr = arr.rechunk((tuple(int(r) for r in xlens),))
-        return list(arr.to_delayed(optimize_graph=False).ravel())
-
-    ys, ws = aligned(yv), aligned(wv)
-    if frame:
-        xparts = X.to_delayed()
+    paired = (not force_lengths and bool(unknown)
+              and all(_npartitions(v) == _npartitions(X) for v in vectors))
+    if paired:
+        xparts = _delayed_parts(X)
+        ys = _delayed_parts(yv) if yv is not None else None
+        ws = _delayed_parts(wv) if wv is not None else None
+        xlens = known[id(X)]
     else:
-        X = _known_rows(X, xlens)
-        if tuple(X.chunks[0]) != tuple(xlens):
-            X = X.rechunk((tuple(int(r) for r in xlens), X.shape[1]))
-        # optimize_graph=False keeps the keys that X, y and w share (e.g. y derived from X),
-        # so a common source is computed once.
-        xparts = list(X.to_delayed(optimize_graph=False).ravel())
+        if unknown:
+            for o, lens in zip(unknown, _compute_lengths(*unknown)):
+                known[id(o)] = lens
+        xlens = known[id(X)]
+        n = int(xlens.sum())
+        for v, what in ((yv, "y"), (wv, "sample_weight")):
+            if v is not None and int(known[id(v)].sum()) != n:
+                raise ValueError(f"{name}: X has {n} rows but {what} has "
+                                 f"{int(known[id(v)].sum())}; {what} needs one entry per row "
+                                 "of X.")
+
+        def aligned(v):
+            if v is None:
+                return None
+            arr = _to_array(v, known[id(v)] if not isinstance(v, np.ndarray) else None)
+            if tuple(arr.chunks[0]) != tuple(xlens):
+                arr = arr.rechunk((tuple(int(r) for r in xlens),))
+            return _delayed_parts(arr)
+
+        ys, ws = aligned(yv), aligned(wv)
+        if not frame:
+            X = _known_rows(X, xlens)
+            if tuple(X.chunks[0]) != tuple(xlens):
+                X = X.rechunk((tuple(int(r) for r in xlens), X.shape[1]))
+        xparts = _delayed_parts(X)
     parts = []
     for i, xp in enumerate(xparts):
         yb = ys[i] if ys is not None else None
@@ -696,8 +742,15 @@ def _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local,
         else:
             parts.append(delayed(_extract, pure=True)(xp, yb, wb, spec, i))
     n_features = len(features) if frame else int(X.shape[1])
+    realign = None
+    if paired and vectors:
+        def realign():
+            return _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local,
+                                   dtypes, has_y, has_w, force_lengths=True)
     return Blocks(parts, n_features, feature_names, local, spec, has_y=has_y, has_weight=has_w,
-                  dtypes=dtypes, _lengths=np.asarray(xlens, dtype=np.int64))
+                  dtypes=dtypes,
+                  _lengths=None if xlens is None else np.asarray(xlens, dtype=np.int64),
+                  _realign=realign)
 
 
 def _column(part, col):

@@ -158,7 +158,7 @@ def _process_client(process_cluster):
 @pytest.fixture(scope="session")
 def _inprocess_client():
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                           dashboard_address=None)
+                           dashboard_address=":0")
     client = Client(cluster, set_as_default=False)
     yield client
     client.close()

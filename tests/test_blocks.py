@@ -208,3 +208,68 @@ def test_require_y():
     with pytest.raises(ValueError, match="requires y"):
         as_blocks(np.zeros((3, 1)), None, require_y=True,
                   spec=BlockSpec(estimator="GaussianNB"))
+
+
+PRODUCED = []
+
+
+def _counted_part(i, rows=5):
+    PRODUCED.append(i)
+    return pd.DataFrame({"a": np.arange(rows, dtype=float) + i * rows,
+                         "t": (np.arange(rows) + i) % 2})
+
+
+def counted_frame(n_parts=3):
+    """A Dask dataframe whose partitions record in PRODUCED each time they are produced."""
+    PRODUCED.clear()
+    meta = pd.DataFrame({"a": np.array([], dtype=float), "t": np.array([], dtype=np.int64)})
+    return dd.from_map(_counted_part, list(range(n_parts)), meta=meta)
+
+
+def test_same_partitions_with_unknown_lengths_cost_no_extra_pass():
+    # X and y as separate collections of one frame (unknown lengths, same partitions). Note:
+    # X = ddf[["a"]].to_dask_array() would not share reads with y, because dask-expr fuses the
+    # graph at conversion; pass y as a column name (or both as dataframe/Series) for one read.
+    ddf = counted_frame()
+    seen = PRODUCED
+    X = ddf[["a"]]
+    y = ddf["t"]
+    with dask.config.set(scheduler="sync"):
+        b = as_blocks(X, y)
+        assert seen == []                    # nothing computed to build the blocks
+        out = b.map_reduce(stats)
+    assert sorted(seen) == [0, 1, 2]         # one production per partition: one pass
+    assert out["n"] == 15 and out["sum"][0] == sum(range(15))
+    assert b._lengths is None
+
+
+def test_same_partition_count_but_different_rows_is_realigned():
+    X = da.from_array(np.arange(20.0).reshape(10, 2), chunks=5)
+    X = X[da.from_array(np.arange(10) != 3, chunks=5)]   # 9 rows, unknown chunks (4, 5)
+    y = da.from_array(np.arange(9), chunks=((5, 4),))    # paired first, misaligned
+    b = as_blocks(X, y)
+    assert b._lengths is None
+    out = b.map_reduce(stats)                            # realigned on the fly, then exact
+    assert out["n"] == 9 and out["y"] == sum(range(9)) and list(b.lengths) == [4, 5]
+    short = da.from_array(np.arange(8), chunks=((4, 4),))
+    with pytest.raises(ValueError, match="X has 9 rows but y has 8"):
+        as_blocks(X, short).map_reduce(stats)
+
+
+def test_unknown_lengths_without_y_stay_lazy():
+    X = counted_frame()[["a"]].to_dask_array()
+    seen = PRODUCED
+    with dask.config.set(scheduler="sync"):
+        b = as_blocks(X)
+        assert seen == [] and b._lengths is None
+        assert b.map_reduce(stats)["n"] == 15
+    assert sorted(seen) == [0, 1, 2]
+
+
+def test_multi_column_chunks_and_different_partition_counts_realign():
+    X = da.from_array(np.ones((12, 4)), chunks=(5, 2))
+    X = X[da.from_array(np.arange(12) < 11, chunks=5)]   # unknown row chunks, 2 column chunks
+    y = da.from_array(np.arange(11), chunks=4)           # 3 partitions vs X's 3... but lengths differ
+    y = y.rechunk(6)                                     # 2 partitions: realigned by lengths
+    out = as_blocks(X, y).map_reduce(stats)
+    assert out["n"] == 11 and out["y"] == sum(range(11)) and out["sum"][0] == 11

@@ -45,8 +45,9 @@ class MetricInput:
     """
 
     def __init__(self, n_columns: int, *, local=None, blocks=None, y_name: str = "y",
-                 realign=None):
+                 realign=None, pred_name: str = "y_pred"):
         self.n_columns = n_columns
+        self.pred_name = pred_name
         self.local = local
         self.blocks = blocks
         self.y_name = y_name
@@ -63,10 +64,21 @@ class MetricInput:
             with _y_named(self.y_name):
                 return self.blocks.map_reduce(kernel, *args, combine=combine, with_index=True)
         except ValueError as exc:
+            # as_blocks pairs partitions optimistically and reports different totals only when
+            # it computes: name the metric's arguments instead of X / y.
+            m = _X_VS_Y.search(str(exc))
+            if m is not None:
+                other = self.y_name if m.group(2) == "y" else "sample_weight"
+                raise _length_error(_metric_name(exc), other, m.group(3), self.pred_name,
+                                    m.group(1)) from None
             if self._realign is None or _MISMATCH not in str(exc):
                 raise
         self.blocks, self._realign = self._realign().blocks, None
         return self.reduce(kernel, *args, combine=combine)
+
+
+def _metric_name(exc) -> str:
+    return str(exc).partition(":")[0]
 
 
 _WORD_Y = re.compile(r"(?<![\w.])y(?![\w.])")
@@ -279,7 +291,7 @@ def _label_blocks(name, y_true, y_pred, sample_weight, true_name, pred_name, n_c
             raise
         other = true_name if m.group(2) == "y" else "sample_weight"
         raise _length_error(name, other, m.group(3), pred_name, m.group(1)) from None
-    return MetricInput(n_columns, blocks=blocks, y_name=true_name)
+    return MetricInput(n_columns, blocks=blocks, y_name=true_name, pred_name=pred_name)
 
 
 def _as_2d(v, what: str, name: str):
