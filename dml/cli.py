@@ -21,6 +21,7 @@ The job file reference is in :data:`JOB_REFERENCE` (``dml train --help`` prints 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import math
@@ -978,8 +979,13 @@ def fit_pipeline(job: Job, train, features: list[str], dtypes):
 # Cluster
 # ============================================================================================
 
+@contextlib.contextmanager
 def _connect(args, job_scheduler: dict | None = None, quiet: bool = False):
-    """Client for ``--scheduler`` > $DML_SCHEDULER_ADDRESS > job file > embedded cluster."""
+    """Client for ``--scheduler`` > $DML_SCHEDULER_ADDRESS > job file > embedded cluster.
+
+    A client (and embedded cluster) started here is closed on exit; an already active client
+    (``dml.cli.main`` called from a session that has one) is used and left open.
+    """
     from dml import runtime
 
     job_scheduler = job_scheduler or {}
@@ -989,26 +995,31 @@ def _connect(args, job_scheduler: dict | None = None, quiet: bool = False):
     local = {k: job_scheduler[k] for k in _LOCAL_OPTIONS if k in job_scheduler}
     if address:
         local = {}
+    previous = runtime.active_client()
     try:
         client = runtime.connect(address, timeout=timeout, **local)
     except ConnectionError as exc:
         raise CLIError(str(exc)) from None
     except OSError as exc:
         raise CLIError(f"could not start or reach a Dask cluster: {exc}") from None
-    n = len(client.scheduler_info().get("workers", {}))
-    if n == 0:
-        try:
-            client.wait_for_workers(1, timeout=timeout)
-        except (TimeoutError, OSError):
-            client.close()
-            raise CLIError(f"the Dask scheduler at {address!r} has no workers; start some with "
-                           f"`dask worker {address}`") from None
+    try:
         n = len(client.scheduler_info().get("workers", {}))
-    if not quiet:
-        where = address or "an embedded local cluster"
-        _status(f"Dask: {where} ({n} worker{'s' if n != 1 else ''}); "
-                f"dashboard: {client.dashboard_link}")
-    return client
+        if n == 0:
+            try:
+                client.wait_for_workers(1, timeout=timeout)
+            except (TimeoutError, OSError):
+                raise CLIError(f"the Dask scheduler at {address!r} has no workers; start some "
+                               f"with `dask worker {address}`") from None
+            n = len(client.scheduler_info().get("workers", {}))
+        if not quiet:
+            where = address or ("the active Dask client" if client is previous
+                                else "an embedded local cluster")
+            _status(f"Dask: {where} ({n} worker{'s' if n != 1 else ''}); "
+                    f"dashboard: {client.dashboard_link}")
+        yield client
+    finally:
+        if client is not previous:
+            client.close()
 
 
 def _import_all(targets: list[str]) -> str:
