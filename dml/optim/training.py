@@ -101,6 +101,8 @@ class EpochResult:
     reference: float | None = None
     #: Extra fields for the history record.
     info: dict = field(default_factory=dict)
+    #: The solver's own convergence test passed (exact solvers: gradient below tol).
+    converged: bool = False
 
 
 def diverged_message(name: str, epoch: int, objective: float, lr_hint: str) -> str:
@@ -192,6 +194,8 @@ def run_epochs(state: TrainState, epoch_fn: Callable[[TrainState], EpochResult],
             record["seconds"] = time.perf_counter() - t0
             state.history.append(record)
             _update_stopping(state, res, config)
+            if res.converged:
+                state.stop_reason = "converged"
             if state.stop_reason is None and state.epoch >= limit and max_epochs is None:
                 state.stop_reason = "max_iter"
             due = state.epoch % config.checkpoint_every == 0 or state.stop_reason is not None

@@ -1,0 +1,360 @@
+"""Machinery shared by the linear estimators: labels, class weights, prediction, the SGD driver.
+
+* :func:`discover_classes`: one pass that collects the labels of y (merged by value across
+  blocks), their counts and weighted counts, before any training;
+* :func:`compute_class_weight`: ``None``, ``"balanced"`` (n / (K · count)) or a dict;
+* :class:`LinearClassifierMixin` / :class:`LinearRegressorMixin`: ``decision_function``,
+  ``predict``, ``predict_proba`` computed blockwise (NumPy in → NumPy out, Dask in → lazy Dask);
+* :class:`SGDMixin`: turns the shared SGD hyper-parameters into :mod:`dml.optim` configurations
+  and runs the engine (fit, warm start, partial_fit, checkpoints, history).
+"""
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from scipy.special import expit
+from sklearn.exceptions import ConvergenceWarning
+
+from dml._blocks import Blocks, seed_from
+from dml.base import check_is_fitted
+from dml.linear_model._problem import decision_kernel
+from dml.optim import checkpoint as ckpt
+from dml.optim.data import prepare
+from dml.optim.engine import SGDConfig, final_params, initial_state, train
+from dml.optim.optimizers import OptimizerState, make_optimizer
+from dml.optim.penalties import make_penalty
+from dml.optim.schedules import make_schedule
+from dml.optim.state import TrainState
+from dml.optim.training import TrainConfig
+
+__all__ = ["discover_classes", "compute_class_weight", "LinearClassifierMixin",
+           "LinearRegressorMixin", "SGDMixin", "LabelStats"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Labels
+# ---------------------------------------------------------------------------------------------
+
+def _label_kernel(X, y, w):
+    labels, inv = np.unique(np.asarray(y), return_inverse=True)
+    inv = inv.ravel()
+    counts = np.bincount(inv, minlength=len(labels)).astype(np.int64)
+    wsum = (counts.astype(np.float64) if w is None else
+            np.bincount(inv, weights=np.asarray(w, dtype=np.float64), minlength=len(labels)))
+    return {"labels": labels, "counts": counts, "wsum": wsum}
+
+
+def _merge_labels(parts):
+    parts = [p for p in parts if p is not None and len(p["labels"])]
+    if not parts:
+        return {"labels": np.array([]), "counts": np.zeros(0, np.int64), "wsum": np.zeros(0)}
+    try:
+        labels = np.concatenate([p["labels"] for p in parts])
+        uniq, inv = np.unique(labels, return_inverse=True)
+    except TypeError:
+        raise TypeError("y mixes label types that cannot be compared (e.g. numbers and "
+                        "strings); use one label type") from None
+    inv = inv.ravel()
+    counts = np.bincount(inv, weights=np.concatenate([p["counts"] for p in parts]),
+                         minlength=len(uniq)).astype(np.int64)
+    wsum = np.bincount(inv, weights=np.concatenate([p["wsum"] for p in parts]),
+                       minlength=len(uniq))
+    return {"labels": uniq, "counts": counts, "wsum": wsum}
+
+
+class LabelStats:
+    """Classes of y with their counts and weighted counts (from :func:`discover_classes`)."""
+
+    def __init__(self, classes, counts, wsum):
+        self.classes = classes
+        self.counts = counts
+        self.wsum = wsum
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.counts.sum())
+
+    @property
+    def weight_sum(self) -> float:
+        return float(self.wsum.sum())
+
+
+def discover_classes(blocks: Blocks) -> LabelStats:
+    """One pass over y: the sorted labels, how often each occurs, their summed sample weights."""
+    out = blocks.map_reduce(_label_kernel, combine=_merge_labels)
+    return LabelStats(out["labels"], out["counts"], out["wsum"])
+
+
+def check_classes(stats: LabelStats, estimator: str) -> None:
+    if len(stats.classes) < 2:
+        found = "no labels" if len(stats.classes) == 0 else f"only one class: {stats.classes[0]!r}"
+        raise ValueError(f"{estimator}: the training data must contain samples of at least 2 "
+                         f"classes, but it contains {found}")
+
+
+def compute_class_weight(class_weight, classes, counts, estimator: str = "estimator"):
+    """Per-class weights in the order of ``classes`` (None when all are 1)."""
+    if class_weight is None:
+        return None
+    if isinstance(class_weight, str):
+        if class_weight != "balanced":
+            raise ValueError(f"{estimator}: class_weight must be None, 'balanced' or a dict, got "
+                             f"{class_weight!r}")
+        counts = np.asarray(counts, dtype=np.float64)
+        return counts.sum() / (len(classes) * np.maximum(counts, 1))
+    if isinstance(class_weight, dict):
+        unknown = [k for k in class_weight if not np.any(np.asarray(classes == k))]
+        if unknown:
+            raise ValueError(f"{estimator}: class_weight has labels {unknown} that are not "
+                             f"classes of y {list(classes)}")
+        return np.array([float(class_weight.get(c, 1.0)) for c in classes.tolist()])
+    raise ValueError(f"{estimator}: class_weight must be None, 'balanced' or a dict, got "
+                     f"{type(class_weight).__name__}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Prediction
+# ---------------------------------------------------------------------------------------------
+
+def _predict_kernel(X, coef, intercept, classes):
+    scores = X @ coef.T + intercept
+    idx = (scores[:, 0] > 0).astype(np.intp) if scores.shape[1] == 1 else scores.argmax(axis=1)
+    return classes[idx]
+
+
+def _proba_kernel(X, coef, intercept, kind):
+    scores = X @ coef.T + intercept
+    if kind == "softmax":
+        scores -= scores.max(axis=1, keepdims=True)
+        p = np.exp(scores)
+        return p / p.sum(axis=1, keepdims=True)
+    if kind == "log":
+        p = expit(scores)
+    else:  # modified_huber
+        p = (np.clip(scores, -1.0, 1.0) + 1.0) / 2.0
+    if p.shape[1] == 1:
+        return np.hstack([1.0 - p, p])
+    total = p.sum(axis=1, keepdims=True)
+    # All-zero rows (modified_huber): uniform, as scikit-learn does.
+    zero = total[:, 0] == 0
+    p[zero] = 1.0
+    total[zero] = p.shape[1]
+    return p / total
+
+
+class LinearClassifierMixin:
+    """decision_function / predict / predict_proba for ``coef_`` (K, d) and ``intercept_`` (K,)."""
+
+    def decision_function(self, X):
+        """Signed distances to the hyperplanes: shape (n,) for two classes, (n, K) otherwise."""
+        check_is_fitted(self, "coef_")
+        K = self.coef_.shape[0]
+        return self._blockwise(X, decision_kernel, self.coef_, self.intercept_,
+                               dtype=np.float64, tail_shape=() if K == 1 else (K,))
+
+    def predict(self, X):
+        """The class of largest decision value (of positive decision for two classes)."""
+        check_is_fitted(self, "coef_")
+        return self._blockwise(X, _predict_kernel, self.coef_, self.intercept_, self.classes_,
+                               dtype=self.classes_.dtype)
+
+    def _predict_proba(self, X, kind):
+        check_is_fitted(self, "coef_")
+        return self._blockwise(X, _proba_kernel, self.coef_, self.intercept_, kind,
+                               dtype=np.float64, tail_shape=(len(self.classes_),))
+
+    def _predict_log_proba(self, X, kind):
+        p = self._predict_proba(X, kind)
+        with np.errstate(divide="ignore"):
+            return np.log(p)
+
+
+class LinearRegressorMixin:
+    def predict(self, X):
+        """``X @ coef_ + intercept_``."""
+        check_is_fitted(self, "coef_")
+        coef = np.atleast_2d(self.coef_)
+        return self._blockwise(X, decision_kernel, coef, np.atleast_1d(self.intercept_),
+                               dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# The SGD driver
+# ---------------------------------------------------------------------------------------------
+
+#: Parameters that do not change the fitted model: left out of checkpoint fingerprints.
+_NOT_FINGERPRINTED = {"max_iter", "verbose", "progress", "callbacks", "checkpoint_dir",
+                      "checkpoint_every", "warm_start", "persist", "n_jobs"}
+
+
+def state_to_dict(state: TrainState) -> dict:
+    """A :class:`TrainState` as plain arrays and numbers (saved with the model by ``dml.save``)."""
+    return {"params": state.params, "t": int(state.opt.t), "slots": dict(state.opt.slots),
+            "seed": int(state.seed), "epoch": int(state.epoch), "lr_scale": float(state.lr_scale)}
+
+
+def state_from_dict(d: dict) -> TrainState:
+    return TrainState(params=np.array(d["params"], dtype=np.float64),
+                      opt=OptimizerState(int(d["t"]), {k: np.array(v) for k, v in
+                                                       d["slots"].items()}),
+                      seed=int(d["seed"]), epoch=int(d["epoch"]),
+                      lr_scale=float(d["lr_scale"]))
+
+
+class SGDMixin:
+    """Runs :mod:`dml.optim` from the estimator's SGD hyper-parameters.
+
+    Expects the attributes of the shared SGD signature: ``penalty, alpha, l1_ratio, max_iter,
+    tol, shuffle, verbose, random_state, learning_rate, eta0, power_t, early_stopping,
+    validation_fraction, n_iter_no_change, warm_start, average, batch_size, local_steps,
+    optimizer, momentum, checkpoint_dir, checkpoint_every, persist, progress, callbacks``.
+    """
+
+    def _hyper(self, overrides: dict | None) -> dict:
+        """The SGD hyper-parameters, with estimator-specific values (e.g. alpha from C)."""
+        names = ("penalty", "alpha", "l1_ratio", "learning_rate", "eta0", "power_t", "optimizer",
+                 "momentum", "average", "batch_size", "local_steps", "shuffle")
+        h = {n: getattr(self, n) for n in names if n not in (overrides or {})}
+        h.update(overrides or {})
+        return h
+
+    def _sgd_config(self, problem, loss, overrides=None) -> SGDConfig:
+        h = self._hyper(overrides)
+        name = type(self).__name__
+        if not (isinstance(h["alpha"], numbers.Real) and h["alpha"] >= 0):
+            raise ValueError(f"{name}: alpha must be a non-negative number, got {h['alpha']!r}")
+        if self.early_stopping and not 0.0 < self.validation_fraction < 1.0:
+            raise ValueError(f"{name}: validation_fraction must be in (0, 1), got "
+                             f"{self.validation_fraction!r}")
+        penalty = make_penalty(h["penalty"], h["alpha"], h["l1_ratio"], problem.penalised)
+        schedule = make_schedule(h["learning_rate"], eta0=h["eta0"], power_t=h["power_t"],
+                                 alpha=h["alpha"], loss=loss)
+        optimizer = make_optimizer(h["optimizer"], momentum=h["momentum"])
+        average = h["average"]
+        if average is True:
+            average = 0
+        elif average is False or average is None:
+            average = None
+        elif not (isinstance(average, numbers.Integral) and average >= 0):
+            raise ValueError(f"{name}: average must be a bool or a non-negative int, got "
+                             f"{average!r}")
+        return SGDConfig(optimizer=optimizer, schedule=schedule, penalty=penalty,
+                         batch_size=h["batch_size"], local_steps=h["local_steps"],
+                         shuffle=bool(h["shuffle"]), average=average)
+
+    def _train_config(self, *, early_stopping=None) -> TrainConfig:
+        early = self.early_stopping if early_stopping is None else early_stopping
+        return TrainConfig(
+            max_iter=self.max_iter, tol=self.tol, n_iter_no_change=self.n_iter_no_change,
+            early_stopping=bool(early), checkpoint_dir=self.checkpoint_dir,
+            checkpoint_every=self.checkpoint_every, verbose=self.verbose, progress=self.progress,
+            callbacks=tuple(self.callbacks or ()), name=type(self).__name__)
+
+    def _fingerprint(self, blocks: Blocks, problem) -> dict:
+        params = {k: repr(v) for k, v in sorted(self.get_params(deep=False).items())
+                  if k not in _NOT_FINGERPRINTED}
+        fp = {"estimator": type(self).__name__, "params": params,
+              "lengths": [int(n) for n in blocks.lengths], "n_features": int(blocks.n_features)}
+        classes = getattr(problem, "classes", None)
+        if classes is not None:
+            fp["classes"] = [str(c) for c in classes.tolist()]
+        return fp
+
+    def _fit_seed(self, fingerprint) -> int:
+        """The seed of this fit: the checkpoint's when resuming (so the data split matches)."""
+        if self.checkpoint_dir is not None:
+            resumed = ckpt.load(self.checkpoint_dir, fingerprint)
+            if resumed is not None:
+                return resumed.seed
+        return seed_from(self.random_state)
+
+    def _run_sgd(self, blocks: Blocks, problem, loss, *, init_params=None, partial=False,
+                 overrides=None):
+        """Fit (or, with ``partial``, one more epoch of) ``problem`` on ``blocks``."""
+        cfg = self._sgd_config(problem, loss, overrides)
+        previous = getattr(self, "_sgd_state", None)
+        if partial and previous is not None:
+            state = state_from_dict(previous)
+            seed = state.seed
+            fingerprint = None
+            tc = self._train_config(early_stopping=False)
+            tc.checkpoint_dir = None
+            tc.tol = None
+        else:
+            fingerprint = self._fingerprint(blocks, problem)
+            seed = self._fit_seed(fingerprint) if not partial else seed_from(self.random_state)
+            state = initial_state(problem, cfg, seed, params=init_params)
+            tc = self._train_config(early_stopping=False if partial else None)
+            if partial:
+                tc.checkpoint_dir = None
+                tc.tol = None
+        fraction = self.validation_fraction if (tc.early_stopping and not partial) else None
+        data = prepare(problem, blocks, seed=seed, validation_fraction=fraction,
+                       persist=self.persist)
+        state = train(problem, data, cfg, tc, state, fingerprint=fingerprint,
+                      max_epochs=1 if partial else None)
+        if not partial and state.stop_reason == "max_iter" and self.tol is not None:
+            warnings.warn(f"{type(self).__name__}: maximum number of iterations ({self.max_iter}) "
+                          "reached before convergence; consider increasing max_iter.",
+                          ConvergenceWarning)
+        self._sgd_state = state_to_dict(state)
+        self.history_ = list(state.history) if not partial else \
+            list(getattr(self, "history_", [])) + list(state.history[-1:])
+        self.n_iter_ = int(state.epoch) if not partial else \
+            int(getattr(self, "n_iter_", 0)) + 1
+        self.t_ = int(state.opt.t)
+        return final_params(state, cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+# The exact (second-order / quasi-Newton) driver
+# ---------------------------------------------------------------------------------------------
+
+def run_exact(estimator, blocks: Blocks, problem, penalty, normaliser: float, *, solver: str,
+              tol: float, max_iter: int, init_params=None, callbacks=(), stages=None):
+    """Minimise ``problem`` + ``penalty`` exactly with ``solver`` ("newton" or "lbfgs").
+
+    ``stages`` (optional) is a list of problems solved in turn, each from the previous optimum
+    (the continuation of a smoothed loss). Returns ``(params, n_iter, history)``.
+    """
+    from dml.optim.fullbatch import FullBatch
+    from dml.optim.lbfgs import fit_lbfgs
+    from dml.optim.newton import newton_epoch_fn
+    from dml.optim.training import run_epochs
+
+    name = type(estimator).__name__
+    if solver not in ("newton", "lbfgs"):
+        raise ValueError(f"{name}: unknown exact solver {solver!r}")
+    if not (isinstance(max_iter, numbers.Integral) and max_iter >= 1):
+        raise ValueError(f"{name}: max_iter must be a positive integer, got {max_iter!r}")
+    if not (isinstance(tol, numbers.Real) and tol >= 0):
+        raise ValueError(f"{name}: tol must be a non-negative number, got {tol!r}")
+    data = prepare(problem, blocks, persist=getattr(estimator, "persist", "auto"))
+    params = (np.zeros(problem.n_params) if init_params is None
+              else np.asarray(init_params, dtype=np.float64).copy())
+    history, n_iter, stop = [], 0, None
+    for stage in (stages or [problem]):
+        fb = FullBatch(stage, data, penalty, normaliser)
+        remaining = max(int(max_iter) - n_iter, 1)
+        tc = TrainConfig(max_iter=remaining, tol=None, verbose=getattr(estimator, "verbose", 0),
+                         progress=getattr(estimator, "progress", None),
+                         callbacks=tuple(callbacks or ()), name=name)
+        if solver == "newton":
+            state = run_epochs(TrainState(params=params), newton_epoch_fn(fb, tol), tc)
+        else:
+            state = fit_lbfgs(fb, params, tc, tol=tol)
+        params = state.params
+        for rec in state.history:
+            rec = dict(rec)
+            rec["epoch"] = n_iter + rec["epoch"]
+            history.append(rec)
+        n_iter += int(state.epoch)
+        stop = state.stop_reason
+        if stop == "callback":
+            break
+    if stop == "max_iter":
+        warnings.warn(f"{name}: the {solver} solver did not converge within max_iter={max_iter} "
+                      "iterations; increase max_iter or scale the features.", ConvergenceWarning)
+    return params, n_iter, history

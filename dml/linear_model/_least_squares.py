@@ -1,0 +1,197 @@
+"""Exact least squares and ridge regression from one reduction of second moments (SPEC §2).
+
+One pass computes, per block, the weighted count, mean and centred scatter matrix of
+``Z = [X, y]``; blocks are merged in a fixed tree order with the pairwise update of Chan et al.
+(``S = S_a + S_b + δδᵀ n_a n_b / n``), which is as accurate as centring with the global means
+but needs no second pass. With ``A`` = the X-part and ``b`` = the X–y part of the centred
+scatter,
+
+* ``Ridge``: ``(A + αI) w = b`` (Cholesky);
+* ``LinearRegression``: the least-norm solution ``w = A⁺ b`` from the eigendecomposition of
+  ``A`` (eigenvalues below ``n_features · ε · λ_max`` count as zero), which equals
+  ``lstsq(X_c, y_c)`` when X is rank-deficient;
+
+and the unpenalised intercept is ``ȳ − x̄·w``. Without an intercept the moments are not centred.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.linalg
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from dml._blocks import BlockSpec
+from dml.base import DaskEstimatorMixin
+from dml.linear_model._base import LinearRegressorMixin
+
+__all__ = ["LinearRegression", "Ridge", "moments"]
+
+
+def _moments_kernel(X, y, w, center):
+    if X.shape[0] == 0:
+        return None
+    Z = np.column_stack([X, np.asarray(y, dtype=np.float64)])
+    ww = np.ones(len(Z)) if w is None else np.asarray(w, dtype=np.float64)
+    sw = float(ww.sum())
+    if center:
+        if sw <= 0:
+            return None
+        mean = (ww @ Z) / sw
+        Zc = Z - mean
+    else:
+        mean = np.zeros(Z.shape[1])
+        Zc = Z
+    return sw, mean, Zc.T @ (Zc * ww[:, None])
+
+
+def _merge_moments(parts):
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    sw, mean, S = parts[0]
+    S = S.copy()
+    for sb, mb, Sb in parts[1:]:
+        total = sw + sb
+        if total <= 0:
+            continue
+        delta = mb - mean
+        S = S + Sb + np.outer(delta, delta) * (sw * sb / total)
+        mean = mean + delta * (sb / total)
+        sw = total
+    return sw, mean, S
+
+
+def _merge_raw(parts):
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    return (sum(p[0] for p in parts), parts[0][1],
+            sum((p[2] for p in parts[1:]), parts[0][2].copy()))
+
+
+def moments(blocks, center: bool):
+    """(weight sum, mean of [X, y], scatter of [X, y]) in one pass."""
+    out = blocks.map_reduce(_moments_kernel, center,
+                            combine=_merge_moments if center else _merge_raw)
+    if out is None or out[0] <= 0:
+        raise ValueError(f"{blocks.spec.estimator}: the training data has no rows of positive "
+                         "weight")
+    return out
+
+
+class _LeastSquaresBase(LinearRegressorMixin, DaskEstimatorMixin, RegressorMixin,
+                        BaseEstimator):
+    _block_spec = BlockSpec(y_numeric=True)
+
+    def _solve(self, A, b):
+        raise NotImplementedError
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit from one pass over the data.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, dask array or dask DataFrame, shape (n_samples, n_features)
+        y : array-like, dask array/Series or column name, shape (n_samples,)
+        sample_weight : array-like, dask array/Series or column name, optional
+
+        Returns
+        -------
+        self
+        """
+        self._validate()
+        blocks = self._fit_blocks(X, y, sample_weight)
+        d = blocks.n_features
+        sw, mean, S = moments(blocks, bool(self.fit_intercept))
+        A, b = S[:d, :d], S[:d, d]
+        coef = self._solve(A, b)
+        self.coef_ = coef
+        self.intercept_ = float(mean[d] - mean[:d] @ coef) if self.fit_intercept else 0.0
+        return self
+
+
+class LinearRegression(_LeastSquaresBase):
+    """Ordinary least squares, exact, from one pass (least-norm when X is rank-deficient).
+
+    Parameters
+    ----------
+    fit_intercept : bool, default True
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : float
+    rank_ : int
+        Rank of the centred (weighted) X.
+    singular_ : ndarray of shape (n_features,)
+        Singular values of the centred (weighted) X.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.linear_model import LinearRegression
+    >>> X = np.array([[1.0, 1.0], [1.0, 2.0], [2.0, 2.0], [2.0, 3.0]])
+    >>> y = X @ np.array([1.0, 2.0]) + 3.0
+    >>> reg = LinearRegression().fit(X, y)
+    >>> reg.coef_.round(12), round(reg.intercept_, 12)
+    (array([1., 2.]), 3.0)
+    """
+
+    def __init__(self, *, fit_intercept=True):
+        self.fit_intercept = fit_intercept
+
+    def _validate(self):
+        pass
+
+    def _solve(self, A, b):
+        lam, V = np.linalg.eigh(A)
+        lam_max = max(float(lam.max()), 0.0) if lam.size else 0.0
+        keep = lam > max(A.shape[0], 1) * np.finfo(float).eps * lam_max * 10
+        self.rank_ = int(keep.sum())
+        self.singular_ = np.sqrt(np.clip(lam[::-1], 0.0, None))
+        return V[:, keep] @ ((V[:, keep].T @ b) / lam[keep])
+
+
+class Ridge(_LeastSquaresBase):
+    """Ridge regression ``‖y − Xw − b‖² + alpha ‖w‖²``, exact, from one pass.
+
+    Parameters
+    ----------
+    alpha : float, default 1.0
+    fit_intercept : bool, default True
+        The intercept is not penalised.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.linear_model import Ridge
+    >>> from sklearn.linear_model import Ridge as SkRidge
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.0] + rng.normal(size=50)
+    >>> bool(np.allclose(Ridge(alpha=3.0).fit(X, y).coef_, SkRidge(alpha=3.0).fit(X, y).coef_))
+    True
+    """
+
+    def __init__(self, alpha=1.0, *, fit_intercept=True):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+
+    def _validate(self):
+        if not (isinstance(self.alpha, numbers.Real) and self.alpha >= 0
+                and np.isfinite(self.alpha)):
+            raise ValueError(f"Ridge: alpha must be a non-negative number, got {self.alpha!r}")
+
+    def _solve(self, A, b):
+        if self.alpha == 0:
+            return LinearRegression._solve(self, A, b)
+        M = A + self.alpha * np.eye(A.shape[0])
+        try:
+            return scipy.linalg.cho_solve(scipy.linalg.cho_factor(M), b)
+        except np.linalg.LinAlgError:
+            return np.linalg.lstsq(M, b, rcond=None)[0]

@@ -1,0 +1,221 @@
+"""The linear model as an optimisation problem: f(x) = W x + b with a loss on f.
+
+Parameters are one flat vector ``[W.ravel(), b]`` with ``W`` of shape (K, d) (K = 1 for regression
+and binary classification, K classes for one-vs-rest or multinomial) and ``b`` of length K when
+there is an intercept; only ``W`` is penalised.
+
+Targets are encoded once per block on its worker (:meth:`LinearProblem.prepare_block`): class
+labels become indices into ``classes`` (a label outside them is an error naming it), class
+weights are folded into the sample weights. The batch kernels then compute, vectorised over the
+batch and over all K outputs at once,
+
+* ``batch_loss_grad``: Σ wᵢ L and its gradient ``[Gᵀ X, Σ G]`` with ``G = w · dL/df`` (n × K);
+* ``batch_loss_grad_hess``: also the Hessian ``Σ_k,l [X 1]ᵀ diag(w · ∂²L/∂f_k∂f_l) [X 1]``
+  (block-diagonal for one-vs-rest, full for softmax).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dml.optim.losses import Loss, Softmax
+from dml.optim.problem import Problem
+
+__all__ = ["LinearProblem", "decision_kernel", "encode_labels"]
+
+
+def encode_labels(y, classes, estimator: str = "estimator") -> np.ndarray:
+    """Indices of ``y``'s labels in the sorted ``classes``; a clear error for unknown labels."""
+    y = np.asarray(y)
+    try:
+        idx = np.searchsorted(classes, y)
+    except TypeError:
+        raise TypeError(f"{estimator}: the labels in y cannot be compared with the classes "
+                        f"{list(classes)} (mixed types?); use one label type") from None
+    idx = np.clip(idx, 0, len(classes) - 1)
+    bad = classes[idx] != y
+    if np.any(bad):
+        unseen = np.unique(y[bad])[:10]
+        raise ValueError(f"{estimator}: y contains labels {list(unseen)} that are not in the "
+                         f"classes {list(classes)}. Pass every label in `classes` on the first "
+                         "partial_fit call (or fit on all the data).")
+    return idx.astype(np.intp)
+
+
+def decision_kernel(X, coef, intercept):
+    """``X @ coef.T + intercept``; a vector when there is one output."""
+    out = X @ coef.T + intercept
+    if out.ndim == 2 and out.shape[1] == 1:
+        out = out[:, 0]
+    return out
+
+
+class LinearProblem(Problem):
+    """See the module docstring.
+
+    Parameters
+    ----------
+    n_features : int
+    loss : Loss
+    task : {"regression", "binary", "ovr", "multinomial"}
+    n_outputs : int
+        K (1 for regression and binary).
+    fit_intercept : bool
+    classes : ndarray, optional
+        Sorted class labels (classification).
+    class_weight : ndarray, optional
+        Weight per class, in the order of ``classes``.
+    estimator : str
+        Name for error messages.
+    """
+
+    def __init__(self, n_features: int, loss: Loss, *, task: str = "regression",
+                 n_outputs: int = 1, fit_intercept: bool = True, classes=None,
+                 class_weight=None, estimator: str = "estimator"):
+        self.d = int(n_features)
+        self.K = int(n_outputs)
+        self.loss = loss
+        self.task = task
+        self.fit_intercept = bool(fit_intercept)
+        self.classes = None if classes is None else np.asarray(classes)
+        self.class_weight = None if class_weight is None else np.asarray(class_weight, float)
+        self.estimator = estimator
+        self.n_params = self.K * self.d + (self.K if self.fit_intercept else 0)
+        self.penalised = slice(0, self.K * self.d)
+
+    def __dask_tokenize__(self):
+        return ("LinearProblem", self.d, self.K, repr(self.loss), self.task, self.fit_intercept,
+                None if self.classes is None else tuple(self.classes.tolist()),
+                None if self.class_weight is None else tuple(self.class_weight.tolist()))
+
+    # ---- layout ----
+    def unpack(self, params):
+        W = params[:self.K * self.d].reshape(self.K, self.d)
+        b = params[self.K * self.d:] if self.fit_intercept else np.zeros(self.K, params.dtype)
+        return W, b
+
+    def pack(self, W, b=None) -> np.ndarray:
+        parts = [np.asarray(W, dtype=np.float64).reshape(-1)]
+        if self.fit_intercept:
+            parts.append(np.zeros(self.K) if b is None else
+                         np.asarray(b, dtype=np.float64).reshape(-1))
+        return np.concatenate(parts)
+
+    # ---- data ----
+    def prepare_block(self, X, y, w):
+        if self.task == "regression":
+            Y = np.asarray(y, dtype=np.float64)
+        else:
+            Y = encode_labels(y, self.classes, self.estimator)
+            if self.class_weight is not None:
+                cw = self.class_weight[Y]
+                w = cw if w is None else np.asarray(w, dtype=np.float64) * cw
+        if w is not None:
+            w = np.asarray(w, dtype=np.float64)
+        return X, Y, w
+
+    def _targets(self, Y):
+        """Targets in the loss's convention: ±1 (binary / one-vs-rest), indices, or values."""
+        if self.task == "binary":
+            return 2.0 * Y - 1.0
+        if self.task == "ovr":
+            return np.where(Y[:, None] == np.arange(self.K), 1.0, -1.0)
+        return Y
+
+    def decision(self, params, X):
+        W, b = self.unpack(params)
+        F = X @ W.T
+        if self.fit_intercept:
+            F += b
+        if self.K == 1 and self.task != "multinomial":
+            return F[:, 0]
+        return F
+
+    # ---- kernels ----
+    def batch_loss_grad(self, params, X, Y, w):
+        F = self.decision(params, X)
+        loss, G = self.loss.loss_grad(F, self._targets(Y))
+        if w is not None:
+            G = G * (w[:, None] if G.ndim == 2 else w)
+            loss_sum = float(np.dot(w, loss if loss.ndim == 1 else loss.sum(axis=1)))
+        else:
+            loss_sum = float(loss.sum())
+        grad = np.empty(self.n_params, dtype=params.dtype)
+        Kd = self.K * self.d
+        if G.ndim == 1:
+            grad[:Kd] = X.T @ G
+            if self.fit_intercept:
+                grad[Kd] = G.sum()
+        else:
+            grad[:Kd] = (G.T @ X).ravel()
+            if self.fit_intercept:
+                grad[Kd:] = G.sum(axis=0)
+        return loss_sum, grad
+
+    def _index(self, k):
+        """Positions of output k's weights and intercept in the flat vector."""
+        idx = np.arange(k * self.d, (k + 1) * self.d)
+        if self.fit_intercept:
+            idx = np.append(idx, self.K * self.d + k)
+        return idx
+
+    def _gram(self, X, s, Xs_sqrt=False):
+        """``[X 1]ᵀ diag(s) [X 1]`` without building [X 1]."""
+        d = self.d
+        size = d + (1 if self.fit_intercept else 0)
+        out = np.empty((size, size))
+        if Xs_sqrt:  # s ≥ 0: a symmetric product (numpy uses syrk for A.T @ A)
+            Xs = X * np.sqrt(s)[:, None]
+            out[:d, :d] = Xs.T @ Xs
+        else:
+            out[:d, :d] = X.T @ (X * s[:, None])
+        if self.fit_intercept:
+            v = X.T @ s
+            out[:d, d] = v
+            out[d, :d] = v
+            out[d, d] = s.sum()
+        return out
+
+    def batch_loss_grad_hess(self, params, X, Y, w):
+        loss_sum, grad = self.batch_loss_grad(params, X, Y, w)
+        H = np.zeros((self.n_params, self.n_params))
+        F = self.decision(params, X)
+        if isinstance(self.loss, Softmax):
+            P = Softmax.proba(F)
+            ww = np.ones(len(X)) if w is None else w
+            for k in range(self.K):
+                ik = self._index(k)
+                for l in range(k, self.K):
+                    s = ww * P[:, k] * ((k == l) - P[:, l])
+                    block = self._gram(X, s, Xs_sqrt=False)
+                    il = self._index(l)
+                    H[np.ix_(ik, il)] = block
+                    if l != k:
+                        H[np.ix_(il, ik)] = block.T
+            return loss_sum, grad, H
+        h = self.loss.hess(F, self._targets(Y))
+        if w is not None:
+            h = h * (w[:, None] if h.ndim == 2 else w)
+        if h.ndim == 1:
+            H[:] = self._gram(X, h, Xs_sqrt=True)
+        else:
+            for k in range(self.K):
+                ik = self._index(k)
+                H[np.ix_(ik, ik)] = self._gram(X, h[:, k], Xs_sqrt=True)
+        return loss_sum, grad, H
+
+    # ---- validation score: accuracy (classification) or R² (regression) ----
+    def score_stats(self, params, X, Y, w):
+        F = self.decision(params, X)
+        ww = np.ones(len(X)) if w is None else w
+        if self.task == "regression":
+            r = Y - F
+            return np.array([ww.sum(), ww @ Y, ww @ (Y * Y), ww @ (r * r)])
+        pred = (F > 0).astype(np.intp) if F.ndim == 1 else np.argmax(F, axis=1)
+        return np.array([ww @ (pred == Y), ww.sum()])
+
+    def score_from_stats(self, stats) -> float:
+        if self.task == "regression":
+            sw, sy, syy, sres = stats
+            tot = syy - sy * sy / sw
+            return float(1.0 - sres / tot) if tot > 0 else 0.0
+        return float(stats[0] / stats[1])
