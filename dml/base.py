@@ -45,6 +45,11 @@ class DaskEstimatorMixin:
         """
         blocks = as_blocks(X, y, sample_weight, spec=self._spec(**spec_overrides),
                            require_y=require_y)
+        self._record_layout(blocks, reset)
+        return blocks
+
+    def _record_layout(self, blocks: Blocks, reset: bool) -> None:
+        """Record ``n_features_in_``/``feature_names_in_`` (reset) or check them against X's."""
         if reset:
             self.n_features_in_ = blocks.n_features
             if blocks.feature_names is not None:
@@ -53,7 +58,6 @@ class DaskEstimatorMixin:
                 del self.feature_names_in_
         else:
             self._check_features(blocks.n_features, blocks.feature_names)
-        return blocks
 
     # ---- predict / transform ----
     def _check_features(self, n_features: int, names) -> None:
@@ -74,28 +78,43 @@ class DaskEstimatorMixin:
             raise ValueError(f"X has {n_features} features, but {type(self).__name__} is "
                              f"expecting {expected} features as input.")
 
-    def _predict_input(self, X, **spec_overrides):
-        """Validate X for prediction: a NumPy array for local input, :class:`Blocks` for Dask."""
+    def _predict_input(self, X, *, check_features: bool = True, n_features: int | None = None,
+                       **spec_overrides):
+        """Validate X for prediction: a NumPy array for local input, :class:`Blocks` for Dask.
+
+        ``check_features=False`` skips the comparison with the fitted feature layout (for
+        ``inverse_transform`` and composites that select columns themselves); ``n_features``
+        then still checks the column count.
+        """
         spec = self._spec(**spec_overrides)
         if is_dask(X):
-            blocks = as_blocks(X, spec=spec)
-            self._check_features(blocks.n_features, blocks.feature_names)
-            return blocks
-        # Local input is checked in place: no Dask graph (hashing a large array costs time).
-        X = check_x_layout(X, spec.estimator)
-        if isinstance(X, pd.DataFrame):
-            self._check_features(X.shape[1], _column_names(X.columns))
-            if not spec.numeric:
-                return X
+            data = as_blocks(X, spec=spec)
+            n, names = data.n_features, data.feature_names
         else:
-            self._check_features(X.shape[1], None)
-        X, _, _ = _extract(X, None, None, spec, 0)
-        return X
+            # Local input is checked in place: no Dask graph (hashing a large array costs time).
+            data = check_x_layout(X, spec.estimator)
+            n = data.shape[1]
+            names = _column_names(data.columns) if isinstance(data, pd.DataFrame) else None
+        if check_features:
+            self._check_features(n, names)
+        elif n_features is not None and n != n_features:
+            raise ValueError(f"X has {n} features, but {type(self).__name__} is expecting "
+                             f"{n_features} features as input.")
+        if isinstance(data, Blocks) or (isinstance(data, pd.DataFrame) and not spec.numeric):
+            return data
+        data, _, _ = _extract(data, None, None, spec, 0)
+        return data
 
     def _blockwise(self, X, kernel: Callable, *args, dtype, tail_shape: tuple = (),
+                   check_features: bool = True, n_features: int | None = None,
                    **spec_overrides):
-        """Apply ``kernel(X_block, *args)``: NumPy in/out locally, a lazy Dask array for Dask."""
-        data = self._predict_input(X, **spec_overrides)
+        """Apply ``kernel(X_block, *args)``: NumPy in/out locally, a lazy Dask array for Dask.
+
+        ``dtype``/``tail_shape`` describe the output; the input dtype rule is the estimator's
+        ``_block_spec``. See :meth:`_predict_input` for the feature checks.
+        """
+        data = self._predict_input(X, check_features=check_features, n_features=n_features,
+                                   **spec_overrides)
         if isinstance(data, Blocks):
             return data.map_blocks(kernel, *args, dtype=dtype, tail_shape=tail_shape)
         return kernel(data, *args)

@@ -26,7 +26,7 @@ from sklearn.utils.metaestimators import _BaseComposition
 from dml._blocks import (Blocks, BlockSpec, _extract, _is_numeric_dtype, check_x_layout,
                          compute, is_dask)
 from dml.base import DaskEstimatorMixin, check_is_fitted
-from dml.preprocessing import _dtypes_of, _feature_names_in, _map_rows
+from dml.preprocessing import _dtypes_of, _feature_names_in
 
 __all__ = ["ColumnTransformer", "make_column_transformer"]
 
@@ -476,9 +476,10 @@ class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
                 dts.append(plan)
             start += width
         dtype = np.result_type(*dts) if dts else np.dtype(np.float64)
-        return _map_rows(self, X, _column_transform_kernel, parts, by_name, dtype, start,
-                         dtype=dtype, tail_shape=(start,),
-                         n_features=None if by_name else self.n_features_in_, numeric=False)
+        return self._blockwise(X, _column_transform_kernel, parts, by_name, dtype, start,
+                               dtype=dtype, tail_shape=(start,), check_features=False,
+                               n_features=None if by_name else self.n_features_in_,
+                               numeric=False)
 
     def fit_transform(self, X, y=None):
         """Fit (one pass over X), then transform X (lazily for Dask input)."""

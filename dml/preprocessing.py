@@ -40,7 +40,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import check_array
 
-from dml._blocks import Blocks, _extract, as_blocks, check_x_layout, compute, is_dask
+from dml._blocks import Blocks, check_x_layout, compute, is_dask
 from dml.base import DaskEstimatorMixin, check_is_fitted
 
 __all__ = ["StandardScaler", "MinMaxScaler", "OneHotEncoder", "TransformPlan"]
@@ -88,42 +88,10 @@ def _float_out_dtype(dtypes) -> np.dtype:
     return rt if rt in (np.float32, np.float64) else np.dtype(np.float64)
 
 
-def _map_rows(est, X, kernel, *args, dtype, tail_shape=(), n_features=None, **overrides):
-    """``est._blockwise`` without the fitted-feature check (for inverse_transform and composites
-    that check columns themselves): NumPy for local input, a lazy Dask array for Dask input."""
-    spec = est._spec(**overrides)
-    if is_dask(X):
-        blocks = as_blocks(X, spec=spec)
-        n = blocks.n_features
-    else:
-        X = check_x_layout(X, spec.estimator)  # local input: no Dask graph
-        n = X.shape[1]
-    if n_features is not None and n != n_features:
-        raise ValueError(f"X has {n} features, but {type(est).__name__} is expecting "
-                         f"{n_features} features as input.")
-    if is_dask(X):
-        return blocks.map_blocks(kernel, *args, dtype=dtype, tail_shape=tail_shape)
-    if spec.numeric or not isinstance(X, pd.DataFrame):
-        X, _, _ = _extract(X, None, None, spec, 0)
-    return kernel(X, *args)
-
-
 class _OnePassTransformer(DaskEstimatorMixin):
     """The one-pass fitting protocol (see the module docstring) plus the plumbing around it."""
 
     _fit_overrides: dict = {}
-
-    def _record_layout(self, blocks: Blocks, reset: bool) -> None:
-        # Same rule as DaskEstimatorMixin._fit_blocks, for blocks built by someone else
-        # (e.g. the column subsets a ColumnTransformer hands over).
-        if reset:
-            self.n_features_in_ = blocks.n_features
-            if blocks.feature_names is not None:
-                self.feature_names_in_ = blocks.feature_names
-            elif hasattr(self, "feature_names_in_"):
-                del self.feature_names_in_
-        else:
-            self._check_features(blocks.n_features, blocks.feature_names)
 
     def _one_pass_fit(self, X, sample_weight=None, reset=True):
         blocks = self._fit_blocks(X, None, sample_weight, reset=reset, require_y=False,
@@ -407,9 +375,9 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
         dtype = _float_out_dtype(_dtypes_of(X))
         mean = self.mean_.astype(dtype) if self.with_mean else None
         scale = self.scale_.astype(dtype) if self.with_std else None
-        return _map_rows(self, X, _standard_inverse_kernel, mean, scale, dtype, dtype=dtype,
-                         tail_shape=(self.n_features_in_,), n_features=self.n_features_in_,
-                         allow_nan=True)
+        return self._blockwise(X, _standard_inverse_kernel, mean, scale, dtype, dtype=dtype,
+                               tail_shape=(self.n_features_in_,), check_features=False,
+                               n_features=self.n_features_in_, allow_nan=True)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -581,9 +549,9 @@ class MinMaxScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin, 
         check_is_fitted(self, "scale_")
         X = check_x_layout(X, type(self).__name__)
         dtype = _float_out_dtype(_dtypes_of(X))
-        return _map_rows(self, X, _minmax_inverse_kernel, self.scale_, self.min_, dtype,
-                         dtype=dtype, tail_shape=(self.n_features_in_,),
-                         n_features=self.n_features_in_, allow_nan=True)
+        return self._blockwise(X, _minmax_inverse_kernel, self.scale_, self.min_, dtype,
+                               dtype=dtype, tail_shape=(self.n_features_in_,), check_features=False,
+                               n_features=self.n_features_in_, allow_nan=True)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -1187,9 +1155,9 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
             any(self._mapping(i) is None for i in range(len(self.categories_))))
         out_dtype = np.dtype(object) if (is_dask(X) and may_be_none) else None
         result_dtype = out_dtype if out_dtype is not None else dt
-        return _map_rows(self, X, _onehot_inverse_kernel, self._inverse_state(transformed),
-                         out_dtype, dtype=result_dtype, tail_shape=(len(self.categories_),),
-                         n_features=n_out)
+        return self._blockwise(X, _onehot_inverse_kernel, self._inverse_state(transformed),
+                               out_dtype, dtype=result_dtype, tail_shape=(len(self.categories_),),
+                               check_features=False, n_features=n_out)
 
     def _inverse_state(self, transformed):
         state = []
