@@ -1312,23 +1312,32 @@ def cmd_predict(args) -> int:
     out = Path(args.output).resolve()
     multi_file = len(_input_files(resolved)) > 1
     suffix = out.suffix.lower()
+    if suffix == ".csv" and not multi_file:
+        mode = "csv"
+    elif suffix in (".parquet", ".pq") and df.npartitions == 1 and not multi_file:
+        mode = "parquet-file"
+    else:
+        mode = "parquet-dir"
+        if suffix == ".csv":
+            raise CLIError(f"--output: {args.data} is several files; write a Parquet directory "
+                           "instead (e.g. --output predictions/ or predictions.parquet)",
+                           EXIT_USAGE)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise CLIError(f"--output: {out} already exists; the predictions go to a new Parquet "
+                           "directory, so choose a new path or remove it", EXIT_USAGE)
     with _connect(args) as client:
         _prepare_workers(client, _model_modules(model))
         preds = df.map_partitions(_predict_partition, broadcast(model), features, keep,
                                   args.proba, classes, meta=meta)
         out.parent.mkdir(parents=True, exist_ok=True)
-        if suffix == ".csv" and not multi_file:
+        if mode == "csv":
             # Dask appends the partitions to one file in order, on the workers.
             preds.to_csv(str(out), single_file=True, index=False)
             written = f"CSV file {out}"
-        elif suffix in (".parquet", ".pq") and preds.npartitions == 1 and not multi_file:
+        elif mode == "parquet-file":
             dask.compute(delayed(_single_parquet)(preds.to_delayed()[0], str(out)))
             written = f"Parquet file {out}"
         else:
-            if suffix == ".csv":
-                raise CLIError(f"--output: {args.data} is several files; write a Parquet "
-                               "directory instead (e.g. --output predictions/ or "
-                               "predictions.parquet)", EXIT_USAGE)
             preds.to_parquet(str(out), write_index=False)
             written = f"Parquet directory {out} ({preds.npartitions} part(s))"
     print(f"predictions written: {written}")
@@ -1486,8 +1495,9 @@ def _parser() -> argparse.ArgumentParser:
                         description="Predict every row of DATA. --output PATH: *.csv writes "
                                     "one CSV file; *.parquet one Parquet file (single-partition "
                                     "data) or a Parquet directory; any other path, or "
-                                    "multi-file data, a Parquet directory written by the "
-                                    "workers.")
+                                    "multi-file data, a Parquet directory. The Dask workers "
+                                    "read DATA and write the output, so on a multi-machine "
+                                    "cluster both must be on storage the workers share.")
     pr.add_argument("model", help="model file written by `dml train` or dml.save")
     pr.add_argument("data", help="CSV/TSV/Parquet file, glob or Parquet directory")
     pr.add_argument("--output", "-o", required=True, metavar="PATH",

@@ -82,6 +82,7 @@ metrics: [accuracy, f1, log_loss, roc_auc, confusion_matrix]
 # end to end on the multi-process cluster
 # --------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.multiprocess
 def test_train_evaluate_predict_on_process_cluster(project, process_cluster):
     job = write_job(project, GOOD_JOB)
@@ -139,6 +140,11 @@ def test_train_evaluate_predict_on_process_cluster(project, process_cluster):
     assert len(list((project / "pred_dir").glob("*.parquet"))) == 2
     pq = pd.read_parquet(project / "pred_dir")
     np.testing.assert_array_equal(pq["prediction"].to_numpy(), expected)
+    # ... and never into a directory that already holds files
+    code = cli.main(["predict", str(out / "model.dml"),
+                     str(project / "data" / "parts" / "part-*.csv"),
+                     "--output", str(project / "pred_dir"), "--scheduler", address])
+    assert code == 2
 
 
 @pytest.mark.multiprocess
@@ -154,6 +160,7 @@ def test_example_jobs_on_process_cluster(process_cluster, tmp_path, capsys, name
     assert dml.load(tmp_path / "model.dml").steps[-1][0] == "model"
 
 
+@pytest.mark.slow
 def test_demo_quick_on_embedded_cluster(tmp_path):
     proc = run_cli("demo", "--quick", cwd=tmp_path, timeout=300)
     assert_ok(proc)
