@@ -1,0 +1,6 @@
+"""Workload families; importing this package registers every workload.
+
+To add a family, write a module here that calls :func:`benchmarks.registry.register` and import
+it below (the import order is the order of the sections in ``RESULTS.md``).
+"""
+from benchmarks.workloads import naive_bayes  # noqa: F401
