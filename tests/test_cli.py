@@ -16,7 +16,7 @@ import dml
 from dml import cli, registry
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples" / "jobs"
+EXAMPLES = ROOT / "deploy" / "jobs"
 
 
 def run_cli(*args, timeout=240, env=None, cwd=None) -> subprocess.CompletedProcess:
