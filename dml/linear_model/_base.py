@@ -38,7 +38,11 @@ __all__ = ["discover_classes", "compute_class_weight", "LinearClassifierMixin",
 # ---------------------------------------------------------------------------------------------
 
 def _label_kernel(X, y, w):
-    labels, inv = np.unique(np.asarray(y), return_inverse=True)
+    try:
+        labels, inv = np.unique(np.asarray(y), return_inverse=True)
+    except TypeError:
+        raise TypeError("y mixes label types that cannot be compared (e.g. numbers and "
+                        "strings); use one label type") from None
     inv = inv.ravel()
     counts = np.bincount(inv, minlength=len(labels)).astype(np.int64)
     wsum = (counts.astype(np.float64) if w is None else
@@ -89,13 +93,20 @@ def discover_classes(blocks: Blocks) -> LabelStats:
 
 def check_classes(stats: LabelStats, estimator: str) -> None:
     if len(stats.classes) < 2:
-        found = "no labels" if len(stats.classes) == 0 else f"only one class: {stats.classes[0]!r}"
+        label = stats.classes[0].item() if len(stats.classes) and hasattr(
+            stats.classes[0], "item") else (stats.classes[0] if len(stats.classes) else None)
+        found = "no labels" if len(stats.classes) == 0 else f"only one class: {label!r}"
         raise ValueError(f"{estimator}: the training data must contain samples of at least 2 "
                          f"classes, but it contains {found}")
 
 
 def compute_class_weight(class_weight, classes, counts, estimator: str = "estimator"):
-    """Per-class weights in the order of ``classes`` (None when all are 1)."""
+    """Per-class weights in the order of ``classes`` (None when all are 1).
+
+    ``"balanced"``: ``Σ counts / (K · counts_k)``. scikit-learn passes the weighted counts (sum
+    of sample weights per class) for LogisticRegression and LinearSVC and the plain counts for
+    the SGD estimators; callers do the same.
+    """
     if class_weight is None:
         return None
     if isinstance(class_weight, str):
@@ -103,7 +114,7 @@ def compute_class_weight(class_weight, classes, counts, estimator: str = "estima
             raise ValueError(f"{estimator}: class_weight must be None, 'balanced' or a dict, got "
                              f"{class_weight!r}")
         counts = np.asarray(counts, dtype=np.float64)
-        return counts.sum() / (len(classes) * np.maximum(counts, 1))
+        return counts.sum() / (len(classes) * np.where(counts > 0, counts, 1.0))
     if isinstance(class_weight, dict):
         unknown = [k for k in class_weight if not np.any(np.asarray(classes == k))]
         if unknown:

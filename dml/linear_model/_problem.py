@@ -34,9 +34,9 @@ def encode_labels(y, classes, estimator: str = "estimator") -> np.ndarray:
     idx = np.clip(idx, 0, len(classes) - 1)
     bad = classes[idx] != y
     if np.any(bad):
-        unseen = np.unique(y[bad])[:10]
-        raise ValueError(f"{estimator}: y contains labels {list(unseen)} that are not in the "
-                         f"classes {list(classes)}. Pass every label in `classes` on the first "
+        unseen = np.unique(y[bad])[:10].tolist()
+        raise ValueError(f"{estimator}: y contains labels {unseen} that are not in the "
+                         f"classes {classes.tolist()}. Pass every label in `classes` on the first "
                          "partial_fit call (or fit on all the data).")
     return idx.astype(np.intp)
 

@@ -179,7 +179,7 @@ checkpoint_every
         check_classes(stats, name)
         classes = stats.classes
         K = len(classes)
-        cw = compute_class_weight(self.class_weight, classes, stats.counts, name)
+        cw = compute_class_weight(self.class_weight, classes, stats.wsum, name)
         base_loss = SquaredHinge() if self.loss == "squared_hinge" else Hinge()
 
         def problem_with(loss):

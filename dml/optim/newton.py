@@ -37,16 +37,28 @@ ARMIJO = 1e-4
 MAX_HALVINGS = 40
 
 
+#: Cholesky pivots whose squared ratio falls below this mark H as singular.
+SINGULAR_RCOND = 1e-12
+
+
 def newton_direction(H: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """``−H⁻¹ g``; the least-squares (pseudo-inverse) solution when H is singular."""
+    """``−H⁻¹ g``; the least-norm (pseudo-inverse) solution when H is singular.
+
+    Singular Hessians occur when some parameters are not identifiable, e.g. the intercepts of a
+    softmax model (adding a constant to all of them changes nothing). The least-norm direction
+    has no component along such a null space, so a fit started at zero keeps their sum at zero,
+    as scikit-learn's gradient-based solvers do.
+    """
     try:
-        c = scipy.linalg.cho_factor(H, check_finite=False)
-        d = -scipy.linalg.cho_solve(c, g, check_finite=False)
-        if np.all(np.isfinite(d)):
-            return d
+        c, lower = scipy.linalg.cho_factor(H, check_finite=False)
+        pivots = np.abs(np.diag(c))
+        if pivots.size and (pivots.min() / pivots.max()) ** 2 > SINGULAR_RCOND:
+            d = -scipy.linalg.cho_solve((c, lower), g, check_finite=False)
+            if np.all(np.isfinite(d)):
+                return d
     except (np.linalg.LinAlgError, ValueError):
         pass
-    return -np.linalg.lstsq(H, g, rcond=None)[0]
+    return -np.linalg.lstsq(H, g, rcond=SINGULAR_RCOND)[0]
 
 
 def newton_epoch_fn(fb: FullBatch, tol: float):
