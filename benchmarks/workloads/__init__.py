@@ -4,3 +4,4 @@ To add a family, write a module here that calls :func:`benchmarks.registry.regis
 it below (the import order is the order of the sections in ``RESULTS.md``).
 """
 from benchmarks.workloads import naive_bayes  # noqa: F401
+from benchmarks.workloads import kmeans  # noqa: F401

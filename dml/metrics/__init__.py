@@ -28,3 +28,4 @@ __all__ = [
     "cohen_kappa_score", "log_loss", "roc_auc_score",
     "mean_squared_error", "root_mean_squared_error", "mean_absolute_error", "r2_score",
 ]
+from dml.metrics._cluster import silhouette_score  # noqa: E402,F401  (clustering, issue 6)

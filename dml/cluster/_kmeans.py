@@ -1,0 +1,628 @@
+"""Distributed k-means (SPEC §5): Lloyd's algorithm where only the centres travel.
+
+The driver in this module keeps the centres on the client. Each Lloyd iteration is one
+map-reduce over the persisted blocks: every block returns its per-cluster weighted sums, weights
+and partial inertia (:func:`dml.cluster._lloyd.lloyd_block`), the results are added in a fixed
+tree order and the client divides. Several runs (``n_init`` restarts, or the models of a range
+of ``k`` for the elbow and gap statistic, on several data sets) advance in lockstep: all their
+reductions of one iteration go to the scheduler in a single :func:`dml._blocks.compute` call,
+and one task per block serves every run on that block.
+"""
+from __future__ import annotations
+
+import functools
+import numbers
+import warnings
+from dataclasses import dataclass, field, replace
+
+import dask
+import dask.array as da
+import numpy as np
+from dask import delayed
+from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
+                          TransformerMixin)
+from sklearn.exceptions import ConvergenceWarning
+
+from dml._blocks import Blocks, block_rng, compute, seed_from, tree_reduce
+from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml.cluster import _init, _lloyd
+
+__all__ = ["KMeans"]
+
+_INITS = ("k-means||", "k-means++", "random")
+
+
+# --------------------------------------------------------------------------------------------
+# Prepared data
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class Prepared:
+    """Training blocks centred on the data mean, augmented with ones, persisted on the workers.
+
+    Attributes
+    ----------
+    blocks : Blocks
+        Parts ``(X − mean | 1, None, w)``.
+    offsets : ndarray of int
+        Global index of each block's first row (length ``n_blocks + 1``).
+    mean : ndarray (d,), float64
+        The column means that were subtracted (unweighted, as scikit-learn's).
+    variance : float
+        Mean of the per-feature variances (scikit-learn's ``tol`` scale).
+    wxsq : float
+        ``Σ w‖x − mean‖²``: the inertia of a Lloyd step is this plus the kernel's partial sum.
+    lo, hi : ndarray (d,)
+        Bounding box of the centred data.
+    """
+
+    blocks: Blocks
+    offsets: np.ndarray
+    n: int
+    d: int
+    dtype: np.dtype
+    mean: np.ndarray
+    variance: float
+    wxsq: float
+    wsum: float
+    lo: np.ndarray
+    hi: np.ndarray
+    #: Blocks processed by one task in a Lloyd iteration (see :func:`placement_groups`).
+    groups: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if not self.groups:
+            self.groups = placement_groups(self.blocks.parts)
+
+    @property
+    def parts(self):
+        return self.blocks.parts
+
+
+def placement_groups(parts) -> list[list[int]]:
+    """Blocks grouped by the worker (and thread) that holds them, in block order.
+
+    Each Lloyd iteration then runs one task per worker thread instead of one per block: on a
+    distributed cluster every task costs milliseconds of scheduling, which is most of an
+    iteration's time when the blocks are small. Placement only decides how the work is batched;
+    the per-block results are combined in block order on the client, so the result does not
+    depend on it. Without a distributed client (or for blocks that are not persisted), one
+    block per task.
+    """
+    single = [[i] for i in range(len(parts))]
+    from dml.runtime import active_client
+
+    client = active_client()
+    if client is None or dask.base.get_scheduler() != client.get:
+        return single
+    try:
+        who = client.who_has(list(parts))
+        try:
+            workers = client.scheduler_info(n_workers=-1)["workers"]
+        except TypeError:  # older distributed: no n_workers argument
+            workers = client.scheduler_info()["workers"]
+    except Exception:  # noqa: BLE001 - an optimisation only: fall back to one block per task
+        return single
+    by_worker: dict[str, list[int]] = {}
+    for i, p in enumerate(parts):
+        holders = sorted(who.get(p.key, ()))
+        if not holders:
+            return single
+        by_worker.setdefault(holders[0], []).append(i)
+    groups = []
+    for w in sorted(by_worker):
+        idx = by_worker[w]
+        threads = max(1, min(int(workers.get(w, {}).get("nthreads", 1)), len(idx)))
+        groups += [[int(i) for i in chunk] for chunk in np.array_split(idx, threads)]
+    return groups
+
+
+def tree_combine(values: list, combine, split_every: int = 8):
+    """:func:`dml._blocks.tree_reduce`'s fixed tree, applied on the client to computed values."""
+    level = list(values)
+    if len(level) == 1:
+        return combine(level)
+    while len(level) > 1:
+        level = [combine(level[i:i + split_every]) for i in range(0, len(level), split_every)]
+    return level[0]
+
+
+def _group_call(kernel, parts, *args):
+    """Run ``kernel`` on several blocks of one worker; per-block results in block order."""
+    return [kernel(p[0], p[1], p[2], *args) for p in parts]
+
+
+def map_combine(data_and_args, kernel, combine):
+    """One scheduler call: ``kernel`` over every block of several data sets, combined per set.
+
+    ``data_and_args`` is a list of ``(Prepared, args)``. Tasks carry their (small) arguments
+    inline and run one per placement group; the per-block results are combined on the client in
+    :func:`tree_combine`'s fixed order.
+    """
+    tasks, layout = [], []
+    for data, args in data_and_args:
+        layout.append((data, len(tasks)))
+        tasks += [delayed(_group_call, pure=False)(kernel, [data.parts[i] for i in g], *args)
+                  for g in data.groups]
+    results = compute(*tasks)
+    out = []
+    for data, first in layout:
+        per_block = [None] * len(data.parts)
+        for g, res in zip(data.groups, results[first:first + len(data.groups)]):
+            for i, r in zip(g, res):
+                per_block[i] = r
+        out.append(tree_combine(per_block, combine))
+    return out
+
+
+def _mean_of(stats, d):
+    if stats is None or stats["n"] == 0:
+        return np.zeros(d)
+    return stats["sum"] / stats["n"]
+
+
+def prepare(blocks: Blocks, name: str = "KMeans") -> Prepared:
+    """Centre, augment and persist the training blocks; one graph, then one statistics pass."""
+    lengths = blocks.lengths
+    n = int(lengths.sum())
+    if n == 0:
+        raise ValueError(f"{name}: X has 0 samples; at least one is required")
+    d = blocks.n_features
+    sums = blocks.map_reduce(_lloyd.block_sums, compute_now=False)
+    mean = delayed(_mean_of, pure=True)(sums, d)
+    parts = [delayed(_lloyd.prepare_block, pure=True)(p, mean) for p in blocks.parts]
+    *parts, mean = dask.persist(*parts, mean)
+    prepared = replace(blocks, parts=list(parts), _lengths=lengths)
+    stats_d = prepared.map_reduce(_lloyd.prepared_stats, combine=_lloyd.combine_prepared_stats,
+                                  compute_now=False)
+    mean, stats, dtype = compute(mean, stats_d, delayed(_dtype_of, pure=True)(parts[0]))
+    if stats["wmin"] < 0:
+        raise ValueError(f"{name}: sample_weight contains negative values; weights must be >= 0")
+    if not stats["wsum"] > 0:
+        raise ValueError(f"{name}: sample_weight sums to zero; at least one sample needs a "
+                         "positive weight")
+    return Prepared(prepared, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), n, d,
+                    np.dtype(dtype), np.asarray(mean, dtype=np.float64),
+                    _lloyd.mean_variance(stats, n), float(stats["wxsq"]),
+                    float(stats["wsum"]), stats["lo"], stats["hi"])
+
+
+def _dtype_of(part):
+    return part[0].dtype
+
+
+# --------------------------------------------------------------------------------------------
+# Lloyd in lockstep
+# --------------------------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Run:
+    """One Lloyd run: its data set, current centres (centred coordinates) and bookkeeping."""
+
+    data: Prepared
+    centres: np.ndarray
+    max_iter: int
+    tol: float
+    n_iter: int = 0
+    done: bool = False
+    history: list = field(default_factory=list)
+    inertia: float | None = None
+    labels: object = None
+    counts: np.ndarray | None = None
+
+
+def _relocate(sums, wsum, cand, d):
+    """scikit-learn's empty-cluster rule on the reduced sums, in its order of operations."""
+    empty = np.flatnonzero(wsum == 0)
+    if len(empty) == 0 or len(cand["dist"]) == 0 or cand["dist"][0] == 0:
+        # No distance > 0: more clusters than distinct points; relocating is pointless.
+        return
+    for idx, new in enumerate(empty[:len(cand["dist"])]):
+        x, w, old = cand["x"][idx].astype(np.float64), cand["w"][idx], cand["label"][idx]
+        sums[old, :d] -= x * w
+        sums[new, :d] = x * w
+        wsum[new] = w
+        wsum[old] -= w
+
+
+def _average(sums, wsum, d):
+    """scikit-learn's ``_average_centers``: empty clusters sit on the heaviest one."""
+    centres = sums[:, :d].copy()
+    heaviest = int(np.argmax(wsum))
+    for j in range(len(centres)):
+        if wsum[j] > 0:
+            centres[j] *= 1.0 / wsum[j]
+        else:
+            centres[j] = centres[heaviest]
+    return centres
+
+
+def _by_data(runs):
+    groups: dict[int, tuple[Prepared, list[Run]]] = {}
+    for r in runs:
+        groups.setdefault(id(r.data), (r.data, []))[1].append(r)
+    return list(groups.values())
+
+
+def lloyd(runs: list[Run]) -> None:
+    """Advance all runs to convergence (or ``max_iter``), one scheduler call per iteration.
+
+    Per run and iteration, as scikit-learn's ``_kmeans_single_lloyd``: assign with the current
+    centres, relocate empty clusters, average, and stop when the total squared centre shift is
+    ``<= tol`` (an unchanged assignment gives a zero shift, scikit-learn's strict convergence).
+    ``history`` gets the inertia of each assignment step.
+    """
+    for r in runs:
+        if r.max_iter < 1:
+            r.done = True
+    while True:
+        active = [r for r in runs if not r.done]
+        if not active:
+            return
+        groups = _by_data(active)
+        results = map_combine([(data, ([r.centres for r in group],)) for data, group in groups],
+                              _lloyd.lloyd_block, _lloyd.combine_lloyd)
+        steps = []
+        for (data, group), result in zip(groups, results):
+            for r, sums in zip(group, result):
+                steps.append((r, sums, sums[:, -1].copy()))
+                r.history.append(_lloyd.step_inertia(sums, r.centres, data.wxsq))
+        _relocate_empty([s for s in steps if np.any(s[2] == 0)])
+        for r, sums, wsum in steps:
+            d = r.data.d
+            new = _average(sums, wsum, d).astype(r.data.dtype)
+            shift = np.sqrt(((new.astype(np.float64) - r.centres.astype(np.float64)) ** 2)
+                            .sum(axis=1))
+            r.centres = new
+            r.n_iter += 1
+            if (shift ** 2).sum() <= r.tol or r.n_iter >= r.max_iter:
+                r.done = True
+
+
+def _relocate_empty(steps):
+    """One extra pass for the runs that lost a cluster: the globally farthest rows."""
+    if not steps:
+        return
+    groups: dict[int, list] = {}
+    for s in steps:
+        groups.setdefault(id(s[0].data), []).append(s)
+    reductions = []
+    for group in groups.values():
+        data = group[0][0].data
+        n_far = [int(np.sum(s[2] == 0)) for s in group]
+        reductions.append(data.blocks.map_reduce(
+            _lloyd.relocation_block, [s[0].centres for s in group], n_far, data.offsets,
+            combine=functools.partial(_lloyd.merge_candidates, n_far=n_far), with_index=True,
+            compute_now=False))
+    results = compute(*reductions)
+    for group, cands in zip(groups.values(), results):
+        for (r, sums, wsum), cand in zip(group, cands):
+            _relocate(sums, wsum, cand, r.data.d)
+
+
+def finish(runs: list[Run], labels: bool = False) -> None:
+    """Final E-step: labels consistent with the final centres and the exact inertia.
+
+    The inertia is ``Σ w‖x − c‖²`` from the differences, as scikit-learn computes it. With
+    ``labels=True`` each run gets ``labels``: a list of Delayed label blocks kept on the workers.
+    """
+    groups = _by_data(runs)
+    outs, reductions = [], []
+    for data, group in groups:
+        centres = [r.centres for r in group]
+        parts = data.blocks.map_parts(_lloyd.final_block, centres)
+        if labels:
+            parts = list(dask.persist(*parts))
+        outs.append(parts)
+        reductions.append(tree_reduce([delayed(_inertia_counts, pure=True)(p) for p in parts]))
+    results = compute(*reductions)
+    for (data, group), parts, (inertia, counts) in zip(groups, outs, results):
+        for i, r in enumerate(group):
+            r.inertia = float(inertia[i])
+            r.counts = counts[i]
+            if labels:
+                r.labels = [delayed(_labels_row, pure=True)(p, i) for p in parts]
+
+
+def _inertia_counts(out):
+    return out[1], out[2]
+
+
+def _labels_row(out, i):
+    return out[0][i]
+
+
+# --------------------------------------------------------------------------------------------
+# Initialisation
+# --------------------------------------------------------------------------------------------
+
+def run_seed(seed: int, purpose: str, *indices: int) -> int:
+    return int(block_rng(seed, purpose, *indices).integers(0, 2**63))
+
+
+def init_graph(data: Prepared, method: str, k: int, seed: int, *, oversampling_factor=2.0,
+               init_rounds=5, ell_k=None):
+    """Delayed initialisation of one run; k-means|| returns the candidates and their weights."""
+    if method == "random":
+        return _init.random_init(data.parts, data.offsets, k, seed)
+    if method == "k-means++":
+        return _init.kmeans_plusplus_init(data.parts, data.offsets, k, seed)
+    ell = oversampling_factor * (ell_k or k)
+    return _init.kmeans_parallel_candidates(data.parts, data.offsets, ell, init_rounds, seed)
+
+
+def init_centres(method: str, result, k: int, seed: int, data: Prepared,
+                 fill=None) -> np.ndarray:
+    """Turn a computed :func:`init_graph` result into ``k`` centres (centred coordinates)."""
+    if method == "k-means||":
+        candidates, weights = result
+        centres = _init.weighted_kmeans_plusplus(candidates, weights, k, seed)
+    else:
+        centres = result
+    return np.ascontiguousarray(centres, dtype=data.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Estimator
+# --------------------------------------------------------------------------------------------
+
+class KMeans(DaskEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+             BaseEstimator):
+    """K-means clustering by distributed Lloyd iterations (SPEC §5).
+
+    Each Lloyd iteration is one pass over the persisted row blocks in which every block returns
+    its per-cluster sums, weights and inertia; only the centres travel. From the same initial
+    centres the result equals scikit-learn's ``KMeans(init=C0, n_init=1, algorithm="lloyd")``
+    (labels, centres, inertia, ``n_iter_``) whatever the partitioning: the same centring of the
+    data, assignment rule (ties to the lowest index), empty-cluster relocation (the points
+    farthest from their centres, found by a distributed top-k), ``tol`` definition, final
+    assignment step and inertia.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters.
+    init : {"k-means||", "k-means++", "random"} or array of shape (n_clusters, n_features), \
+default="k-means||"
+        ``"k-means||"`` (Bahmani et al. 2012, the scalable default): ``init_rounds`` rounds that
+        each keep every row with probability ``ℓ·w·D(x)²/φ`` (``ℓ = oversampling_factor ·
+        n_clusters``), the candidates weighted by the weight of the rows nearest to them, then
+        weighted k-means++ and Lloyd on the candidates on the client. ``"k-means++"``: exact
+        sequential k-means++ (one pass per centre, all in one Dask graph). ``"random"``:
+        ``n_clusters`` rows sampled without replacement with probability ∝ sample_weight.
+        Random choices are keyed by the global row index, so they do not depend on the
+        partitioning.
+    n_init : "auto" or int, default="auto"
+        Number of initialisations; the run with the lowest final inertia is kept (ties: the
+        first). ``"auto"``: 10 for ``init="random"``, else 1 (scikit-learn's rule). The runs
+        advance together: one scheduler call per Lloyd iteration serves all of them.
+    max_iter : int, default=300
+        Maximum number of Lloyd iterations per run.
+    tol : float, default=1e-4
+        Convergence when the sum of squared centre shifts is ``<= tol · mean(var(X, axis=0))``
+        (scikit-learn's definition).
+    oversampling_factor : float, default=2.0
+        k-means|| oversampling ``ℓ / n_clusters``.
+    init_rounds : int, default=5
+        Number of k-means|| oversampling rounds.
+    random_state : int, RandomState, Generator or None, default=None
+        Seed of every random choice. Same data, partitioning and seed give the same model on any
+        cluster.
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        Centres, in X's float dtype (float32 input stays float32).
+    labels_ : ndarray or dask.array.Array of shape (n_samples,), int32
+        Cluster of each training row: NumPy for NumPy/pandas input, a Dask array (persisted on
+        the workers) for Dask input.
+    inertia_ : float
+        Sum of weighted squared distances of the rows to their centres (a true squared-distance
+        sum, unlike dask-ml's).
+    n_iter_ : int
+        Lloyd iterations of the kept run.
+    inertia_history_ : ndarray of shape (n_iter_,)
+        Inertia of every assignment step of the kept run (centres at the start of the iteration
+        and the labels they induce); Lloyd's algorithm never increases it.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when X had string column names.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.cluster import KMeans
+    >>> X = np.array([[1, 2], [1, 4], [1, 0], [10, 2], [10, 4], [10, 0]], dtype=float)
+    >>> km = KMeans(n_clusters=2, init=np.array([[1.0, 2.0], [10.0, 2.0]])).fit(X)
+    >>> km.labels_
+    array([0, 0, 0, 1, 1, 1], dtype=int32)
+    >>> km.cluster_centers_
+    array([[ 1.,  2.],
+           [10.,  2.]])
+    >>> km.predict(np.array([[0.0, 0.0], [12.0, 3.0]]))
+    array([0, 1], dtype=int32)
+    >>> float(km.inertia_)
+    16.0
+    """
+
+    def __init__(self, n_clusters=8, *, init="k-means||", n_init="auto", max_iter=300,
+                 tol=1e-4, oversampling_factor=2.0, init_rounds=5, random_state=None):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.oversampling_factor = oversampling_factor
+        self.init_rounds = init_rounds
+        self.random_state = random_state
+
+    # ---- parameters ----
+    def _validate_params(self):
+        name = type(self).__name__
+        _check_int(self.n_clusters, "n_clusters", 1, name)
+        _check_int(self.max_iter, "max_iter", 1, name)
+        _check_int(self.init_rounds, "init_rounds", 1, name)
+        _check_real(self.tol, "tol", 0.0, name)
+        _check_real(self.oversampling_factor, "oversampling_factor", 0.0, name, strict=True)
+        if isinstance(self.init, str):
+            if self.init not in _INITS:
+                raise ValueError(f"{name}: init must be one of {list(_INITS)} or an array of "
+                                 f"shape (n_clusters, n_features); got {self.init!r}")
+        elif callable(self.init):
+            raise TypeError(f"{name}: a callable init is not supported (it would need all of X "
+                            "in one process); pass 'k-means||', 'k-means++', 'random' or an "
+                            "array of initial centres")
+        if isinstance(self.n_init, str):
+            if self.n_init != "auto":
+                raise ValueError(f"{name}: n_init must be 'auto' or a positive integer, got "
+                                 f"{self.n_init!r}")
+            n_init = 10 if isinstance(self.init, str) and self.init == "random" else 1
+        else:
+            n_init = _check_int(self.n_init, "n_init", 1, name)
+        if not isinstance(self.init, str) and n_init != 1:
+            warnings.warn(f"Explicit initial center position passed: performing only one init "
+                          f"in {name} instead of n_init={n_init}.", RuntimeWarning, stacklevel=3)
+            n_init = 1
+        return n_init
+
+    def _init_array(self, d, dtype):
+        name = type(self).__name__
+        init = np.asarray(self.init)
+        if init.dtype.kind not in "iuf":
+            raise TypeError(f"{name}: init array must be numeric, got dtype {init.dtype}")
+        if init.ndim != 2 or init.shape[0] != self.n_clusters:
+            raise ValueError(f"{name}: the shape of the initial centers {init.shape} does not "
+                             f"match the number of clusters {self.n_clusters}; pass an array "
+                             f"of shape ({self.n_clusters}, {d})")
+        if init.shape[1] != d:
+            raise ValueError(f"{name}: the shape of the initial centers {init.shape} does not "
+                             f"match the number of features of the data {d}; pass an array of "
+                             f"shape ({self.n_clusters}, {d})")
+        if not np.all(np.isfinite(init)):
+            raise ValueError(f"{name}: the initial centers contain NaN or infinity")
+        return init.astype(dtype)
+
+    # ---- fit ----
+    def fit(self, X, y=None, sample_weight=None):
+        """Compute k-means clustering.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, dask array or dask DataFrame of shape (n_samples, n_features)
+        y : ignored
+        sample_weight : array-like, Dask array/Series or column name, optional
+            Weight of each row (non-negative). Used by Lloyd and by the built-in
+            initialisations (not by an explicit init array), as in scikit-learn.
+
+        Returns
+        -------
+        self
+        """
+        n_init = self._validate_params()
+        blocks = self._fit_blocks(X, None, sample_weight, require_y=False)
+        if not isinstance(self.init, str):
+            self._init_array(blocks.n_features, np.float64)  # shape errors before any pass
+        n = int(blocks.lengths.sum())
+        if n < self.n_clusters:
+            raise ValueError(f"{type(self).__name__}: n_samples={n} should be >= "
+                             f"n_clusters={self.n_clusters}; ask for fewer clusters")
+        data = prepare(blocks, type(self).__name__)
+        seed = seed_from(self.random_state)
+        runs = self._initial_runs(data, n_init, seed)
+        lloyd(runs)
+        finish(runs, labels=True)
+        best = min(range(len(runs)), key=lambda i: (runs[i].inertia, i))
+        run = runs[best]
+        self.cluster_centers_ = (run.centres.astype(np.float64) + data.mean).astype(data.dtype)
+        self.inertia_ = run.inertia
+        self.n_iter_ = run.n_iter
+        self.inertia_history_ = np.asarray(run.history)
+        self._n_features_out = self.n_clusters
+        labels = [da.from_delayed(p, shape=(int(data.blocks.lengths[i]),), dtype=np.int32)
+                  for i, p in enumerate(run.labels)]
+        labels = da.concatenate(labels) if len(labels) > 1 else labels[0]
+        if data.blocks.local:
+            self.labels_ = labels.compute()
+        else:
+            (self.labels_,) = dask.persist(labels)
+        if np.count_nonzero(run.counts) < self.n_clusters:
+            warnings.warn(f"Number of distinct clusters ({np.count_nonzero(run.counts)}) found "
+                          f"smaller than n_clusters ({self.n_clusters}). Possibly due to "
+                          "duplicate points in X.", ConvergenceWarning, stacklevel=2)
+        return self
+
+    def _initial_runs(self, data: Prepared, n_init: int, seed: int) -> list[Run]:
+        tol = self.tol * data.variance if self.tol else 0.0
+        if not isinstance(self.init, str):
+            init = self._init_array(data.d, np.float64) - data.mean
+            return [Run(data, np.ascontiguousarray(init.astype(data.dtype)), self.max_iter, tol)]
+        seeds = [run_seed(seed, "kmeans-run", i) for i in range(n_init)]
+        graphs = [init_graph(data, self.init, self.n_clusters, s,
+                             oversampling_factor=self.oversampling_factor,
+                             init_rounds=self.init_rounds) for s in seeds]
+        results = compute(*graphs)
+        return [Run(data, init_centres(self.init, res, self.n_clusters, s, data),
+                    self.max_iter, tol) for res, s in zip(results, seeds)]
+
+    # ---- inference ----
+    def _centres(self):
+        check_is_fitted(self, "cluster_centers_")
+        return self.cluster_centers_
+
+    def predict(self, X):
+        """Index of the closest centre for each row (NumPy, or a lazy Dask array for Dask input)."""
+        centres = self._centres()
+        return self._blockwise(X, _predict_kernel, centres, dtype=np.int32)
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Fit and return ``labels_``."""
+        return self.fit(X, sample_weight=sample_weight).labels_
+
+    def transform(self, X):
+        """Euclidean distance of each row to every centre, shape (n_samples, n_clusters)."""
+        centres = self._centres()
+        dtype = np.float32 if centres.dtype == np.float32 else np.float64
+        return self._blockwise(X, _transform_kernel, centres, dtype=dtype,
+                               tail_shape=(len(centres),))
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit and return :meth:`transform` of X."""
+        return self.fit(X, sample_weight=sample_weight).transform(X)
+
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the (weighted) inertia of X for the fitted centres."""
+        centres = self._centres()
+        blocks = self._fit_blocks(X, None, sample_weight, reset=False, require_y=False)
+        return -float(blocks.map_reduce(_score_kernel, centres))
+
+
+def _predict_kernel(xb, centres):
+    return _lloyd.assign(np.ascontiguousarray(xb), centres.astype(xb.dtype))
+
+
+def _transform_kernel(xb, centres):
+    from sklearn.metrics.pairwise import euclidean_distances
+
+    return euclidean_distances(xb, centres.astype(xb.dtype))
+
+
+def _score_kernel(xb, yb, wb, centres):
+    _, sq = _lloyd.assign(xb, centres.astype(xb.dtype), with_distance=True)
+    return float(sq.sum()) if wb is None else float(sq @ wb)
+
+
+def _check_int(value, name, minimum, est):
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise TypeError(f"{est}: {name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{est}: {name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_real(value, name, minimum, est, strict=False):
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.number)):
+        raise TypeError(f"{est}: {name} must be a real number, got {value!r}")
+    if not np.isfinite(value) or (value <= minimum if strict else value < minimum):
+        raise ValueError(f"{est}: {name} must be {'>' if strict else '>='} {minimum}, got "
+                         f"{value}")
+    return float(value)

@@ -1,0 +1,291 @@
+"""Per-block k-means kernels: the fused Lloyd step, the final assignment, relocation candidates.
+
+Training blocks are prepared once (:func:`prepare_block`): centred on the data mean, as
+scikit-learn does for accuracy, and *augmented* with a trailing column of ones, so that one BLAS
+product gives ``‖c‖² − 2 x·c`` for every centre (the ``‖c‖²`` row rides on the ones column), and
+the product that accumulates the cluster sums gives the cluster weights in its last column.
+
+A Lloyd step on a block (:func:`lloyd_block`) is two compiled passes: the distances and their
+``argmin`` chunk by chunk (cache-sized chunks: the only temporary is ``chunk × k``, nothing of
+size ``n × k`` is allocated, no per-row Python), then the weighted per-cluster sums as a sparse
+``k × n`` assignment matrix times the block. The inertia of the step needs no per-row work: it
+follows from the sums (:func:`step_inertia`).
+
+Ties between equally distant centres go to the lowest centre index, as in scikit-learn.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["prepare_block", "lloyd_block", "step_inertia", "final_block", "relocation_block",
+           "assign", "labels_of", "cluster_sums", "chunk_rows", "augmented_centres"]
+
+#: Bytes of the per-chunk working set the chunk length is derived from (about one L2 cache).
+CHUNK_BYTES = 512 * 1024
+
+
+def chunk_rows(k: int, d: int) -> int:
+    """Rows per chunk: the chunk's rows and its distances to the centres fit in
+    :data:`CHUNK_BYTES`."""
+    rows = CHUNK_BYTES // (8 * (k + d + 1))
+    return int(min(8192, max(256, rows)))
+
+
+def augmented_centres(centres: np.ndarray, dtype) -> np.ndarray:
+    """``[−2 Cᵀ ; ‖c‖²]``, shape (d + 1, k): augmented rows times it give ``‖c‖² − 2 x·c``."""
+    c = np.asarray(centres, dtype=np.float64)
+    out = np.empty((c.shape[1] + 1, c.shape[0]), dtype=dtype)
+    out[:-1] = -2.0 * c.T
+    out[-1] = np.einsum("ij,ij->i", c, c)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Preparation (once per fit)
+# --------------------------------------------------------------------------------------------
+
+def block_sums(xb, yb, wb):
+    """Row count and column sums of a validated block (for the data mean)."""
+    return {"n": xb.shape[0], "sum": xb.sum(axis=0, dtype=np.float64)}
+
+
+def prepare_block(part, mean: np.ndarray):
+    """``(X − mean | 1, None, w)``: the centred, augmented block the Lloyd kernels use."""
+    xb, _, wb = part
+    n, d = xb.shape
+    xa = np.empty((n, d + 1), dtype=xb.dtype)
+    np.subtract(xb, mean.astype(xb.dtype), out=xa[:, :d])
+    xa[:, d] = 1
+    if wb is not None:
+        wb = np.ascontiguousarray(wb, dtype=np.float64)
+    return xa, None, wb
+
+
+def prepared_stats(xa, yb, wb):
+    """Statistics of a prepared block: squares (variance), bounds, weights, ``Σ w‖x‖²``."""
+    x = xa[:, :-1]
+    sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
+    if x.shape[0] == 0:
+        lo = np.full(x.shape[1], np.inf)
+        hi = np.full(x.shape[1], -np.inf)
+    else:
+        lo = x.min(axis=0).astype(np.float64)
+        hi = x.max(axis=0).astype(np.float64)
+    out = {"sum": x.sum(axis=0, dtype=np.float64),
+           "sumsq": np.einsum("ij,ij->j", x, x, dtype=np.float64), "lo": lo, "hi": hi}
+    if wb is None:
+        out.update(wsum=float(x.shape[0]), wmin=1.0, wxsq=float(sq.sum()))
+    else:
+        out.update(wsum=float(wb.sum()), wmin=float(wb.min()) if len(wb) else np.inf,
+                   wxsq=float(sq @ wb))
+    return out
+
+
+def mean_variance(stats, n: int) -> float:
+    """Mean over the features of the (unweighted) variance: scikit-learn's ``tol`` scale."""
+    mean = stats["sum"] / n
+    return float(np.mean(np.maximum(stats["sumsq"] / n - mean * mean, 0.0)))
+
+
+def combine_prepared_stats(parts):
+    parts = [p for p in parts if p is not None]
+    return {"sum": sum(p["sum"] for p in parts[1:]) + parts[0]["sum"],
+            "sumsq": sum(p["sumsq"] for p in parts[1:]) + parts[0]["sumsq"],
+            "lo": np.minimum.reduce([p["lo"] for p in parts]),
+            "hi": np.maximum.reduce([p["hi"] for p in parts]),
+            "wsum": sum(p["wsum"] for p in parts),
+            "wmin": min(p["wmin"] for p in parts),
+            "wxsq": sum(p["wxsq"] for p in parts)}
+
+
+# --------------------------------------------------------------------------------------------
+# The fused Lloyd step
+# --------------------------------------------------------------------------------------------
+
+#: Rows per sparse accumulation: partial sums in X's dtype over at most this many rows, then
+#: added in float64 (keeps float32 sums accurate).
+SUM_ROWS = 16384
+
+
+def labels_of(xa, caug, chunk=None, out=None):
+    """Nearest centre of every row of a prepared block, chunk by chunk (int32).
+
+    One BLAS product per chunk gives ``‖c‖² − 2 x·c`` (the ones column carries ``‖c‖²``), then
+    ``argmin`` takes the first minimum: ties go to the lowest index, as in scikit-learn.
+    """
+    n = xa.shape[0]
+    k = caug.shape[1]
+    rows = chunk or chunk_rows(k, xa.shape[1] - 1)
+    labels = np.empty(n, dtype=np.intp)
+    dist = np.empty((min(rows, max(n, 1)), k), dtype=xa.dtype)
+    for s in range(0, n, rows):
+        dm = dist[:min(rows, n - s)]
+        np.dot(xa[s:s + rows], caug, out=dm)
+        np.argmin(dm, axis=1, out=labels[s:s + rows])
+    return labels.astype(np.int32)
+
+
+def cluster_sums(xa, wb, labels, k):
+    """Weighted per-cluster sums of the rows (float64, (k, d + 1); weights in the last column).
+
+    A sparse ``k × n`` assignment matrix (one weight per column) times the block: one compiled
+    pass over the rows, no ``n × k`` one-hot matrix.
+    """
+    import scipy.sparse as sp
+
+    n, d1 = xa.shape
+    sums = np.zeros((k, d1), dtype=np.float64)
+    for s in range(0, n, SUM_ROWS):
+        m = min(SUM_ROWS, n - s)
+        data = np.ones(m, dtype=xa.dtype) if wb is None else wb[s:s + m].astype(xa.dtype)
+        assign = sp.csc_matrix((data, labels[s:s + m], np.arange(m + 1, dtype=np.int32)),
+                               shape=(k, m))
+        sums += assign @ xa[s:s + m]
+    return sums
+
+
+def lloyd_block(xa, yb, wb, centres_list, chunk=None):
+    """One Lloyd step of several runs on one prepared block.
+
+    Parameters
+    ----------
+    xa : ndarray (n, d + 1)
+        Prepared block (:func:`prepare_block`).
+    centres_list : list of ndarray (k_r, d)
+        The current centres of every run (centred coordinates).
+
+    Returns
+    -------
+    list of ndarray (k_r, d + 1), float64
+        Per run: weighted per-cluster sums of the rows, the cluster weights in the last column.
+        The inertia of the step follows from them (:func:`step_inertia`).
+    """
+    return [cluster_sums(xa, wb, labels_of(xa, augmented_centres(c, xa.dtype), chunk), len(c))
+            for c in centres_list]
+
+
+def step_inertia(sums, centres, wxsq: float) -> float:
+    """Inertia of an assignment from its cluster sums: ``Σw‖x‖² + Σ_k (W_k‖c_k‖² − 2 c_k·S_k)``.
+
+    ``centres`` are those the rows were assigned to, ``wxsq`` is ``Σ w‖x‖²`` of the data.
+    """
+    c = np.asarray(centres, dtype=np.float64)
+    d = c.shape[1]
+    return float(wxsq + sums[:, d] @ np.einsum("ij,ij->i", c, c)
+                 - 2.0 * np.einsum("ij,ij->", c, sums[:, :d]))
+
+
+def combine_lloyd(parts):
+    """Add per-run results of several blocks (fixed order, see :func:`dml._blocks.tree_reduce`)."""
+    parts = [p for p in parts if p is not None]
+    return [sum((p[r] for p in parts[1:]), parts[0][r].copy()) for r in range(len(parts[0]))]
+
+
+# --------------------------------------------------------------------------------------------
+# Assignment, exact inertia, relocation candidates
+# --------------------------------------------------------------------------------------------
+
+def assign(x, centres, chunk=None, with_distance=False):
+    """Labels (int32) of the rows of ``x`` (raw rows, no ones column): scikit-learn's E-step.
+
+    With ``with_distance`` also the exact squared distance of each row to its centre, computed
+    from the differences as scikit-learn computes inertia.
+    """
+    n, d = x.shape
+    k = centres.shape[0]
+    cdt = np.asarray(centres, dtype=x.dtype)
+    c2t = np.ascontiguousarray(-2.0 * cdt.T)
+    cn = np.einsum("ij,ij->i", cdt, cdt)
+    rows = chunk or chunk_rows(k, d)
+    labels = np.empty(n, dtype=np.int32)
+    dist = np.empty((min(rows, max(n, 1)), k), dtype=x.dtype)
+    sq = np.empty(n, dtype=np.float64) if with_distance else None
+    for s in range(0, n, rows):
+        xc = x[s:s + rows]
+        m = xc.shape[0]
+        dm = dist[:m]
+        np.dot(xc, c2t, out=dm)
+        dm += cn
+        lab = dm.argmin(axis=1)
+        labels[s:s + m] = lab
+        if with_distance:
+            sq[s:s + m] = _sq_to(xc, cdt, lab)
+    return (labels, sq) if with_distance else labels
+
+
+def _sq_to(x, centres, labels):
+    diff = x - centres[labels]
+    return np.einsum("ij,ij->i", diff, diff, dtype=np.float64)
+
+
+def _labels_and_distances(xa, centres, chunk=None):
+    """Labels as in the Lloyd step and each row's exact squared distance to its centre."""
+    x = xa[:, :-1]
+    c = np.asarray(centres, dtype=xa.dtype)
+    labels = labels_of(xa, augmented_centres(centres, xa.dtype), chunk)
+    rows = chunk or chunk_rows(len(c), x.shape[1])
+    sq = np.empty(len(labels), dtype=np.float64)
+    for s in range(0, len(labels), rows):
+        sq[s:s + rows] = _sq_to(x[s:s + rows], c, labels[s:s + rows])
+    return labels, sq
+
+
+def final_block(xa, yb, wb, centres_list):
+    """Final E-step of several runs.
+
+    Returns labels (n_runs, n) int32, exact inertias (n_runs,) and per run the number of rows
+    of each cluster.
+    """
+    labels = np.empty((len(centres_list), xa.shape[0]), dtype=np.int32)
+    inertia = np.zeros(len(centres_list))
+    counts = []
+    for r, centres in enumerate(centres_list):
+        lab, sq = _labels_and_distances(xa, centres)
+        labels[r] = lab
+        inertia[r] = float(sq.sum()) if wb is None else float(sq @ wb)
+        counts.append(np.bincount(lab, minlength=len(centres)))
+    return labels, inertia, counts
+
+
+def relocation_block(index, xa, yb, wb, centres_list, n_far, offsets):
+    """Candidates for empty-cluster relocation: the rows farthest from their centres.
+
+    For every run that lost a cluster, the ``n_far[r]`` rows of this block with the largest
+    squared distance to their (old) centre, as ``(distance, global row, row, weight, label)``
+    sorted by distance descending then row ascending, so merging blocks gives the global top
+    rows whatever the partitioning.
+    """
+    x = xa[:, :-1]
+    out = []
+    start = int(offsets[index])
+    for centres, m in zip(centres_list, n_far):
+        lab, sq = _labels_and_distances(xa, centres)
+        m = min(int(m), len(sq))
+        if m == 0:
+            out.append(_empty_candidates(x))
+            continue
+        top = np.argpartition(-sq, m - 1)[:m] if m < len(sq) else np.arange(len(sq))
+        rows = top + start
+        order = np.lexsort((rows, -sq[top]))
+        top = top[order]
+        out.append({"dist": sq[top], "row": rows[order].astype(np.int64), "x": x[top].copy(),
+                    "w": (np.ones(m) if wb is None else wb[top].astype(np.float64)),
+                    "label": lab[top]})
+    return out
+
+
+def _empty_candidates(x):
+    return {"dist": np.empty(0), "row": np.empty(0, np.int64), "x": x[:0].copy(),
+            "w": np.empty(0), "label": np.empty(0, np.int32)}
+
+
+def merge_candidates(parts, n_far):  # used as functools.partial(merge_candidates, n_far=...)
+    """Global top rows per run from per-block candidate lists (distance desc, row asc)."""
+    parts = [p for p in parts if p is not None]
+    out = []
+    for r, m in enumerate(n_far):
+        cand = {key: np.concatenate([p[r][key] for p in parts]) for key in parts[0][r]}
+        order = np.lexsort((cand["row"], -cand["dist"]))[:m]
+        out.append({key: v[order] for key, v in cand.items()})
+    return out
+
