@@ -330,7 +330,7 @@ def run_exact(estimator, blocks: Blocks, problem, penalty, normaliser: float, *,
     ``stages`` (optional) is a list of problems solved in turn, each from the previous optimum
     (the continuation of a smoothed loss). Returns ``(params, n_iter, history)``.
     """
-    from dml.optim.fullbatch import FullBatch
+    from dml.optim.fullbatch import FullBatch, hessian_stride
     from dml.optim.lbfgs import fit_lbfgs
     from dml.optim.newton import newton_epoch_fn
     from dml.optim.training import run_epochs
@@ -347,7 +347,8 @@ def run_exact(estimator, blocks: Blocks, problem, penalty, normaliser: float, *,
               else np.asarray(init_params, dtype=np.float64).copy())
     history, n_iter, stop = [], 0, None
     for stage in (stages or [problem]):
-        fb = FullBatch(stage, data, penalty, normaliser)
+        fb = FullBatch(stage, data, penalty, normaliser,
+                       hess_stride=hessian_stride(data.n_train, stage.n_params))
         remaining = max(int(max_iter) - n_iter, 1)
         tc = TrainConfig(max_iter=remaining, tol=None, verbose=getattr(estimator, "verbose", 0),
                          progress=getattr(estimator, "progress", None),

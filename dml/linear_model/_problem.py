@@ -10,7 +10,7 @@ weights are folded into the sample weights. The batch kernels then compute, vect
 batch and over all K outputs at once,
 
 * ``batch_loss_grad``: Σ wᵢ L and its gradient ``[Gᵀ X, Σ G]`` with ``G = w · dL/df`` (n × K);
-* ``batch_loss_grad_hess``: also the Hessian ``Σ_k,l [X 1]ᵀ diag(w · ∂²L/∂f_k∂f_l) [X 1]``
+* ``batch_hess``: the Hessian ``Σ_k,l [X 1]ᵀ diag(w · ∂²L/∂f_k∂f_l) [X 1]``
   (block-diagonal for one-vs-rest, full for softmax).
 """
 from __future__ import annotations
@@ -175,8 +175,7 @@ class LinearProblem(Problem):
             out[d, d] = s.sum()
         return out
 
-    def batch_loss_grad_hess(self, params, X, Y, w):
-        loss_sum, grad = self.batch_loss_grad(params, X, Y, w)
+    def batch_hess(self, params, X, Y, w):
         H = np.zeros((self.n_params, self.n_params))
         F = self.decision(params, X)
         if isinstance(self.loss, Softmax):
@@ -191,7 +190,7 @@ class LinearProblem(Problem):
                     H[np.ix_(ik, il)] = block
                     if l != k:
                         H[np.ix_(il, ik)] = block.T
-            return loss_sum, grad, H
+            return H
         h = self.loss.hess(F, self._targets(Y))
         if w is not None:
             h = h * (w[:, None] if h.ndim == 2 else w)
@@ -201,7 +200,7 @@ class LinearProblem(Problem):
             for k in range(self.K):
                 ik = self._index(k)
                 H[np.ix_(ik, ik)] = self._gram(X, h[:, k], Xs_sqrt=True)
-        return loss_sum, grad, H
+        return H
 
     # ---- validation score: accuracy (classification) or R² (regression) ----
     def score_stats(self, params, X, Y, w):

@@ -7,7 +7,9 @@ optimum in a handful of passes (finite convergence, Keerthi & DeCoste 2005).
 ``loss="hinge"`` has a kink. ``solver="newton"`` minimises the hinge smoothed over a width μ
 (:class:`~dml.optim.losses.SmoothedHinge`, hinge − μ/2 ≤ smoothed ≤ hinge) for
 μ = 1, 0.1, ... down to ``smoothing``, each stage starting from the previous optimum; the result
-is within ``C Σ sᵢ · smoothing / 2`` of the hinge optimum's objective. ``solver="sgd"`` runs
+is within ``C Σ sᵢ · smoothing / 2`` of the hinge optimum's objective (a bound; in practice
+the gap is orders of magnitude smaller: 1e-5 relative on the ``svm`` benchmark data). Every
+stage takes a few full Newton steps (about 15 passes in all). ``solver="sgd"`` runs
 Pegasos-style SGD through the engine instead.
 
 Differences from scikit-learn's ``LinearSVC`` (liblinear): the intercept is not penalised
@@ -71,7 +73,7 @@ class LinearSVC(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, ClassifierM
     max_iter : int, default 1000
         Newton iterations (all smoothing stages together) or SGD epochs.
     solver : {"newton", "sgd"}, default "newton"
-    smoothing : float, default 1e-3
+    smoothing : float, default 0.01
         Hinge with ``solver="newton"``: the final smoothing width μ.
     batch_size, learning_rate, eta0, power_t, optimizer, momentum, average, local_steps, \
 shuffle, early_stopping, validation_fraction, n_iter_no_change, checkpoint_dir, \
@@ -102,7 +104,7 @@ checkpoint_every
 
     def __init__(self, penalty="l2", loss="squared_hinge", *, dual="auto", tol=1e-4, C=1.0,
                  multi_class="ovr", fit_intercept=True, intercept_scaling=1, class_weight=None,
-                 verbose=0, random_state=None, max_iter=1000, solver="newton", smoothing=1e-3,
+                 verbose=0, random_state=None, max_iter=1000, solver="newton", smoothing=0.01,
                  batch_size=32, learning_rate="optimal", eta0=0.01, power_t=0.5,
                  optimizer="sgd", momentum=0.9, average=True, local_steps=None, shuffle=True,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,

@@ -214,8 +214,10 @@ class ModifiedHuber(Loss):
 class SmoothedHinge(Loss):
     """The hinge with a quadratic corner of width ``mu`` (Huberised hinge).
 
-    ``0`` for ``z = y f ≥ 1``, ``(1 − z)² / (2 mu)`` for ``1 − mu < z < 1``, ``1 − z − mu/2``
-    below; hinge − mu/2 ≤ this ≤ hinge. Used by the Newton solver of hinge-loss SVMs.
+    ``0`` for ``z = y f ≥ 1``, ``(1 − z)² / (2 mu)`` for ``1 − mu ≤ z < 1``, ``1 − z − mu/2``
+    below; hinge − mu/2 ≤ this ≤ hinge. Used by the Newton solver of hinge-loss SVMs. The
+    quadratic piece includes its lower end, so that at w = 0 with mu = 1 every sample has
+    curvature (a Newton step from zero is then a least-squares step, not a blind one).
     """
 
     name = "smoothed_hinge"
@@ -230,15 +232,15 @@ class SmoothedHinge(Loss):
     def loss_grad(self, f, y):
         mu = self.mu
         m = 1.0 - y * f
-        quad = (m > 0) & (m < mu)
-        lin = m >= mu
+        quad = (m > 0) & (m <= mu)
+        lin = m > mu
         loss = np.where(lin, m - 0.5 * mu, np.where(quad, m * m / (2 * mu), 0.0))
         grad = np.where(lin, -y, np.where(quad, -y * m / mu, 0.0))
         return loss, grad
 
     def hess(self, f, y):
         m = 1.0 - y * f
-        return ((m > 0) & (m < self.mu)).astype(f.dtype) / self.mu
+        return ((m > 0) & (m <= self.mu)).astype(f.dtype) / self.mu
 
 
 # ---- multinomial ---------------------------------------------------------------------------

@@ -15,8 +15,7 @@ and optionally
 
 * ``prepare_block(X, y, w) -> (X, Y, w)``: runs once per block on its worker before training
   (encode labels, fold class weights into ``w``); its result is what the kernels receive;
-* ``batch_loss_grad_hess(params, X, Y, w) -> (loss_sum, grad_sum, hess_sum)`` for the Newton
-  solver;
+* ``batch_hess(params, X, Y, w) -> hess_sum`` (Σᵢ wᵢ ∇²Lᵢ) for the Newton solver;
 * ``score_stats(params, X, Y, w)`` + ``score_from_stats(stats) -> float`` (higher is better)
   for early stopping on a validation part; the default is minus the mean loss.
 
@@ -44,7 +43,7 @@ class Problem:
     def batch_loss_grad(self, params, X, Y, w):
         raise NotImplementedError
 
-    def batch_loss_grad_hess(self, params, X, Y, w):
+    def batch_hess(self, params, X, Y, w):
         raise NotImplementedError(f"{type(self).__name__} has no Hessian; use an SGD or "
                                   "L-BFGS solver")
 
