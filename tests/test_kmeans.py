@@ -79,6 +79,34 @@ def test_lloyd_tasks_are_grouped_by_worker(client):
         assert prepare(as_blocks(chunked(X, 7))).groups == [[i] for i in range(7)]
 
 
+def test_prepared_blocks_stay_where_the_input_blocks_are(client):
+    from dask import delayed
+    from distributed import wait
+
+    from dml._blocks import as_blocks
+    from dml.cluster._kmeans import prepare
+
+    X, _ = blobs(n=800, seed=16)
+    workers = sorted(client.scheduler_info()["workers"])
+    pieces = []
+    for i in range(8):
+        rows = np.ascontiguousarray(X[i * 100:(i + 1) * 100])
+        future = client.scatter(rows, workers=[workers[i % 2]])
+        pieces.append(da.from_delayed(delayed(future), shape=rows.shape, dtype=rows.dtype))
+    Xd = client.persist(da.concatenate(pieces))
+    wait(Xd)
+    inputs = client.who_has(Xd)
+    where = [inputs[key][0] for key in sorted(inputs, key=lambda key: key[1])]
+    data = prepare(as_blocks(Xd))
+    who = client.who_has(list(data.parts))
+    assert [who[p.key][0] for p in data.parts] == where
+    assert sorted(data.groups) == sorted([i for i in range(8) if where[i] == w]
+                                         for w in set(where))
+    C0 = X[:5].copy()
+    km = KMeans(5, init=C0).fit(Xd)
+    assert_same_model(km, sk_reference(X, C0), km.labels_.compute())
+
+
 def test_uneven_chunks_weights_and_max_iter():
     X, _ = blobs(n=1100, seed=2)
     w = np.random.default_rng(0).uniform(0.1, 3.0, len(X))

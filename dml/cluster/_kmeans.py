@@ -90,10 +90,8 @@ def placement_groups(parts) -> list[list[int]]:
     block per task.
     """
     single = [[i] for i in range(len(parts))]
-    from dml.runtime import active_client
-
-    client = active_client()
-    if client is None or dask.base.get_scheduler() != client.get:
+    client = _distributed_client()
+    if client is None:
         return single
     try:
         who = client.who_has(list(parts))
@@ -115,6 +113,58 @@ def placement_groups(parts) -> list[list[int]]:
         threads = max(1, min(int(workers.get(w, {}).get("nthreads", 1)), len(idx)))
         groups += [[int(i) for i in chunk] for chunk in np.array_split(idx, threads)]
     return groups
+
+
+def _distributed_client():
+    """The current distributed client when Dask computes on it, else None."""
+    from dml.runtime import active_client
+
+    client = active_client()
+    if client is None or dask.base.get_scheduler() != client.get:
+        return None
+    return client
+
+
+def input_placement(parts) -> list[str] | None:
+    """The worker holding most of the persisted input of each block, or None.
+
+    None when there is no distributed client or some block's input is not in worker memory
+    (lazy input: the scheduler then places the prepared blocks itself).
+    """
+    client = _distributed_client()
+    if client is None:
+        return None
+    try:
+        from distributed import futures_of, wait
+
+        futures = {f.key: f for p in parts for f in futures_of(p)}
+        if not futures:
+            return None
+        wait(list(futures.values()))  # still computing: their place is not known yet
+        who = client.who_has(list(futures.values()))
+        nbytes = client.nbytes(list(futures))
+        placement = []
+        for p in parts:
+            graph = p.__dask_graph__()
+            load: dict[str, int] = {}
+            seen, todo = set(), [p.key]
+            while todo:
+                key = todo.pop()
+                if key in seen:
+                    continue
+                seen.add(key)
+                if key in futures:
+                    for w in who.get(key, ())[:1]:
+                        load[w] = load.get(w, 0) + int(nbytes.get(key, 1) or 1)
+                    continue
+                task = graph.get(key) if hasattr(graph, "get") else None
+                todo.extend(getattr(task, "dependencies", ()) or ())
+            if not load:
+                return None
+            placement.append(max(sorted(load), key=load.get))
+        return placement
+    except Exception:  # noqa: BLE001 - an optimisation only: let the scheduler place them
+        return None
 
 
 def tree_combine(values: list, combine, split_every: int = 8):
@@ -162,7 +212,12 @@ def _mean_of(stats, d):
 
 
 def prepare(blocks: Blocks, name: str = "KMeans") -> Prepared:
-    """Centre, augment and persist the training blocks; one graph, then one statistics pass."""
+    """Centre, augment and persist the training blocks, then one statistics pass.
+
+    When the input blocks are already in worker memory, each prepared block is made on the
+    worker that holds its input (so the Lloyd tasks stay as balanced as the user's data);
+    otherwise one graph computes the mean and persists the prepared blocks.
+    """
     lengths = blocks.lengths
     n = int(lengths.sum())
     if n == 0:
@@ -170,8 +225,19 @@ def prepare(blocks: Blocks, name: str = "KMeans") -> Prepared:
     d = blocks.n_features
     sums = blocks.map_reduce(_lloyd.block_sums, compute_now=False)
     mean = delayed(_mean_of, pure=True)(sums, d)
-    parts = [delayed(_lloyd.prepare_block, pure=True)(p, mean) for p in blocks.parts]
-    *parts, mean = dask.persist(*parts, mean)
+    placement = input_placement(blocks.parts)
+    if placement is None:
+        parts = [delayed(_lloyd.prepare_block, pure=True)(p, mean) for p in blocks.parts]
+        *parts, mean = dask.persist(*parts, mean)
+    else:
+        (mean,) = compute(mean)
+        parts = [delayed(_lloyd.prepare_block, pure=True)(p, mean) for p in blocks.parts]
+        for worker in sorted(set(placement)):
+            idx = [i for i, w in enumerate(placement) if w == worker]
+            done = dask.persist(*[parts[i] for i in idx], workers=[worker],
+                                allow_other_workers=True)
+            for i, p in zip(idx, done):
+                parts[i] = p
     prepared = replace(blocks, parts=list(parts), _lengths=lengths)
     stats_d = prepared.map_reduce(_lloyd.prepared_stats, combine=_lloyd.combine_prepared_stats,
                                   compute_now=False)
