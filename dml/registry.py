@@ -43,6 +43,11 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "multinomial_nb": ("dml.naive_bayes:MultinomialNB", "model"),
     "bernoulli_nb": ("dml.naive_bayes:BernoulliNB", "model"),
     "categorical_nb": ("dml.naive_bayes:CategoricalNB", "model"),
+    # trees and forests
+    "decision_tree_classifier": ("dml.tree:DecisionTreeClassifier", "model"),
+    "decision_tree_regressor": ("dml.tree:DecisionTreeRegressor", "model"),
+    "random_forest_classifier": ("dml.ensemble:RandomForestClassifier", "model"),
+    "random_forest_regressor": ("dml.ensemble:RandomForestRegressor", "model"),
     # preprocessing steps
     "standard_scaler": ("dml.preprocessing:StandardScaler", "transformer"),
     "minmax_scaler": ("dml.preprocessing:MinMaxScaler", "transformer"),

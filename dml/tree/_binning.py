@@ -1,0 +1,151 @@
+"""Feature binning for the histogram trees: a mergeable quantile sketch and the uint8 bin kernel.
+
+One pass over the blocks computes, per numeric feature, a summary of its values (exact distinct
+values with counts while there are at most :data:`SKETCH_SIZE` of them, else an equal-weight
+quantile summary of that size) and the set of class labels. Summaries of blocks are merged in the
+fixed reduction order, so the bin edges depend on the data and its partitioning only.
+
+Bins of a numeric feature: with at most ``max_bins`` distinct values, the edges are the midpoints
+between adjacent distinct values (the exact thresholds of scikit-learn's trees); otherwise they
+are ``max_bins - 1`` quantiles of the sketch. A value ``x`` falls in bin
+``b = #{edges < x}``, so ``bin <= b`` is exactly ``x <= edges[b]``. Categorical columns (pandas
+``category`` dtype) use their category codes as bins. Missing values (NaN, pd.NA, unknown
+categories) get the reserved bin :data:`MISSING` = 255.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: Bin code of a missing value (never a real bin: ``max_bins <= 255``).
+MISSING = 255
+#: Size of one feature's quantile summary in the sketch (per block and after each merge).
+SKETCH_SIZE = 2048
+
+
+def _compress(values: np.ndarray, weights: np.ndarray, k: int = SKETCH_SIZE):
+    """Exact (distinct values, weights) when at most ``k`` distinct values, else ``k`` quantiles."""
+    if values.size == 0:
+        return values.astype(np.float64), weights.astype(np.float64)
+    order = np.argsort(values, kind="stable")
+    v, w = values[order], weights[order]
+    uniq, start = np.unique(v, return_index=True)
+    wsum = np.add.reduceat(w, start)
+    if uniq.size <= k:
+        return uniq, wsum
+    cum = np.cumsum(wsum)
+    total = cum[-1]
+    # k points at the centres of k equal-weight slices; each carries total/k.
+    targets = (np.arange(k) + 0.5) * (total / k)
+    idx = np.minimum(np.searchsorted(cum, targets, side="left"), uniq.size - 1)
+    return uniq[idx], np.full(k, total / k)
+
+
+def as_float_block(xb, categorical: np.ndarray, categories: list, estimator: str) -> np.ndarray:
+    """A block of X as a float64 array; categorical columns become codes (missing/unknown: NaN)."""
+    if isinstance(xb, pd.DataFrame):
+        cols = []
+        for j, (name, col) in enumerate(xb.items()):
+            if categorical[j]:
+                cats = categories[j]
+                codes = np.asarray(pd.Categorical(col, categories=cats).codes)
+                c = codes.astype(np.float64)
+                c[codes < 0] = np.nan
+                cols.append(c)
+            else:
+                if not (pd.api.types.is_numeric_dtype(col.dtype)
+                        or pd.api.types.is_bool_dtype(col.dtype)):
+                    raise TypeError(f"{estimator}: column {name!r} is not numeric; give it the "
+                                    "pandas 'category' dtype (astype('category')) or encode it")
+                cols.append(col.to_numpy(dtype=np.float64, na_value=np.nan))
+        x = np.column_stack(cols) if cols else np.empty((len(xb), 0))
+    else:
+        x = np.asarray(xb)
+        if x.dtype.kind not in "biuf":
+            try:
+                x = x.astype(np.float64)
+            except (TypeError, ValueError):
+                raise TypeError(f"{estimator}: X contains non-numeric values; encode them or "
+                                "pass a dataframe with 'category' columns") from None
+        x = x.astype(np.float64, copy=False)
+    if np.isinf(x).any():
+        raise ValueError(f"{estimator}: Input X contains infinity; replace or drop infinite "
+                         "values (NaN is accepted: missing values follow the learned default "
+                         "direction of each split).")
+    return x
+
+
+def sketch_kernel(xb, yb, wb, categorical, categories, classify, estimator):
+    """Per block: per-feature value summaries, the labels present and the row count."""
+    x = as_float_block(xb, categorical, categories, estimator)
+    sketches = []
+    for j in range(x.shape[1]):
+        if categorical[j]:
+            sketches.append(None)
+            continue
+        col = x[:, j]
+        col = col[~np.isnan(col)]
+        sketches.append(_compress(col, np.ones(col.size)))
+    labels = None
+    if classify and yb is not None:
+        labels = np.unique(yb)
+    return {"sketch": sketches, "labels": labels, "n": x.shape[0]}
+
+
+def combine_sketches(parts):
+    parts = [p for p in parts if p is not None]
+    first = parts[0]
+    sketches = []
+    for j in range(len(first["sketch"])):
+        if first["sketch"][j] is None:
+            sketches.append(None)
+            continue
+        v = np.concatenate([p["sketch"][j][0] for p in parts])
+        w = np.concatenate([p["sketch"][j][1] for p in parts])
+        sketches.append(_compress(v, w))
+    labels = [p["labels"] for p in parts if p["labels"] is not None]
+    return {"sketch": sketches,
+            "labels": np.unique(np.concatenate(labels)) if labels else None,
+            "n": sum(p["n"] for p in parts)}
+
+
+def edges_from_sketch(values: np.ndarray, weights: np.ndarray, max_bins: int) -> np.ndarray:
+    """Bin edges of one numeric feature (see the module docstring)."""
+    if values.size <= 1:
+        return np.empty(0)
+    if values.size <= max_bins:
+        return (values[:-1] + values[1:]) / 2.0
+    cum = np.cumsum(weights)
+    targets = np.arange(1, max_bins) * (cum[-1] / max_bins)
+    idx = np.minimum(np.searchsorted(cum, targets, side="left"), values.size - 2)
+    # An edge between two summary points keeps both sides non-empty.
+    edges = np.unique((values[idx] + values[idx + 1]) / 2.0)
+    return edges
+
+
+def bin_kernel(xb, yb, wb, edges, categorical, categories, classes, class_weight, estimator):
+    """Per block: uint8 bins, encoded y (class index or float) and row weights (float64)."""
+    x = as_float_block(xb, categorical, categories, estimator)
+    n, d = x.shape
+    out = np.empty((n, d), dtype=np.uint8)
+    for j in range(d):
+        col = x[:, j]
+        nan = np.isnan(col)
+        if categorical[j]:
+            b = np.where(nan, MISSING, np.nan_to_num(col)).astype(np.uint8)
+        else:
+            b = np.searchsorted(edges[j], col, side="left").astype(np.uint8)
+            b[nan] = MISSING
+        out[:, j] = b
+    w = np.ones(n) if wb is None else np.asarray(wb, dtype=np.float64)
+    if classes is not None:
+        yi = np.searchsorted(classes, yb)
+        yi = np.minimum(yi, len(classes) - 1)
+        if class_weight is not None:
+            w = w * class_weight[yi]
+        y = yi.astype(np.intp)
+    else:
+        y = np.asarray(yb, dtype=np.float64)
+    if (w < 0).any():
+        raise ValueError(f"{estimator}: sample_weight must be non-negative")
+    return out, y, w

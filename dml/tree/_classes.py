@@ -1,0 +1,175 @@
+"""Histogram decision trees fitted across Dask workers (SPEC §6)."""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+
+from dml._blocks import BlockSpec
+from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml.tree._model import fit_trees, predict_kernel
+
+__all__ = ["DecisionTreeClassifier", "DecisionTreeRegressor"]
+
+
+class _HistTreeBase(DaskEstimatorMixin):
+    """Prediction shared by the histogram trees and forests (fitted state in ``nodes_``)."""
+
+    _block_spec = BlockSpec(numeric=False)
+
+    def _out(self, X, what, dtype, tail_shape=()):
+        check_is_fitted(self, "nodes_")
+        return self._blockwise(X, predict_kernel, self.nodes_, self.categorical_,
+                               self.categories_, type(self).__name__, what, dtype=dtype,
+                               tail_shape=tail_shape, numeric=False)
+
+    def apply(self, X):
+        """Index of the leaf (global node index) that each row reaches in each tree."""
+        return self._out(X, "apply", np.int64, (len(self.nodes_["tree_start"]) - 1,))
+
+    @property
+    def n_estimators_(self):
+        check_is_fitted(self, "nodes_")
+        return len(self.nodes_["tree_start"]) - 1
+
+
+class _ClassifierOut:
+    def predict_proba(self, X):
+        """Mean leaf class distribution over the trees (soft vote)."""
+        return self._out(X, "proba", np.float64, (len(self.classes_),))
+
+    def predict_log_proba(self, X):
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X):
+        proba = self.predict_proba(X)
+        idx = proba.argmax(axis=1)
+        if isinstance(idx, np.ndarray):
+            return self.classes_[idx]
+        return idx.map_blocks(_take, self.classes_, dtype=self.classes_.dtype)
+
+
+def _take(idx, classes):
+    return classes[idx]
+
+
+class _RegressorOut:
+    def predict(self, X):
+        """Mean of the leaf values over the trees."""
+        return self._out(X, "value", np.float64)
+
+
+_TREE_PARAMS = """
+    max_depth : int or None, default None
+        Maximum depth (root = 0); None grows until the leaves are pure or too small.
+    min_samples_split, min_samples_leaf : int or float
+        As in scikit-learn, counted as weighted rows (sample_weight × bootstrap multiplicity;
+        the row count when unweighted).
+    min_impurity_decrease : float, default 0.0
+        Split only when the weighted impurity decrease (scikit-learn's formula) reaches it.
+    max_bins : int, default 255
+        Bins per numeric feature (2..255): the exact thresholds (midpoints of adjacent
+        distinct values) when a feature has at most ``max_bins`` distinct values, else quantiles
+        of a distributed sketch. Bin 255 is reserved for missing values.
+    random_state : None, int, RandomState or Generator
+        Seeds the per-node feature sampling (and bootstraps in forests).
+"""
+
+
+class DecisionTreeClassifier(_ClassifierOut, _HistTreeBase, ClassifierMixin, BaseEstimator):
+    """A decision tree classifier grown level by level from distributed histograms.
+
+    Features are binned once (see ``max_bins``); every level is one pass over the persisted,
+    uint8-binned blocks. With few distinct values per feature the bins are the exact thresholds
+    and the tree is scikit-learn's (same criterion), up to ties.
+
+    Missing values (NaN, pd.NA, unseen categories) follow each split's *learned default
+    direction*: both directions are scored and the missing rows go to the child with the higher
+    gain; without missing values at that node (or on a tie), to the heavier child. Categorical
+    columns of (Dask) dataframes (``category`` dtype, at most ``max_bins`` categories) are split
+    into two sets of categories ordered by the node's target frequency.
+
+    Parameters
+    ----------
+    criterion : {"gini", "entropy", "log_loss"}, default "gini"
+    max_features : int, float, "sqrt", "log2" or None, default None
+        Features drawn per node (from the node's own generator).
+    class_weight : dict, "balanced" or None
+%%(params)s
+    Attributes
+    ----------
+    classes_, n_classes_, n_features_in_, feature_names_in_ : as scikit-learn
+    nodes_ : dict of ndarray
+        The tree as flat arrays (``children_left``, ``children_right``, ``feature``,
+        ``threshold``, ``missing_left``, ``value``, ...; see :mod:`dml.tree._model`).
+    feature_importances_ : ndarray
+        Normalised total impurity decrease per feature.
+    bin_edges_, n_bins_, categorical_, categories_ : binning of each feature.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.tree import DecisionTreeClassifier
+    >>> X = np.array([[0.], [1.], [2.], [3.]]); y = np.array([0, 0, 1, 1])
+    >>> clf = DecisionTreeClassifier().fit(X, y)
+    >>> clf.predict(np.array([[0.2], [2.7]])).tolist(), float(clf.nodes_["threshold"][0])
+    ([0, 1], 1.5)
+    """
+
+    def __init__(self, criterion="gini", max_depth=None, min_samples_split=2,
+                 min_samples_leaf=1, min_impurity_decrease=0.0, max_features=None,
+                 class_weight=None, max_bins=255, random_state=None):
+        self.criterion = criterion
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.min_impurity_decrease = min_impurity_decrease
+        self.max_features = max_features
+        self.class_weight = class_weight
+        self.max_bins = max_bins
+        self.random_state = random_state
+
+    def fit(self, X, y, sample_weight=None):
+        return fit_trees(self, X, y, sample_weight, classify=True, n_trees=1, bootstrap=False,
+                         max_features=self.max_features)
+
+
+class DecisionTreeRegressor(_RegressorOut, _HistTreeBase, RegressorMixin, BaseEstimator):
+    """A decision tree regressor (squared error) grown level by level from distributed histograms.
+
+    See :class:`DecisionTreeClassifier` for binning, missing values and categorical columns;
+    histograms hold (Σw, Σw·y, Σw·y²) per bin.
+
+    Parameters
+    ----------
+    criterion : {"squared_error"}
+    max_features : int, float, "sqrt", "log2" or None, default None
+%%(params)s
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.tree import DecisionTreeRegressor
+    >>> X = np.array([[0.], [1.], [2.], [3.]]); y = np.array([1., 1., 5., 5.])
+    >>> DecisionTreeRegressor().fit(X, y).predict(np.array([[0.5], [3.0]])).tolist()
+    [1.0, 5.0]
+    """
+
+    def __init__(self, criterion="squared_error", max_depth=None, min_samples_split=2,
+                 min_samples_leaf=1, min_impurity_decrease=0.0, max_features=None,
+                 max_bins=255, random_state=None):
+        self.criterion = criterion
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.min_impurity_decrease = min_impurity_decrease
+        self.max_features = max_features
+        self.max_bins = max_bins
+        self.random_state = random_state
+
+    def fit(self, X, y, sample_weight=None):
+        return fit_trees(self, X, y, sample_weight, classify=False, n_trees=1, bootstrap=False,
+                         max_features=self.max_features)
+
+
+for _cls in (DecisionTreeClassifier, DecisionTreeRegressor):
+    _cls.__doc__ = _cls.__doc__.replace("%(params)s", _TREE_PARAMS)

@@ -1,0 +1,344 @@
+"""Fitting driver shared by the trees and forests, flat node arrays, and blockwise prediction.
+
+A fitted tree or forest is a dict of flat NumPy arrays (scikit-learn's ``tree_`` layout, all
+trees concatenated): ``children_left``, ``children_right`` (-1 at leaves), ``feature`` (-2 at
+leaves), ``threshold`` (go left when ``x <= threshold``; NaN for categorical splits),
+``missing_left``, ``cat_index`` (row of ``cat_bitsets`` for categorical splits, else -1),
+``cat_bitsets`` (bool, categories that go left), ``value`` (class fractions or the mean),
+``impurity``, ``weighted_n_node_samples`` and ``tree_start`` (first node of each tree, plus the
+total). Node indices in ``children_*`` are global.
+"""
+from __future__ import annotations
+
+import numbers
+
+import dask
+import numpy as np
+import pandas as pd
+from dask import delayed
+
+from dml._blocks import seed_from, tree_reduce
+from dml.tree._binning import (as_float_block, bin_kernel, combine_sketches, edges_from_sketch,
+                               sketch_kernel)
+from dml.tree._grow import GrowSpec, boot_kernel, grow_trees, node_weight
+
+#: Trees grown together in one set of passes when ``trees_per_pass`` is None: bounded so that the
+#: per-block node assignments (rows × trees int32) and bootstrap counts stay small.
+DEFAULT_TREES_PER_PASS = 64
+
+
+def flatten(trees, classify: bool, criterion: str) -> dict:
+    """The grown trees as one dict of flat arrays (global node indices)."""
+    starts = np.cumsum([0] + [len(t.left) for t in trees])
+    cl, cr, feat, thr, ml, ci, val, imp, wn, bits = [], [], [], [], [], [], [], [], [], []
+    n_bits = 0
+    for off, t in zip(starts[:-1], trees):
+        left = np.asarray(t.left, dtype=np.int64)
+        right = np.asarray(t.right, dtype=np.int64)
+        cl.append(np.where(left >= 0, left + off, -1))
+        cr.append(np.where(right >= 0, right + off, -1))
+        feat.append(np.asarray(t.feature, dtype=np.int64))
+        thr.append(np.asarray(t.threshold, dtype=np.float64))
+        ml.append(np.asarray(t.mleft, dtype=bool))
+        c = np.asarray(t.cat_index, dtype=np.int64)
+        ci.append(np.where(c >= 0, c + n_bits, -1))
+        n_bits += len(t.bitsets)
+        bits.extend(t.bitsets)
+        stats = np.stack(t.stats)
+        w = node_weight(stats, criterion)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if classify:
+                v = stats / np.where(w > 0, w, 1.0)[:, None]
+            else:
+                v = (stats[:, 1] / np.where(w > 0, w, 1.0))[:, None]
+        val.append(v)
+        imp.append(np.asarray(t.impurity, dtype=np.float64))
+        wn.append(w)
+    return {
+        "children_left": np.concatenate(cl), "children_right": np.concatenate(cr),
+        "feature": np.concatenate(feat), "threshold": np.concatenate(thr),
+        "missing_left": np.concatenate(ml), "cat_index": np.concatenate(ci),
+        "cat_bitsets": np.asarray(bits, dtype=bool).reshape(-1, 256),
+        "value": np.concatenate(val), "impurity": np.concatenate(imp),
+        "weighted_n_node_samples": np.concatenate(wn), "tree_start": starts.astype(np.int64),
+    }
+
+
+def apply_float(x: np.ndarray, nodes: dict) -> np.ndarray:
+    """Leaf (global node index) of every row in every tree: shape (n_rows, n_trees)."""
+    n = x.shape[0]
+    T = len(nodes["tree_start"]) - 1
+    node = np.broadcast_to(nodes["tree_start"][:-1], (n, T)).copy()
+    feature, thr, cl, cr = (nodes["feature"], nodes["threshold"], nodes["children_left"],
+                            nodes["children_right"])
+    ml, ci, bits = nodes["missing_left"], nodes["cat_index"], nodes["cat_bitsets"]
+    rows = np.broadcast_to(np.arange(n)[:, None], (n, T))
+    while True:
+        f = feature[node]
+        inner = f >= 0
+        if not inner.any():
+            return node
+        r, a, ff = rows[inner], node[inner], f[inner]
+        v = x[r, ff]
+        miss = np.isnan(v)
+        go = np.where(miss, ml[a], v <= thr[a])
+        c = ci[a]
+        cat = (c >= 0) & ~miss
+        if cat.any():
+            code = v[cat].astype(np.int64)
+            ok = (code >= 0) & (code < 256)
+            g = np.where(ok, False, ml[a][cat])
+            g[ok] = bits[c[cat][ok], code[ok]]
+            go[cat] = g
+        node[inner] = np.where(go, cl[a], cr[a])
+
+
+def predict_kernel(xb, nodes, categorical, categories, estimator, what):
+    """Blockwise output: mean class distribution ('proba'), mean value ('value'), or leaves."""
+    x = as_float_block(xb, categorical, categories, estimator)
+    leaves = apply_float(x, nodes)
+    if what == "apply":
+        return leaves
+    val = nodes["value"][leaves]  # (n, T, K)
+    out = val.mean(axis=1)
+    if what == "value":
+        return out[:, 0]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# fitting
+# --------------------------------------------------------------------------------------------
+
+def resolve_max_features(max_features, d: int) -> int:
+    if max_features is None:
+        return d
+    if isinstance(max_features, str):
+        if max_features == "sqrt":
+            return max(1, int(np.sqrt(d)))
+        if max_features == "log2":
+            return max(1, int(np.log2(d)))
+        raise ValueError(f"max_features must be None, 'sqrt', 'log2', an int or a float in "
+                         f"(0, 1]; got {max_features!r}")
+    if isinstance(max_features, (numbers.Integral, np.integer)) and not isinstance(
+            max_features, bool):
+        if not 1 <= max_features:
+            raise ValueError(f"max_features must be >= 1, got {max_features}")
+        return min(int(max_features), d)
+    if isinstance(max_features, (numbers.Real, np.floating)):
+        if not 0.0 < max_features <= 1.0:
+            raise ValueError(f"max_features as a float must be in (0, 1], got {max_features}")
+        return max(1, int(max_features * d))
+    raise ValueError(f"max_features must be None, 'sqrt', 'log2', an int or a float; got "
+                     f"{max_features!r}")
+
+
+def check_common(est):
+    name = type(est).__name__
+    mb = est.max_bins
+    if not isinstance(mb, (numbers.Integral, np.integer)) or isinstance(mb, bool) or \
+            not 2 <= mb <= 255:
+        raise ValueError(f"{name}: max_bins must be an integer in [2, 255] (bins are stored as "
+                         f"uint8 and bin 255 is reserved for missing values); got {mb!r}")
+    if est.max_depth is not None and (not isinstance(est.max_depth, (numbers.Integral,
+                                                                     np.integer))
+                                      or est.max_depth < 1):
+        raise ValueError(f"{name}: max_depth must be None or an integer >= 1, got "
+                         f"{est.max_depth!r}")
+    mss = est.min_samples_split
+    if isinstance(mss, float):
+        if not 0.0 < mss <= 1.0:
+            raise ValueError(f"{name}: min_samples_split as a float must be in (0, 1]")
+    elif not (isinstance(mss, (numbers.Integral, np.integer)) and mss >= 2):
+        raise ValueError(f"{name}: min_samples_split must be an integer >= 2 or a float in "
+                         f"(0, 1], got {mss!r}")
+    msl = est.min_samples_leaf
+    if isinstance(msl, float):
+        if not 0.0 < msl < 1.0:
+            raise ValueError(f"{name}: min_samples_leaf as a float must be in (0, 1)")
+    elif not (isinstance(msl, (numbers.Integral, np.integer)) and msl >= 1):
+        raise ValueError(f"{name}: min_samples_leaf must be an integer >= 1 or a float in "
+                         f"(0, 1), got {msl!r}")
+    if est.min_impurity_decrease < 0:
+        raise ValueError(f"{name}: min_impurity_decrease must be >= 0")
+
+
+def _categorical_layout(blocks, max_bins, name):
+    d = blocks.n_features
+    categorical = np.zeros(d, dtype=bool)
+    categories = [None] * d
+    if blocks.dtypes is not None:
+        for j, t in enumerate(blocks.dtypes):
+            if isinstance(t, pd.CategoricalDtype):
+                if t.categories is None or len(t.categories) == 0:
+                    raise ValueError(f"{name}: categorical column {blocks.dtypes.index[j]!r} "
+                                     "has unknown categories; call .cat.as_known() first")
+                if len(t.categories) > max_bins:
+                    raise ValueError(
+                        f"{name}: categorical column {blocks.dtypes.index[j]!r} has "
+                        f"{len(t.categories)} categories, more than max_bins={max_bins}; "
+                        "raise max_bins (<= 255) or encode the column numerically")
+                categorical[j] = True
+                categories[j] = np.asarray(t.categories)
+            elif not (pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t)):
+                raise TypeError(f"{name}: column {blocks.dtypes.index[j]!r} has dtype {t}; "
+                                "give it the pandas 'category' dtype or encode it numerically")
+    return categorical, categories
+
+
+def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_features,
+              oob=False):
+    """Fit ``n_trees`` histogram trees on the estimator's behalf; sets the fitted attributes."""
+    name = type(est).__name__
+    check_common(est)
+    blocks = est._fit_blocks(X, y, sample_weight, numeric=False, allow_nan=True,
+                             y_numeric=not classify)
+    categorical, categories = _categorical_layout(blocks, est.max_bins, name)
+    d = blocks.n_features
+    seed = seed_from(est.random_state)
+    # Pass 1: quantile sketch and labels.
+    sk = blocks.map_reduce(sketch_kernel, categorical, categories, classify, name,
+                           combine=combine_sketches)
+    edges = []
+    n_bins = np.zeros(d, dtype=np.int64)
+    for j in range(d):
+        if categorical[j]:
+            edges.append(np.empty(0))
+            n_bins[j] = len(categories[j])
+        else:
+            v, w = sk["sketch"][j]
+            e = edges_from_sketch(v, w, est.max_bins)
+            edges.append(e)
+            n_bins[j] = len(e) + 1
+    classes = None
+    cw = None
+    if classify:
+        classes = sk["labels"]
+        if classes is None or len(classes) == 0:
+            raise ValueError(f"{name}: y has no labels")
+        if len(classes) < 2:
+            raise ValueError(f"{name}: y has a single class ({classes[0]!r}); a classifier "
+                             "needs at least two classes")
+        cw = _class_weights(est.class_weight, classes, blocks, name)
+    binned = blocks.map_parts(bin_kernel, edges, categorical, categories, classes, cw, name)
+    binned = list(dask.persist(*binned))
+    n = blocks.n_samples if blocks._lengths is not None else None
+    n_rows = n if n is not None else sk["n"]
+    mss = est.min_samples_split
+    msl = est.min_samples_leaf
+    spec = GrowSpec(
+        classify=classify, n_channels=len(classes) if classify else 3,
+        criterion=_criterion(est, classify), max_depth=est.max_depth,
+        min_samples_split=(max(2, int(np.ceil(mss * n_rows))) if isinstance(mss, float)
+                           else mss),
+        min_samples_leaf=(max(1, int(np.ceil(msl * n_rows))) if isinstance(msl, float)
+                          else msl),
+        min_impurity_decrease=est.min_impurity_decrease,
+        max_features=resolve_max_features(max_features, d), n_bins=n_bins,
+        is_cat=categorical, edges=edges, seed=seed)
+    per_pass = getattr(est, "trees_per_pass", None) or DEFAULT_TREES_PER_PASS
+    all_trees, importances, oob_parts = [], [], []
+    for start in range(0, n_trees, per_pass):
+        ids = np.arange(start, min(n_trees, start + per_pass))
+        boot = None
+        if bootstrap:
+            boot = [delayed(boot_kernel, pure=True)(i, p, seed, ids)
+                    for i, p in enumerate(binned)]
+            boot = list(dask.persist(*boot))
+        trees, imp, assign = grow_trees(binned, boot, len(ids), ids, spec, need_assign=oob)
+        all_trees.extend(trees)
+        importances.append(imp)
+        if oob:
+            nodes = flatten(trees, classify, spec.criterion)
+            oob_parts.append([delayed(_oob_kernel, pure=True)(p, a, bt, nodes, classify)
+                              for p, a, bt in zip(binned, assign, boot)])
+    est.n_bins_ = n_bins
+    est.bin_edges_ = edges
+    est.categorical_ = categorical
+    est.categories_ = categories
+    if classify:
+        est.classes_ = classes
+        est.n_classes_ = len(classes)
+    est.nodes_ = flatten(all_trees, classify, spec.criterion)
+    imp = np.concatenate(importances)
+    tot = imp.sum(axis=1, keepdims=True)
+    imp = np.divide(imp, tot, out=np.zeros_like(imp), where=tot > 0)
+    fi = imp.mean(axis=0)
+    s = fi.sum()
+    est.feature_importances_ = fi / s if s > 0 else fi
+    est.max_features_ = spec.max_features
+    if oob:
+        per_block = [tree_reduce(list(z), _concat_oob) for z in zip(*oob_parts)] \
+            if len(oob_parts) > 1 else oob_parts[0]
+        res = dask.compute(*[delayed(_oob_score, pure=True)(p, o, classify)
+                             for p, o in zip(binned, per_block)])
+        num = sum(r[0] for r in res)
+        den = sum(r[1] for r in res)
+        sse = sum(r[2] for r in res)
+        sst_parts = [r[3] for r in res]
+        if den == 0:
+            raise ValueError(f"{name}: no row was out of bag in any tree; oob_score needs more "
+                             "trees")
+        if classify:
+            est.oob_score_ = num / den
+        else:
+            ys = np.concatenate([r[4] for r in res])
+            est.oob_score_ = 1.0 - sse / float(((ys - ys.mean()) ** 2).sum()) \
+                if len(ys) > 1 else np.nan
+            del sst_parts
+    return est
+
+
+def _criterion(est, classify):
+    crit = est.criterion
+    ok = ("gini", "entropy", "log_loss") if classify else ("squared_error",)
+    if crit not in ok:
+        raise ValueError(f"{type(est).__name__}: criterion must be one of {list(ok)}, got "
+                         f"{crit!r}")
+    return "entropy" if crit == "log_loss" else crit
+
+
+def _class_weights(class_weight, classes, blocks, name):
+    if class_weight is None:
+        return None
+    if class_weight == "balanced":
+        counts = blocks.map_reduce(_class_counts, classes)
+        with np.errstate(divide="ignore"):
+            return np.where(counts > 0, counts.sum() / (len(classes) * counts), 0.0)
+    if isinstance(class_weight, dict):
+        unknown = [k for k in class_weight if k not in set(classes.tolist())]
+        if unknown:
+            raise ValueError(f"{name}: class_weight names classes {unknown} not in y "
+                             f"(classes: {list(classes)})")
+        return np.asarray([float(class_weight.get(c, 1.0)) for c in classes.tolist()])
+    raise ValueError(f"{name}: class_weight must be None, 'balanced' or a dict; got "
+                     f"{class_weight!r}")
+
+
+def _class_counts(xb, yb, wb, classes):
+    w = np.ones(len(yb)) if wb is None else np.asarray(wb, dtype=np.float64)
+    return np.bincount(np.searchsorted(classes, yb), weights=w, minlength=len(classes))
+
+
+def _oob_kernel(part, assign, boot, nodes, classify):
+    """Per block: summed leaf values of the trees for which a row is out of bag, and counts."""
+    T = assign.shape[1]
+    leaves = assign + nodes["tree_start"][:-1][None, :T]
+    val = nodes["value"][leaves]  # (n, T, K)
+    out = (boot == 0)
+    return (np.einsum("nt,ntk->nk", out.astype(np.float64), val), out.sum(axis=1))
+
+
+def _concat_oob(parts):
+    return (sum(p[0] for p in parts), sum(p[1] for p in parts))
+
+
+def _oob_score(part, oob, classify):
+    _, y, _ = part
+    s, c = oob
+    seen = c > 0
+    if classify:
+        pred = np.argmax(s[seen], axis=1)
+        return (float((pred == y[seen]).sum()), int(seen.sum()), 0.0, None, None)
+    pred = s[seen, 0] / c[seen]
+    return (0.0, int(seen.sum()), float(((y[seen] - pred) ** 2).sum()), None, y[seen])
