@@ -48,6 +48,7 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "decision_tree_regressor": ("dml.tree:DecisionTreeRegressor", "model"),
     "random_forest_classifier": ("dml.ensemble:RandomForestClassifier", "model"),
     "random_forest_regressor": ("dml.ensemble:RandomForestRegressor", "model"),
+    "kmeans": ("dml.cluster:KMeans", "model"),  # clustering
     # preprocessing steps
     "standard_scaler": ("dml.preprocessing:StandardScaler", "transformer"),
     "minmax_scaler": ("dml.preprocessing:MinMaxScaler", "transformer"),
