@@ -1393,6 +1393,10 @@ DEMOS: list[DemoEntry] = [
     DemoEntry("multinomial_nb", "make_counts", _demo_counts),
     DemoEntry("bernoulli_nb", "make_counts", _demo_counts),
     DemoEntry("categorical_nb", "make_classification, 5 bins", _demo_binned),
+    DemoEntry("logistic_regression", "make_classification", _demo_classification),
+    DemoEntry("linear_svc", "make_classification", _demo_classification),
+    DemoEntry("sgd_classifier", "make_classification", _demo_classification,
+              {"loss": "log_loss", "random_state": 0}),
 ]
 
 

@@ -43,6 +43,16 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "multinomial_nb": ("dml.naive_bayes:MultinomialNB", "model"),
     "bernoulli_nb": ("dml.naive_bayes:BernoulliNB", "model"),
     "categorical_nb": ("dml.naive_bayes:CategoricalNB", "model"),
+    # linear models
+    "linear_regression": ("dml.linear_model:LinearRegression", "model"),
+    "ridge": ("dml.linear_model:Ridge", "model"),
+    "lasso": ("dml.linear_model:Lasso", "model"),
+    "elastic_net": ("dml.linear_model:ElasticNet", "model"),
+    "logistic_regression": ("dml.linear_model:LogisticRegression", "model"),
+    "linear_svc": ("dml.linear_model:LinearSVC", "model"),
+    "sgd_classifier": ("dml.linear_model:SGDClassifier", "model"),
+    "sgd_regressor": ("dml.linear_model:SGDRegressor", "model"),
+    "perceptron": ("dml.linear_model:Perceptron", "model"),
     # trees and forests
     "decision_tree_classifier": ("dml.tree:DecisionTreeClassifier", "model"),
     "decision_tree_regressor": ("dml.tree:DecisionTreeRegressor", "model"),

@@ -346,7 +346,10 @@ def run_exact(estimator, blocks: Blocks, problem, penalty, normaliser: float, *,
     params = (np.zeros(problem.n_params) if init_params is None
               else np.asarray(init_params, dtype=np.float64).copy())
     history, n_iter, stop = [], 0, None
-    for stage in (stages or [problem]):
+    stages = stages or [problem]
+    for i, stage in enumerate(stages):
+        # Earlier stages only provide a warm start: a looser tolerance is enough.
+        stage_tol = tol if i == len(stages) - 1 else max(10 * tol, 1e-3)
         fb = FullBatch(stage, data, penalty, normaliser,
                        hess_stride=hessian_stride(data.n_train, stage.n_params))
         remaining = max(int(max_iter) - n_iter, 1)
@@ -354,9 +357,9 @@ def run_exact(estimator, blocks: Blocks, problem, penalty, normaliser: float, *,
                          progress=getattr(estimator, "progress", None),
                          callbacks=tuple(callbacks or ()), name=name)
         if solver == "newton":
-            state = run_epochs(TrainState(params=params), newton_epoch_fn(fb, tol), tc)
+            state = run_epochs(TrainState(params=params), newton_epoch_fn(fb, stage_tol), tc)
         else:
-            state = fit_lbfgs(fb, params, tc, tol=tol)
+            state = fit_lbfgs(fb, params, tc, tol=stage_tol)
         params = state.params
         for rec in state.history:
             rec = dict(rec)

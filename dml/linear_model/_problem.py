@@ -151,6 +151,25 @@ class LinearProblem(Problem):
                 grad[Kd:] = G.sum(axis=0)
         return loss_sum, grad
 
+    def batch_line_losses(self, base, direction, steps, X, Y, w):
+        """Loss sums at ``base + s · direction``: f is linear in the parameters, so
+        f(base + s d) = f(base) + s (f(d) − b_d) with one product for all steps."""
+        F0 = self.decision(base, X)
+        Wd, bd = self.unpack(direction)
+        Fd = X @ Wd.T
+        if self.fit_intercept:
+            Fd += bd
+        if F0.ndim == 1:
+            Fd = Fd[:, 0]
+        T = self._targets(Y)
+        out = []
+        for s in steps:
+            loss = self.loss.loss(F0 + s * Fd, T)
+            if loss.ndim == 2:
+                loss = loss.sum(axis=1)
+            out.append(float(loss.sum() if w is None else np.dot(w, loss)))
+        return out
+
     def _index(self, k):
         """Positions of output k's weights and intercept in the flat vector."""
         idx = np.arange(k * self.d, (k + 1) * self.d)
@@ -195,6 +214,9 @@ class LinearProblem(Problem):
         if w is not None:
             h = h * (w[:, None] if h.ndim == 2 else w)
         if h.ndim == 1:
+            nz = h != 0
+            if nz.mean() < 0.5:  # hinge-type losses: only rows with curvature contribute
+                X, h = X[nz], h[nz]
             H[:] = self._gram(X, h, Xs_sqrt=True)
         else:
             for k in range(self.K):

@@ -40,12 +40,14 @@ def _loss_grad_kernel(X, Y, w, problem, params):
         return problem.batch_loss_grad(params, X, Y, w)
 
 
-def _loss_grad_hess_kernel(X, Y, w, problem, params, stride):
+def _loss_grad_hess_kernel(X, Y, w, problem, params, stride, line):
     n = X.shape[0]
     if n == 0:
         return None
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         loss, grad = problem.batch_loss_grad(params, X, Y, w)
+        line_losses = (np.zeros(0) if line is None else
+                       np.asarray(problem.batch_line_losses(*line, X, Y, w), dtype=np.float64))
         if stride > 1 and n > stride:
             sub = slice(None, None, stride)
             Xs, Ys, ws = X[sub], Y[sub], None if w is None else w[sub]
@@ -54,7 +56,7 @@ def _loss_grad_hess_kernel(X, Y, w, problem, params, stride):
                 Xs.shape[0] if ws is None else max(float(np.sum(ws)), 1e-300))
         else:
             H = problem.batch_hess(params, X, Y, w)
-        return loss, grad, H
+        return loss, grad, H, line_losses
 
 
 class FullBatch:
@@ -84,16 +86,25 @@ class FullBatch:
         self.penalty.add_grad(params, grad)
         return float(loss) / s + self.penalty.value(params), grad
 
-    def loss_grad_hess(self, params):
-        """(J, ∇J, ∇²J) at ``params``: one pass."""
+    def loss_grad_hess(self, params, line=None):
+        """(J, ∇J, ∇²J, line) at ``params``: one pass.
+
+        ``line=(base, direction, steps)`` also returns J at ``base + s · direction`` for each s
+        in ``steps`` (an empty array otherwise).
+        """
         params = np.asarray(params, dtype=np.float64)
-        loss, grad, hess = self.data.train.map_reduce(_loss_grad_hess_kernel, self.problem,
-                                                      params, self.hess_stride,
-                                                      combine=tree_add)
+        loss, grad, hess, line_losses = self.data.train.map_reduce(
+            _loss_grad_hess_kernel, self.problem, params, self.hess_stride, line,
+            combine=tree_add)
         self.n_passes += 1
         s = self.normaliser
         grad = grad / s
         self.penalty.add_grad(params, grad)
         hess = hess / s
         hess[np.diag_indices_from(hess)] += self.penalty.hess_diag(len(params))
-        return float(loss) / s + self.penalty.value(params), grad, hess
+        line_J = np.zeros(0)
+        if line is not None:
+            base, direction, steps = line
+            line_J = np.array([lv / s + self.penalty.value(base + st * direction)
+                               for lv, st in zip(line_losses, steps)])
+        return float(loss) / s + self.penalty.value(params), grad, hess, line_J

@@ -144,8 +144,17 @@ class Log(Loss):
     twice_differentiable = True
 
     def loss_grad(self, f, y):
+        # One exp for both: with e = exp(−|z|), loss = log1p(e) + max(−z, 0) and
+        # σ(−z) = e/(1+e) for z ≥ 0, 1/(1+e) otherwise (no overflow either way).
         z = y * f
-        return np.logaddexp(0.0, -z), -y * expit(-z)
+        e = np.exp(-np.abs(z))
+        loss = np.log1p(e) + np.maximum(-z, 0.0)
+        inv = 1.0 / (1.0 + e)
+        sig = np.where(z >= 0, e * inv, inv)
+        return loss, -y * sig
+
+    def loss(self, f, y):
+        return np.logaddexp(0.0, -(y * f))
 
     def hess(self, f, y):
         p = expit(f)
@@ -232,11 +241,9 @@ class SmoothedHinge(Loss):
     def loss_grad(self, f, y):
         mu = self.mu
         m = 1.0 - y * f
-        quad = (m > 0) & (m <= mu)
-        lin = m > mu
-        loss = np.where(lin, m - 0.5 * mu, np.where(quad, m * m / (2 * mu), 0.0))
-        grad = np.where(lin, -y, np.where(quad, -y * m / mu, 0.0))
-        return loss, grad
+        q = np.clip(m, 0.0, mu)  # the margin violation inside the quadratic piece
+        loss = q * q / (2 * mu) + np.maximum(m - mu, 0.0)
+        return loss, -y * (q / mu)
 
     def hess(self, f, y):
         m = 1.0 - y * f

@@ -7,8 +7,10 @@ passes where first-order methods need hundreds. Each iteration:
 1. the loss, gradient and Hessian at the current point (one pass; reused from the last
    line-search evaluation when the point was accepted);
 2. the direction ``d = −H⁻¹ g`` (Cholesky; least squares when H is singular);
-3. a backtracking line search from the full step (each trial one pass, which also evaluates the
-   Hessian there, so an accepted step costs no extra pass);
+3. a line search: once a step has had to be shortened, the pass at the next full step
+   ``x + d`` also returns the objective at ``x + d/2, x + d/4, ...`` (cheap: the decision values
+   at x and along d are computed once), so an accepted full step costs one pass and a shorter
+   one two (the second evaluates the gradient and Hessian at the chosen point);
 4. convergence when ``max |∇J| ≤ tol`` (scikit-learn's ``tol`` convention for ``lbfgs``);
    the returned point then takes one more full Newton step from the gradient and Hessian
    already computed there (no pass): inside the region of quadratic convergence this squares
@@ -61,13 +63,18 @@ def newton_direction(H: np.ndarray, g: np.ndarray) -> np.ndarray:
     return -np.linalg.lstsq(H, g, rcond=SINGULAR_RCOND)[0]
 
 
+#: Shorter steps whose objective is evaluated in the same pass as the full step's (1/2, 1/4, ...).
+LINE_STEPS = tuple(0.5 ** k for k in range(1, 9))
+
+
 def newton_epoch_fn(fb: FullBatch, tol: float):
     """One Newton iteration per call, as an ``epoch_fn``."""
-    cache: dict = {"x": None}
+    cache: dict = {"x": None, "last_step": 1.0}
 
-    def evaluate(x):
-        J, g, H = fb.loss_grad_hess(x)
+    def evaluate(x, line=None):
+        J, g, H, line_J = fb.loss_grad_hess(x, line=line)
         cache.update(x=x.copy(), J=J, g=g, H=H)
+        return line_J
 
     def epoch_fn(state: TrainState) -> EpochResult:
         x = state.params
@@ -84,18 +91,30 @@ def newton_epoch_fn(fb: FullBatch, tol: float):
         slope = float(g @ d)
         if not slope < 0:  # not a descent direction (numerically): steepest descent
             d, slope = -g, -float(g @ g)
-        step = 1.0
         slack = 1e-13 * max(1.0, abs(J))  # round-off in J near the optimum
-        for _ in range(MAX_HALVINGS):
-            evaluate(x + step * d)
-            if cache["J"] <= J + ARMIJO * step * slope + slack:
-                break
-            step *= 0.5
-        else:
-            # No decrease is possible any more: the point is optimal to machine precision.
-            evaluate(x)
-            return EpochResult(J, converged=True, info={"grad_max": gmax,
-                                                        "passes": fb.n_passes})
+
+        def armijo(value, step):
+            return value <= J + ARMIJO * step * slope + slack
+
+        # The full step; after a shortened step, also the objective at 1/2, 1/4, ... of it
+        # from the same pass (while full steps are accepted this extra work is skipped).
+        line = (x, d, LINE_STEPS) if cache["last_step"] < 1.0 else None
+        line_J = evaluate(x + d, line=line)
+        step = 1.0
+        if not armijo(cache["J"], 1.0):
+            ok = [s for s, v in zip(LINE_STEPS, line_J) if armijo(v, s)]
+            step = ok[0] if ok else (LINE_STEPS[-1] * 0.5 if len(line_J) else 0.5)
+            for _ in range(MAX_HALVINGS):
+                evaluate(x + step * d)
+                if armijo(cache["J"], step):
+                    break
+                step *= 0.5
+            else:
+                # No decrease is possible any more: optimal to machine precision.
+                evaluate(x)
+                return EpochResult(J, converged=True, info={"grad_max": gmax,
+                                                            "passes": fb.n_passes})
+        cache["last_step"] = step
         state.params = cache["x"].copy()
         gmax = float(np.max(np.abs(cache["g"])))
         converged = gmax <= tol or (J - cache["J"]) <= slack

@@ -15,7 +15,10 @@ and optionally
 
 * ``prepare_block(X, y, w) -> (X, Y, w)``: runs once per block on its worker before training
   (encode labels, fold class weights into ``w``); its result is what the kernels receive;
-* ``batch_hess(params, X, Y, w) -> hess_sum`` (Σᵢ wᵢ ∇²Lᵢ) for the Newton solver;
+* ``batch_hess(params, X, Y, w) -> hess_sum`` (Σᵢ wᵢ ∇²Lᵢ) for the Newton solver, and
+  ``batch_line_losses(base, direction, steps, X, Y, w)``: the loss sums at
+  ``base + s · direction`` for every s (the default calls ``batch_loss_grad`` per step; a model
+  linear in its parameters does it with one extra product);
 * ``score_stats(params, X, Y, w)`` + ``score_from_stats(stats) -> float`` (higher is better)
   for early stopping on a validation part; the default is minus the mean loss.
 
@@ -46,6 +49,9 @@ class Problem:
     def batch_hess(self, params, X, Y, w):
         raise NotImplementedError(f"{type(self).__name__} has no Hessian; use an SGD or "
                                   "L-BFGS solver")
+
+    def batch_line_losses(self, base, direction, steps, X, Y, w):
+        return [self.batch_loss_grad(base + s * direction, X, Y, w)[0] for s in steps]
 
     def score_stats(self, params, X, Y, w):
         loss, _ = self.batch_loss_grad(params, X, Y, w)
