@@ -48,7 +48,13 @@ def as_float_block(xb, categorical: np.ndarray, categories: list, estimator: str
         for j, (name, col) in enumerate(xb.items()):
             if categorical[j]:
                 cats = categories[j]
-                codes = np.asarray(pd.Categorical(col, categories=cats).codes)
+                index = pd.Index(cats)
+                if isinstance(col.dtype, pd.CategoricalDtype):
+                    own = index.get_indexer(col.cat.categories)
+                    raw = np.asarray(col.cat.codes)
+                    codes = np.where(raw >= 0, own[raw], -1)
+                else:
+                    codes = index.get_indexer(col.astype(object))
                 c = codes.astype(np.float64)
                 c[codes < 0] = np.nan
                 cols.append(c)
