@@ -141,6 +141,12 @@ def test_numpy_input_gives_numpy_and_dataframe_columns():
     assert_same_model(km2, sk, km2.labels_.compute())
     assert list(km2.feature_names_in_) == list("abcd")
     assert list(km2.get_feature_names_out()) == [f"kmeans{i}" for i in range(5)]
+    # y is ignored, but a column name (the `dml` command's target) stays out of the features.
+    framed = dd.from_pandas(df.assign(target=np.arange(600) % 3), npartitions=2)
+    km3 = KMeans(5, init=C0).fit(framed, "target")
+    assert km3.n_features_in_ == 4
+    assert_same_model(km3, sk, km3.labels_.compute())
+    np.testing.assert_allclose(km3.score(framed, "target"), -sk.inertia_, rtol=1e-10)
 
 
 def test_weight_column_of_a_dask_dataframe():
@@ -192,6 +198,13 @@ def test_more_clusters_than_distinct_points_warns_like_sklearn():
         warnings.simplefilter("ignore")
         sk = sk_reference(X, C0)
     assert_same_model(km, sk, km.labels_.compute())
+    # Every initialisation copes with fewer distinct rows than clusters.
+    for init in ("k-means||", "k-means++", "random"):
+        with pytest.warns(ConvergenceWarning, match="distinct clusters"):
+            km = KMeans(3, init=init, random_state=0).fit(chunked(X, 2))
+        assert km.inertia_ == pytest.approx(0.0, abs=1e-20)
+        with pytest.warns(ConvergenceWarning, match="distinct clusters"):
+            assert KMeans(2, init=init, random_state=0).fit(np.ones((6, 2))).inertia_ == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -353,3 +366,16 @@ def test_bad_input_is_reported_clearly():
     km = KMeans(3, random_state=0).fit(X)
     with pytest.raises(ValueError, match="X has 3 features, but KMeans is expecting 4"):
         km.predict(X[:, :3])
+
+
+def test_sklearn_estimator_checks():
+    from sklearn.utils.estimator_checks import check_estimator
+
+    # The one check scikit-learn's own KMeans is also expected to fail.
+    expected = {"check_sample_weight_equivalence_on_dense_data":
+                "sample_weight is not equivalent to removing/repeating samples (as for "
+                "scikit-learn's KMeans): the random initialisation sees different rows"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_estimator(KMeans(2, n_init=2, max_iter=5, random_state=0),
+                        expected_failed_checks=expected)

@@ -294,6 +294,10 @@ def weighted_kmeans_plusplus(candidates: np.ndarray, weights: np.ndarray, k: int
     from sklearn.cluster import kmeans_plusplus
 
     rs = np.random.RandomState(int(block_rng(seed, purpose).integers(0, 2**31 - 1)))
+    if len(candidates) <= k:
+        # Oversampling stops when every row sits on a candidate (D² = 0 everywhere): the data
+        # has at most this many distinct rows, so they all are centres (repeated up to k).
+        return np.resize(candidates.astype(np.float64), (k, candidates.shape[1]))
     keep = weights > 0
     cand, wts = candidates[keep].astype(np.float64), weights[keep]
     if len(np.unique(cand, axis=0)) < k:

@@ -407,18 +407,17 @@ def run_seed(seed: int, purpose: str, *indices: int) -> int:
 
 
 def init_graph(data: Prepared, method: str, k: int, seed: int, *, oversampling_factor=2.0,
-               init_rounds=5, ell_k=None):
+               init_rounds=5):
     """Delayed initialisation of one run; k-means|| returns the candidates and their weights."""
     if method == "random":
         return _init.random_init(data.parts, data.offsets, k, seed)
     if method == "k-means++":
         return _init.kmeans_plusplus_init(data.parts, data.offsets, k, seed)
-    ell = oversampling_factor * (ell_k or k)
-    return _init.kmeans_parallel_candidates(data.parts, data.offsets, ell, init_rounds, seed)
+    return _init.kmeans_parallel_candidates(data.parts, data.offsets, oversampling_factor * k,
+                                            init_rounds, seed)
 
 
-def init_centres(method: str, result, k: int, seed: int, data: Prepared,
-                 fill=None) -> np.ndarray:
+def init_centres(method: str, result, k: int, seed: int, data: Prepared) -> np.ndarray:
     """Turn a computed :func:`init_graph` result into ``k`` centres (centred coordinates)."""
     if method == "k-means||":
         candidates, weights = result
@@ -576,6 +575,7 @@ default="k-means||"
         ----------
         X : array-like, DataFrame, dask array or dask DataFrame of shape (n_samples, n_features)
         y : ignored
+            Not used; a column name of X's dataframe is left out of the features.
         sample_weight : array-like, Dask array/Series or column name, optional
             Weight of each row (non-negative). Used by Lloyd and by the built-in
             initialisations (not by an explicit init array), as in scikit-learn.
@@ -585,7 +585,9 @@ default="k-means||"
         self
         """
         n_init = self._validate_params()
-        blocks = self._fit_blocks(X, None, sample_weight, require_y=False)
+        # y is ignored; a column name (the `dml` command's target) is only kept out of X.
+        blocks = self._fit_blocks(X, y if isinstance(y, str) else None, sample_weight,
+                                  require_y=False)
         if not isinstance(self.init, str):
             self._init_array(blocks.n_features, np.float64)  # shape errors before any pass
         n = int(blocks.lengths.sum())
@@ -658,7 +660,8 @@ default="k-means||"
     def score(self, X, y=None, sample_weight=None):
         """Opposite of the (weighted) inertia of X for the fitted centres."""
         centres = self._centres()
-        blocks = self._fit_blocks(X, None, sample_weight, reset=False, require_y=False)
+        blocks = self._fit_blocks(X, y if isinstance(y, str) else None, sample_weight,
+                                  reset=False, require_y=False)
         return -float(blocks.map_reduce(_score_kernel, centres))
 
 
