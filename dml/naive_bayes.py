@@ -46,24 +46,140 @@ def _check_labels(y, est, index):
                          "labels; use a regressor for continuous targets or encode the labels.")
 
 
-def _class_segments(y, est="estimator", index=0):
-    """Local labels of one block and a row order that groups rows by label.
+# Kernel strategies, chosen by the number of classes in a block (timings: 100k-row blocks,
+# one core; see benchmarks/micro_naive_bayes.py):
+#: Up to this many classes, per-class sums are one BLAS product ``onehot @ X`` (as scikit-learn
+#: does) and no full-size temporary is made. Its cost grows with the number of classes; above
+#: it the rows are grouped by class in one copy of the block instead.
+_ONEHOT_CLASSES = 16
+#: Up to this many classes, reductions over rows grouped by class are one contiguous NumPy call
+#: per class; above it the Python loop costs more than np.add.reduceat (slower per element).
+_LOOP_CLASSES = 64
+#: Elements per row chunk of GaussianNB's centred pass (a 2 MiB, cache-sized buffer).
+_CHUNK_ELEMENTS = 1 << 18
 
-    Returns ``classes`` (sorted), ``inverse`` (label index per row), ``order`` (rows sorted by
-    label, stable) and ``starts`` (first position of each label in ``order``), so that
-    ``np.add.reduceat(a[order], starts)`` sums ``a`` per label without a Python loop over rows.
+
+def _labels(y, est="estimator", index=0):
+    """Sorted local labels of one block, the label index of every row and the row counts.
+
+    Gives ``np.unique(y, return_inverse=True)`` (plus counts) faster: integer labels of a
+    small range (and integral floats, booleans) are indexed with a bincount, strings and objects
+    by hashing the rows and sorting only the distinct values.
     """
     _check_labels(y, est, index)
+    if y.dtype.kind in "iufb" and len(y):
+        fast = _small_int_labels(y)
+        if fast is not None:
+            return fast
+    codes = None
+    if y.dtype.kind in "OU":
+        try:
+            codes, uniques = pd.factorize(y, use_na_sentinel=False)
+        except TypeError:  # unhashable labels: let np.unique decide
+            codes = None
     try:
-        classes, inverse = np.unique(y, return_inverse=True)
+        if codes is not None:
+            # pd.factorize(sort=True) would order mixed types silently; np.unique refuses.
+            classes, rank = np.unique(uniques, return_inverse=True)
+            inverse = rank.reshape(-1)[codes]
+        else:
+            classes, inverse = np.unique(y, return_inverse=True)
     except TypeError as exc:
         raise TypeError(f"{est}: y mixes labels of different types that cannot be sorted "
                         f"({exc}); use one type for all labels (e.g. all strings)") from None
-    inverse = inverse.reshape(-1)
-    counts = np.bincount(inverse, minlength=len(classes))
-    order = np.argsort(inverse, kind="stable")
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    return classes, inverse, order, starts, counts
+    inverse = inverse.reshape(-1).astype(np.intp, copy=False)
+    return classes, inverse, np.bincount(inverse, minlength=len(classes))
+
+
+def _small_int_labels(y):
+    """``_labels`` by one bincount when y holds integers of a small range, else None."""
+    dtype = y.dtype
+    if dtype.kind == "b":
+        y = y.view(np.uint8)
+    lo, hi = y.min(), y.max()
+    if dtype.kind == "f" and not (abs(lo) < 2.0 ** 53 and abs(hi) < 2.0 ** 53):
+        return None
+    span = int(hi) - int(lo)
+    if span > 2 * len(y) + 1024:
+        return None
+    # Exact: the differences are in [0, span] (signed ints wrap back into that range in int64).
+    shifted = y.astype(np.int64) - np.int64(lo) if dtype.kind == "i" else y - lo
+    idx = shifted.astype(np.intp, copy=False)
+    cnt = np.bincount(idx, minlength=span + 1)
+    present = np.flatnonzero(cnt)
+    if len(present) == span + 1:
+        inverse = idx
+    else:
+        lut = np.zeros(span + 1, dtype=np.intp)
+        lut[present] = np.arange(len(present))
+        inverse = lut[idx]
+    if dtype.kind == "i":
+        classes = (present.astype(np.int64) + np.int64(lo)).astype(dtype)
+    else:
+        classes = (present.astype(y.dtype) + lo).astype(dtype)
+    return classes, inverse, cnt[present]
+
+
+def _class_order(inverse, n_classes):
+    """Stable row order grouping the rows by label (a radix sort for up to 65536 labels)."""
+    key = inverse.astype(np.uint8 if n_classes <= 256 else
+                         np.uint16 if n_classes <= 65536 else np.intp, copy=False)
+    return np.argsort(key, kind="stable")
+
+
+class _Segments:
+    """Per-class reductions over a block whose rows are grouped by class.
+
+    Class c owns rows ``bounds[c]:bounds[c + 1]``. With few classes each reduction is one
+    contiguous NumPy call per class (no temporaries); with many, one np.add.reduceat.
+    """
+
+    def __init__(self, counts):
+        self.counts = counts
+        self.bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+        self.loop = len(counts) <= _LOOP_CLASSES
+
+    def _ranges(self):
+        return zip(self.bounds[:-1], self.bounds[1:])
+
+    def sum(self, A, w=None):
+        """(L, d) per-class column sums of A, weighted by w if given."""
+        if self.loop:
+            return np.stack([A[a:b].sum(axis=0) if w is None else w[a:b] @ A[a:b]
+                             for a, b in self._ranges()])
+        return np.add.reduceat(A if w is None else A * w[:, None], self.bounds[:-1], axis=0)
+
+    def sumsq(self, A, w=None):
+        """(L, d) per-class column sums of A², weighted by w if given."""
+        if self.loop:
+            return np.stack([np.einsum("ij,ij->j", A[a:b], A[a:b]) if w is None else
+                             np.einsum("i,ij,ij->j", w[a:b], A[a:b], A[a:b])
+                             for a, b in self._ranges()])
+        sq = A * A
+        if w is not None:
+            sq *= w[:, None]
+        return np.add.reduceat(sq, self.bounds[:-1], axis=0)
+
+    def center(self, A, M, out):
+        """``out = A - M[class of each row]``; out may be A itself."""
+        if self.loop:
+            for c, (a, b) in enumerate(self._ranges()):
+                np.subtract(A[a:b], M[c], out=out[a:b])
+        else:
+            np.subtract(A, np.repeat(M, self.counts, axis=0), out=out)
+        return out
+
+
+def _missing_mask(X, missing):
+    """Where X is NaN, or None when nothing is missing.
+
+    Block validation has already refused NaN unless ``missing="ignore"``; even then one sum
+    (finite means no NaN) spares the full isnan pass in the common case.
+    """
+    if missing != "ignore" or np.isfinite(np.sum(X)):
+        return None
+    nan = np.isnan(X)
+    return nan if nan.any() else None
 
 
 def _union(arrays, what: str):
@@ -102,53 +218,94 @@ def _drop_none(parts):
 # GaussianNB: per-class weighted (count, mean, M2) and global unweighted (count, mean, M2)
 # --------------------------------------------------------------------------------------------
 
-def _gaussian_block(index, X, y, w, est):
-    """Per-class statistics of one block, two-pass within the block (numerically stable).
+def _gaussian_block(index, X, y, w, est, missing="error"):
+    """Per-class statistics of one block, two-pass within each class (numerically stable).
+
+    The unweighted statistics of all of X (for epsilon_; scikit-learn uses
+    ``np.var(X, axis=0)``) are Chan merges of the unweighted per-class ones, which are the
+    weighted ones when there are no sample weights (otherwise both are computed).
 
     Counts are per (class, feature) so that a missing value (NaN, only present when the
-    estimator allows it) leaves its feature out for that row and nothing else.
+    estimator allows it) leaves its feature out for that row and nothing else. That path makes
+    two more full-size temporaries (the zero-filled block and the mask) and is slower.
     """
     n_rows, d = X.shape
     if n_rows == 0:
         return None
-    classes, inverse, order, starts, counts = _class_segments(y, est, index)
-    nan = np.isnan(X)
-    has_nan = bool(nan.any())
-    X0 = np.where(nan, 0.0, X) if has_nan else X
-    Xs = X0[order]
-    obs_s = ~nan[order] if has_nan else None
+    classes, inverse, counts = _labels(y, est, index)
+    nan = _missing_mask(X, missing)
+    obs = None
+    if nan is not None:
+        X = np.where(nan, 0.0, X)
+        obs = (~nan).astype(np.float64)
+    unweighted = (None, counts.astype(np.float64))
     if w is None:
-        wsum = counts.astype(np.float64)
-        ws = None
-        n = (np.add.reduceat(obs_s.astype(np.float64), starts, axis=0) if has_nan
-             else np.repeat(wsum[:, None], d, axis=1))
-        s = np.add.reduceat(Xs, starts, axis=0)
+        weightings = [unweighted]
     else:
-        ws = np.asarray(w, dtype=np.float64)[order]
-        wsum = np.add.reduceat(ws, starts)
-        W = ws[:, None] * obs_s if has_nan else np.broadcast_to(ws[:, None], Xs.shape)
-        n = np.add.reduceat(W, starts, axis=0) if has_nan else np.repeat(wsum[:, None], d, 1)
-        s = np.add.reduceat(W * Xs, starts, axis=0)
-    mean = _safe_div(s, n)
-    dev = Xs - mean[inverse[order]]
-    if has_nan:
-        dev = np.where(obs_s, dev, 0.0)
-    sq = dev * dev
-    if ws is not None:
-        sq *= ws[:, None]
-    m2 = np.add.reduceat(sq, starts, axis=0)
-    # Unweighted statistics of all of X, for epsilon_ (scikit-learn uses np.var(X, axis=0)).
-    if has_nan:
-        gn = (~nan).sum(axis=0).astype(np.float64)
-        gmean = _safe_div(X0.sum(axis=0), gn)
-        gdev = np.where(nan, 0.0, X0 - gmean)
-    else:
-        gn = np.full(d, float(n_rows))
-        gmean = X.mean(axis=0)
-        gdev = X - gmean
-    gm2 = (gdev * gdev).sum(axis=0)
-    return {"classes": classes, "wsum": wsum, "n": n, "mean": mean, "m2": m2,
+        w = np.asarray(w, dtype=np.float64)
+        weightings = [(w, np.bincount(inverse, weights=w, minlength=len(classes))), unweighted]
+    moments = (_moments_onehot if len(classes) <= _ONEHOT_CLASSES else _moments_grouped)
+    (n, mean, m2), *rest = moments(X, inverse, counts, weightings, obs)
+    un, umean, um2 = rest[0] if rest else (n, mean, m2)
+    gn = un.sum(axis=0)
+    gmean = _safe_div((un * umean).sum(axis=0), gn)
+    gm2 = um2.sum(axis=0) + (un * (umean - gmean) ** 2).sum(axis=0)
+    return {"classes": classes, "wsum": weightings[0][1], "n": n, "mean": mean, "m2": m2,
             "gn": gn, "gmean": gmean, "gm2": gm2}
+
+
+def _moments_onehot(X, inverse, counts, weightings, obs):
+    """Per-class (n, mean, M2) for each ``(weights, class totals)`` in weightings, few classes.
+
+    Sums are one BLAS product with the (weighted) one-hot label matrix; the centred second pass
+    runs over cache-sized row chunks with one reused buffer, so no full-size temporary is made.
+    """
+    L, (n_rows, d) = len(counts), X.shape
+    onehot = inverse == np.arange(L)[:, None]
+    Ys = [onehot.astype(np.float64) if w is None else np.where(onehot, w, 0.0)
+          for w, _ in weightings]
+    out = []
+    for Y, (_, totals) in zip(Ys, weightings):
+        nc = np.repeat(totals[:, None], d, axis=1) if obs is None else Y @ obs
+        out.append([nc, _safe_div(Y @ X, nc), np.zeros((L, d))])
+    rows = min(n_rows, max(64, _CHUNK_ELEMENTS // d))
+    buf = np.empty((rows, d))
+    for r0 in range(0, n_rows, rows):
+        rs = slice(r0, r0 + rows)
+        idx = inverse[rs]
+        dev = buf[:len(idx)]
+        for Y, (_, mean, m2) in zip(Ys, out):
+            np.take(mean, idx, axis=0, out=dev, mode="clip")
+            np.subtract(X[rs], dev, out=dev)
+            if obs is not None:
+                dev *= obs[rs]
+            dev *= dev
+            m2 += Y[:, rs] @ dev
+    return out
+
+
+def _moments_grouped(X, inverse, counts, weightings, obs):
+    """As :func:`_moments_onehot` for many classes: rows grouped by class in one copy.
+
+    The copy then holds the deviations (a second buffer when there are two weightings, which
+    both need the grouped values).
+    """
+    order = _class_order(inverse, len(counts))
+    seg = _Segments(counts)
+    Xs = X.take(order, axis=0)
+    obs_s = None if obs is None else obs[order]
+    buf = Xs if len(weightings) == 1 else np.empty_like(Xs)
+    out = []
+    for w, totals in weightings:
+        ws = None if w is None else w[order]
+        nc = (np.repeat(totals[:, None], X.shape[1], axis=1) if obs is None else
+              seg.sum(obs_s, ws))
+        mean = _safe_div(seg.sum(Xs, ws), nc)
+        dev = seg.center(Xs, mean, out=buf)
+        if obs_s is not None:
+            dev *= obs_s
+        out.append([nc, mean, seg.sumsq(dev, ws)])
+    return out
 
 
 def _chan(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
@@ -214,34 +371,41 @@ def _binarize(X, threshold):
     return out
 
 
-def _count_block(index, X, y, w, binarize, non_negative, estimator):
+def _count_block(index, X, y, w, binarize, non_negative, estimator, missing="error"):
     """Per-class weighted feature sums, class weights and weights of missing entries."""
     if X.shape[0] == 0:
         return None
+    nan = _missing_mask(X, missing)
     if binarize is not None:
-        X = _binarize(X, binarize)
-    if non_negative and (X < 0).any():
+        X = (X > binarize).astype(np.float64)  # NaN > t is False; `nan` remembers them
+    elif nan is not None:
+        X = np.where(nan, 0.0, X)
+    if non_negative and X.min() < 0:
         r, c = np.argwhere(X < 0)[0]
         raise ValueError(
             f"{estimator} needs non-negative counts; X contains negative values (row block "
             f"{index}, e.g. {_show(X[r, c])} in column {c}). Negative values in data are not "
             "counts: use GaussianNB for real-valued features or BernoulliNB with a binarize "
             "threshold.")
-    classes, inverse, order, starts, counts = _class_segments(y, estimator, index)
-    nan = np.isnan(X)
-    has_nan = bool(nan.any())
-    Xs = (np.where(nan, 0.0, X) if has_nan else X)[order]
-    if w is None:
-        class_count = counts.astype(np.float64)
-        fc = np.add.reduceat(Xs, starts, axis=0)
-        miss = (np.add.reduceat(nan[order].astype(np.float64), starts, axis=0) if has_nan
-                else np.zeros((len(classes), X.shape[1])))
+    classes, inverse, counts = _labels(y, estimator, index)
+    L = len(classes)
+    wf = None if w is None else np.asarray(w, dtype=np.float64)
+    class_count = (counts.astype(np.float64) if wf is None else
+                   np.bincount(inverse, weights=wf, minlength=L))
+    if L <= _ONEHOT_CLASSES:
+        # scikit-learn's Y.T @ X with Y the (weighted) one-hot labels: one BLAS pass over X.
+        onehot = inverse == np.arange(L)[:, None]
+        Y = onehot.astype(np.float64) if wf is None else np.where(onehot, wf, 0.0)
+        fc = Y @ X
+        miss = None if nan is None else Y @ nan.astype(np.float64)
     else:
-        ws = np.asarray(w, dtype=np.float64)[order]
-        class_count = np.add.reduceat(ws, starts)
-        fc = np.add.reduceat(Xs * ws[:, None], starts, axis=0)
-        miss = (np.add.reduceat(nan[order] * ws[:, None], starts, axis=0) if has_nan
-                else np.zeros((len(classes), X.shape[1])))
+        order = _class_order(inverse, L)
+        seg = _Segments(counts)
+        ws = None if wf is None else wf[order]
+        fc = seg.sum(X.take(order, axis=0), ws)
+        miss = None if nan is None else seg.sum(nan[order].astype(np.float64), ws)
+    if miss is None:
+        miss = np.zeros((L, X.shape[1]))
     return {"classes": classes, "class_count": class_count, "feature_count": fc,
             "missing_count": miss}
 
@@ -418,7 +582,7 @@ def _categorical_block(index, X, y, w, kinds, missing, names, est):
     n = X.shape[0]
     if n == 0:
         return None
-    classes, inverse, _, _, _ = _class_segments(y, est, index)
+    classes, inverse, _ = _labels(y, est, index)
     L = len(classes)
     wf = None if w is None else np.asarray(w, dtype=np.float64)
     class_count = np.bincount(inverse, weights=wf, minlength=L).astype(np.float64)
@@ -785,7 +949,8 @@ class GaussianNB(_BaseNB):
     Per class and feature the weighted count, mean and variance (ddof=0) are reduced over the
     blocks with Chan's parallel formula (two-pass within each block), all classes together. As in
     scikit-learn, ``epsilon_ = var_smoothing * max_j Var(X[:, j])`` (unweighted variance of all of
-    X) is added to every variance.
+    X) is added to every variance; that variance is merged from the per-class statistics, not
+    computed in another pass.
 
     Parameters
     ----------
@@ -800,7 +965,9 @@ class GaussianNB(_BaseNB):
         of each feature); at predict time the factor of a missing feature is left out of the
         product (its log term is 0). If a class never has feature j observed, its theta_ is 0
         and its var_ is epsilon_, as for a class without samples in scikit-learn. Infinity is
-        always an error.
+        always an error. Fitting a block that does contain NaN is slower (about three times
+        the time of a block without, and two more block-sized temporaries: the zero-filled
+        values and the mask).
 
     Attributes
     ----------
@@ -861,7 +1028,7 @@ class GaussianNB(_BaseNB):
                              f"{vs!r}")
 
     def _reduce(self, blocks):
-        return blocks.map_reduce(_gaussian_block, type(self).__name__,
+        return blocks.map_reduce(_gaussian_block, type(self).__name__, self.missing,
                                  combine=_gaussian_combine, with_index=True)
 
     def _combine(self, parts):
@@ -958,7 +1125,8 @@ class _CountNB(_BaseDiscreteNB):
 
     def _reduce(self, blocks):
         return blocks.map_reduce(_count_block, self._binarize_at, self._non_negative,
-                                 type(self).__name__, combine=_count_combine, with_index=True)
+                                 type(self).__name__, self.missing, combine=_count_combine,
+                                 with_index=True)
 
     def _combine(self, parts):
         return _count_combine(parts)

@@ -459,6 +459,67 @@ def test_structural_input_errors(kind):
         Est().fit(X, np.array([1, "a"] * 120, dtype=object))
 
 
+# --------------------------------------------------------------------------------------------
+# Kernel strategies (one-hot products, grouped rows with a per-class loop, np.add.reduceat)
+# and label encodings
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n_classes", [1, 2, 20, 90])
+@pytest.mark.parametrize("kind", ["gaussian", "multinomial", "bernoulli"])
+def test_many_classes_match_sklearn(kind, n_classes):
+    rng = np.random.default_rng(n_classes)
+    X = make_data(kind, n=900, seed=n_classes)[0]
+    y = rng.integers(0, n_classes, len(X)) * 7 - 30  # sparse, negative labels
+    w = rng.uniform(0.2, 3.0, len(X))
+    Xd = da.from_array(X, chunks=(uneven(len(X), 3), X.shape[1]))
+    for sw in (None, w):
+        ours, ref = ours_and_ref(kind)
+        fitted_equal(ours.fit(Xd, y, sample_weight=sw), ref.fit(X, y, sample_weight=sw), kind)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "multinomial", "bernoulli"])
+def test_kernel_strategies_agree_with_missing_values(kind, monkeypatch):
+    rng = np.random.default_rng(5)
+    X = make_data(kind, n=500, seed=5)[0].astype(np.float64)
+    X[rng.uniform(size=X.shape) < 0.15] = np.nan
+    X[:, 0][rng.integers(0, 3, len(X)) == 0] = np.nan
+    y = rng.integers(0, 30, len(X))
+    w = rng.uniform(0.2, 3.0, len(X))
+    results = []
+    # one-hot products / grouped rows with a per-class loop / grouped rows with reduceat
+    for onehot, loop in ((100, 100), (0, 100), (0, 0)):
+        monkeypatch.setattr(nb, "_ONEHOT_CLASSES", onehot)
+        monkeypatch.setattr(nb, "_LOOP_CLASSES", loop)
+        for sw in (None, w):
+            est = ESTIMATORS[kind][0](**ESTIMATORS[kind][2], missing="ignore")
+            results.append(est.fit(da.from_array(X, chunks=170), y, sample_weight=sw))
+    for k, est in enumerate(results[2:], start=2):
+        fitted_equal(est, results[k % 2], kind)  # same weights, another strategy
+    if kind == "gaussian":  # against NumPy's nan-aware moments, unweighted
+        est = results[0]
+        for c in (0, 13):
+            rows = X[y == c]
+            np.testing.assert_allclose(est.theta_[c], np.nanmean(rows, axis=0), **TOL)
+            np.testing.assert_allclose(est.var_[c] - est.epsilon_, np.nanvar(rows, axis=0),
+                                       **TOL)
+        assert est.epsilon_ == pytest.approx(1e-9 * np.nanvar(X, axis=0).max(), rel=1e-12)
+
+
+@pytest.mark.parametrize("labels", [
+    np.array([True, False]), np.array([-3, 250], dtype=np.int16), np.array([7, 200], np.uint8),
+    np.array([-(2 ** 62), 2 ** 62]), np.array([2.0, -1.0]), np.array(["spam", "ham"]),
+    np.array(["b", "a"], dtype=object), np.array([2 ** 63 + 1, 5], dtype=np.uint64)])
+def test_label_encodings_match_sklearn(labels):
+    X, idx, _ = make_data("gaussian")
+    y = labels[idx % 2]
+    est = nb.GaussianNB().fit(da.from_array(X, chunks=70), y)
+    ref = skb.GaussianNB().fit(X, y)
+    if labels.dtype != object:  # object labels stay object (scikit-learn makes them str)
+        assert est.classes_.dtype == ref.classes_.dtype
+    fitted_equal(est, ref, "gaussian")
+    np.testing.assert_array_equal(est.predict(X), ref.predict(X))
+
+
 def test_single_feature_as_column_works():
     X, y, _ = make_data("gaussian")
     ours = nb.GaussianNB().fit(X[:, :1], y)
