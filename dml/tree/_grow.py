@@ -165,7 +165,7 @@ class _Tree:
         self.stats, self.impurity, self.depth = [], [], []
         self.bitsets = []
 
-    def add(self, stats, depth, criterion):
+    def add(self, stats, depth, criterion, impurity=None):
         self.left.append(-1)
         self.right.append(-1)
         self.feature.append(-2)
@@ -173,11 +173,25 @@ class _Tree:
         self.threshold.append(np.nan)
         self.mleft.append(False)
         self.cat_index.append(-1)
-        self.stats.append(np.asarray(stats, dtype=np.float64))
-        n = float(node_weight(stats, criterion))
-        self.impurity.append(float(weighted_impurity(stats, criterion)) / n if n > 0 else 0.0)
+        self.stats.append(stats)
+        if impurity is None:
+            n = float(node_weight(stats, criterion))
+            impurity = float(weighted_impurity(stats, criterion)) / n if n > 0 else 0.0
+        self.impurity.append(impurity)
         self.depth.append(depth)
         return len(self.left) - 1
+
+
+def _can_split_many(stats, depth, spec: GrowSpec):
+    """Vectorised: which nodes (rows of ``stats``) at ``depth`` may still be split."""
+    n = node_weight(stats, spec.criterion)
+    wi = weighted_impurity(stats, spec.criterion)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        imp = np.where(n > 0, wi / np.where(n > 0, n, 1.0), 0.0)
+    ok = (n >= spec.min_samples_split) & (n >= 2 * spec.min_samples_leaf) & (n > 0) & (imp > _EPS)
+    if spec.max_depth is not None:
+        ok &= np.asarray(depth) < spec.max_depth
+    return ok, imp
 
 
 def _can_split(stats, depth, spec: GrowSpec):
@@ -242,41 +256,52 @@ def _best_splits(H, tot, feat_sel, spec: GrowSpec, n_root):
         key = np.where(is_cat[..., None], key, np.arange(nb)[None, None, :])
         order = np.argsort(key, axis=2, kind="stable")
         Hb = np.take_along_axis(Hb, order[..., None], axis=2)
-    L = np.cumsum(Hb, axis=2)
-    T_ = tot[:, None, None, :]
-    parent = weighted_impurity(tot, crit)[:, None, None]
+    # Only non-empty bins are candidate thresholds (an empty bin repeats the previous split):
+    # deep nodes hold few rows, so this is far smaller than the dense (slot, feature, bin) grid.
+    s_i, k_i, b_i = np.nonzero(node_weight(Hb, crit) > 0)
+    vals = Hb[s_i, k_i, b_i]
+    seg = s_i * F + k_i
+    csum = np.cumsum(vals, axis=0)
+    first = np.r_[True, seg[1:] != seg[:-1]]
+    start = np.maximum.accumulate(np.where(first, np.arange(len(seg)), 0))
+    before = np.where((start > 0)[:, None], csum[np.maximum(start - 1, 0)], 0.0)
+    L = csum - before
+    T_ = tot[s_i]
+    parent = weighted_impurity(tot, crit)[s_i]
     msl = max(spec.min_samples_leaf, 0)
-    n_bins_f = spec.n_bins[feats]  # (S, F)
-    pos_ok = np.arange(nb)[None, None, :] < n_bins_f[..., None]
-    has_m = node_weight(M, crit) > 0  # (S, F)
+    Mv = M[s_i, k_i]
+    has_m = node_weight(Mv, crit) > 0
 
     def score(left):
         right = T_ - left
         nl, nr = node_weight(left, crit), node_weight(right, crit)
         g = parent - weighted_impurity(left, crit) - weighted_impurity(right, crit)
-        ok = (nl >= msl) & (nr >= msl) & (nl > 0) & (nr > 0) & pos_ok
-        return np.where(ok, g, -np.inf), nl, nr
+        ok = (nl >= msl) & (nr >= msl) & (nl > 0) & (nr > 0)
+        return np.where(ok, g, -np.inf)
 
-    g1, nl1, nr1 = score(L)                       # missing right
-    g2, nl2, nr2 = score(L + M[:, :, None, :])    # missing left
-    g2 = np.where(has_m[..., None], g2, -np.inf)
+    g1 = score(L)                            # missing right
+    g2 = np.where(has_m, score(L + Mv), -np.inf)  # missing left
     g = np.maximum(g1, g2)
-    flat = g.reshape(S, -1)
-    best = np.argmax(flat, axis=1)
-    gain = flat[np.arange(S), best]
-    k, p = np.unravel_index(best, (F, nb))
-    sl = np.arange(S)
-    a1, a2 = g1[sl, k, p], g2[sl, k, p]
-    Lkp = L[sl, k, p]
-    Mk = M[sl, k]
-    use_left = a2 > a1
-    tie = (a2 == a1) | ~has_m[sl, k]
-    left = np.where(use_left[:, None], Lkp + Mk, Lkp)
-    right = tot - left
-    # No information about the missing direction: the heavier child.
-    heavier_left = node_weight(Lkp, crit) >= node_weight(tot - Lkp - Mk, crit)
-    mleft = np.where(tie, heavier_left, use_left)
-    left = np.where(mleft[:, None], Lkp + Mk, Lkp)
+    gain = np.full(S, -np.inf)
+    k = np.zeros(S, dtype=np.int64)
+    p = np.zeros(S, dtype=np.int64)
+    mleft = np.zeros(S, dtype=bool)
+    left = np.zeros((S, C))
+    if len(g):
+        # Best candidate per slot; ties go to the first (lowest feature, then bin).
+        order_c = np.lexsort((np.arange(len(g)), -g, s_i))
+        first_c = np.r_[True, s_i[order_c][1:] != s_i[order_c][:-1]]
+        best = order_c[first_c]
+        sl = s_i[best]
+        gain[sl] = g[best]
+        k[sl], p[sl] = k_i[best], b_i[best]
+        use_left = g2[best] > g1[best]
+        tie = (g2[best] == g1[best]) | ~has_m[best]
+        Lb, Mb = L[best], Mv[best]
+        heavier_left = node_weight(Lb, crit) >= node_weight(tot[sl] - Lb - Mb, crit)
+        ml = np.where(tie, heavier_left, use_left)
+        mleft[sl] = ml
+        left[sl] = np.where(ml[:, None], Lb + Mb, Lb)
     right = tot - left
     valid = np.isfinite(gain) & (gain / n_root + _EPS >= spec.min_impurity_decrease)
     return valid, gain, k, p, mleft, left, right, order
@@ -357,8 +382,7 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
                 trees[t].impurity[0] = (float(weighted_impurity(tot[i], crit)) / w
                                         if w > 0 else 0.0)
         feat_sel = np.stack([feat_of[k] for k in keys])
-        splittable = np.array([_can_split(trees[t].stats[n], trees[t].depth[n], spec)
-                               for (t, n) in keys])
+        splittable, _ = _can_split_many(tot, [trees[t].depth[n] for (t, n) in keys], spec)
         new_split = np.zeros((n_trees, M), dtype=bool)
         next_pending = []
         idx = np.nonzero(splittable)[0]
@@ -368,13 +392,16 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
                                                                                      n_root)
             valid, gain, k, p, mleft, left, right, order = _best_splits(
                 H[sel], tot[sel], feat_sel[sel], spec, nroot)
-            for j, i in enumerate(sel):
-                if not valid[j]:
-                    continue
+            depth_sel = np.array([trees[keys[i][0]].depth[keys[i][1]] for i in sel]) + 1
+            l_ok, l_imp = _can_split_many(left, depth_sel, spec)
+            r_ok, r_imp = _can_split_many(right, depth_sel, spec)
+            wl, wr = node_weight(left, crit), node_weight(right, crit)
+            for j in np.nonzero(valid)[0]:
+                i = sel[j]
                 t, n = keys[i]
                 tr = trees[t]
                 f = int(feat_sel[i, k[j]])
-                dep = tr.depth[n]
+                dep = int(depth_sel[j])
                 tr.feature[n] = f
                 tr.mleft[n] = bool(mleft[j])
                 pos = int(p[j])
@@ -392,19 +419,16 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
                     e = spec.edges[f]
                     tr.threshold[n] = float(e[pos]) if pos < len(e) else np.inf
                 importances[t, f] += gain[j]
-                ln = tr.add(left[j], dep + 1, crit)
-                rn = tr.add(right[j], dep + 1, crit)
+                ln = tr.add(left[j], dep, crit, float(l_imp[j]))
+                rn = tr.add(right[j], dep, crit, float(r_imp[j]))
                 tr.left[n], tr.right[n] = ln, rn
                 new_split[t, n] = True
-                lo_ok = _can_split(left[j], dep + 1, spec)
-                ro_ok = _can_split(right[j], dep + 1, spec)
-                if lo_ok:
+                if l_ok[j]:
                     next_pending.append((t, ln))
-                if ro_ok:
+                if r_ok[j]:
                     next_pending.append((t, rn))
-                if subtract and lo_ok and ro_ok:
-                    small, big = ((ln, rn) if node_weight(left[j], crit)
-                                  <= node_weight(right[j], crit) else (rn, ln))
+                if subtract and l_ok[j] and r_ok[j]:
+                    small, big = (ln, rn) if wl[j] <= wr[j] else (rn, ln)
                     derived[(t, big)] = (hists[(t, n)], (t, small))
         pending = next_pending
         if pending or (need_assign and new_split.any()):

@@ -1,0 +1,145 @@
+"""dml.ensemble forests: accuracy against scikit-learn, bootstrap statistics, determinism across
+clusters and rounds, OOB score, importances, input types."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import Client, LocalCluster
+from sklearn.datasets import make_classification, make_regression
+from sklearn.ensemble import RandomForestClassifier as SKForest
+from sklearn.ensemble import RandomForestRegressor as SKForestReg
+from sklearn.model_selection import train_test_split
+
+from dml.ensemble import RandomForestClassifier, RandomForestRegressor
+from dml.tree._grow import boot_kernel
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _assert_same_nodes(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def _data(n=2500, d=12, seed=0):
+    X, y = make_classification(n_samples=n, n_features=d, n_informative=6, random_state=seed)
+    return train_test_split(X, y, test_size=0.3, random_state=0)
+
+
+def test_accuracy_within_one_point_of_sklearn():
+    X_tr, X_te, y_tr, y_te = _data(n=4000)
+    params = dict(n_estimators=40, max_depth=10, random_state=0)
+    ours = RandomForestClassifier(**params).fit(da.from_array(X_tr, chunks=(700, -1)), y_tr)
+    sk = SKForest(**params).fit(X_tr, y_tr)
+    acc, acc_sk = ours.score(X_te, y_te), sk.score(X_te, y_te)
+    assert acc >= acc_sk - 0.01, (acc, acc_sk)
+
+
+@pytest.mark.slow
+def test_adult_accuracy_within_one_point_of_sklearn():
+    adult = pd.read_csv(ROOT / "deploy/jobs/data/adult_sample.csv")
+    full = Path("/work/shared/data/adult/adult.csv")
+    if full.exists():
+        adult = pd.read_csv(full).sample(8000, random_state=0)
+    y = (adult.pop("income").str.strip().str.startswith(">")).astype(int).to_numpy()
+    cats = [c for c in adult.columns if not pd.api.types.is_numeric_dtype(adult[c])]
+    X_cat = adult.astype({c: "category" for c in cats})
+    X_codes = adult.copy()
+    for c in cats:  # scikit-learn needs numbers: ordinal codes
+        X_codes[c] = X_cat[c].cat.codes
+    idx_tr, idx_te = train_test_split(np.arange(len(y)), test_size=0.25, random_state=0)
+    params = dict(n_estimators=40, random_state=0, min_samples_leaf=2)
+    sk = SKForest(**params).fit(X_codes.iloc[idx_tr], y[idx_tr])
+    acc_sk = sk.score(X_codes.iloc[idx_te], y[idx_te])
+    ours = RandomForestClassifier(**params).fit(
+        dd.from_pandas(X_cat.iloc[idx_tr], npartitions=3, sort=False), y[idx_tr])
+    acc = ours.score(X_cat.iloc[idx_te], y[idx_te])
+    assert acc >= acc_sk - 0.01, (acc, acc_sk)
+
+
+def test_bootstrap_unique_fraction():
+    part = (np.zeros((5000, 1), dtype=np.uint8), None, None)
+    counts = boot_kernel(0, part, 123, np.arange(20))
+    frac = (counts > 0).mean(axis=0)
+    assert abs(frac.mean() - (1 - np.exp(-1))) < 0.01
+    # Every tree its own stream, the same whatever block of trees it is grown with.
+    again = boot_kernel(0, part, 123, np.arange(5, 8))
+    np.testing.assert_array_equal(again, counts[:, 5:8])
+
+
+def test_same_forest_on_both_clusters_and_in_rounds(client):
+    X_tr, _, y_tr, _ = _data(n=800)
+    params = dict(n_estimators=6, max_depth=5, random_state=3)
+    Xd, yd = da.from_array(X_tr, chunks=(150, -1)), da.from_array(y_tr, chunks=150)
+    ours = RandomForestClassifier(**params).fit(Xd, yd)
+    with __import__("dask").config.set(scheduler="sync"):
+        local = RandomForestClassifier(**params, trees_per_pass=4).fit(
+            da.from_array(X_tr, chunks=(150, -1)), da.from_array(y_tr, chunks=150))
+    _assert_same_nodes(ours.nodes_, local.nodes_)
+
+
+@pytest.mark.slow
+def test_same_forest_with_three_workers():
+    X_tr, _, y_tr, _ = _data(n=600)
+    params = dict(n_estimators=4, max_depth=4, random_state=1)
+    ref = RandomForestClassifier(**params).fit(da.from_array(X_tr, chunks=(100, -1)), y_tr)
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster):
+        est = RandomForestClassifier(**params).fit(da.from_array(X_tr, chunks=(100, -1)), y_tr)
+    _assert_same_nodes(est.nodes_, ref.nodes_)
+
+
+def test_oob_score_and_importances():
+    X_tr, X_te, y_tr, y_te = _data(n=1500)
+    est = RandomForestClassifier(n_estimators=25, max_depth=8, oob_score=True,
+                                 random_state=0).fit(X_tr, y_tr)
+    assert abs(est.oob_score_ - est.score(X_te, y_te)) < 0.05
+    fi = est.feature_importances_
+    assert fi.shape == (12,) and fi.sum() == pytest.approx(1.0)
+    sk = SKForest(n_estimators=25, max_depth=8, random_state=0).fit(X_tr, y_tr)
+    top = set(np.argsort(sk.feature_importances_)[-3:])
+    assert len(top & set(np.argsort(fi)[-4:])) >= 2
+
+
+def test_regressor_close_to_sklearn_and_dask_output():
+    X, y = make_regression(n_samples=1500, n_features=8, n_informative=5, noise=5.0,
+                           random_state=0)
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, random_state=0)
+    params = dict(n_estimators=20, max_depth=10, random_state=0)
+    ours = RandomForestRegressor(**params, oob_score=True).fit(X_tr, y_tr)
+    sk = SKForestReg(**params).fit(X_tr, y_tr)
+    assert ours.score(X_te, y_te) >= sk.score(X_te, y_te) - 0.03
+    assert 0.5 < ours.oob_score_ < 1.0
+    pred = ours.predict(da.from_array(X_te, chunks=(100, -1)))
+    assert isinstance(pred, da.Array)
+    np.testing.assert_allclose(pred.compute(), ours.predict(X_te))
+
+
+def test_proba_and_labels():
+    X_tr, X_te, y_tr, _ = _data(n=600)
+    labels = np.array(["no", "yes"], dtype=object)[y_tr]
+    est = RandomForestClassifier(n_estimators=5, max_depth=3, random_state=0).fit(X_tr, labels)
+    proba = est.predict_proba(X_te)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert set(est.predict(X_te)) <= {"no", "yes"}
+    pred = est.predict(da.from_array(X_te, chunks=(50, -1)))
+    assert isinstance(pred, da.Array)
+    np.testing.assert_array_equal(pred.compute(), est.predict(X_te))
+
+
+def test_bad_parameters():
+    X_tr, _, y_tr, _ = _data(n=200)
+    with pytest.raises(ValueError, match="n_estimators"):
+        RandomForestClassifier(n_estimators=0).fit(X_tr, y_tr)
+    with pytest.raises(ValueError, match="Out of bag"):
+        RandomForestClassifier(bootstrap=False, oob_score=True).fit(X_tr, y_tr)
+    with pytest.raises(ValueError, match="class_weight"):
+        RandomForestClassifier(class_weight={7: 2.0}).fit(X_tr, y_tr)
+    with pytest.raises(ValueError, match="single class"):
+        RandomForestClassifier().fit(X_tr, np.ones(len(y_tr)))
