@@ -292,6 +292,20 @@ def test_random_init_is_a_weighted_sample_without_replacement():
     assert sorted(rows[:, 0].astype(int) // 2) == [2, 5, 7, 11, 13]
 
 
+def test_top_rows_break_ties_by_row_whatever_the_blocks():
+    values = np.array([1.0, 3, 3, 2, 3, -np.inf, 5, 3, -np.inf, -np.inf])
+    np.testing.assert_array_equal(_lloyd.largest(values, 3), [6, 1, 2])
+    np.testing.assert_array_equal(_lloyd.largest(np.full(5, -np.inf), 2), [0, 1])
+    for m in range(len(values) + 1):
+        whole = _lloyd.largest(values, m)
+        for cut in (1, 3, 7):
+            # Per-block selections, merged: the same rows as on the whole vector.
+            picked = np.concatenate([_lloyd.largest(values[:cut], m),
+                                     _lloyd.largest(values[cut:], m) + cut])
+            merged = picked[np.lexsort((picked, -values[picked]))][:m]
+            np.testing.assert_array_equal(merged, whole)
+
+
 def test_row_uniforms_do_not_depend_on_the_block():
     u = _init.row_uniforms(123, 0, 1000)
     assert np.all(_init.row_uniforms(123, 250, 100) == u[250:350])

@@ -24,7 +24,7 @@ import numpy as np
 from dask import delayed
 
 from dml._blocks import block_rng, tree_reduce
-from dml.cluster._lloyd import chunk_rows
+from dml.cluster._lloyd import chunk_rows, largest
 
 __all__ = ["row_uniforms", "stream_key", "random_init", "kmeans_plusplus_init",
            "kmeans_parallel_candidates", "weighted_kmeans_plusplus"]
@@ -83,10 +83,7 @@ def _top_rows(part, d2, key: int, start: int, m: int):
     if d2 is not None:
         weight = d2 if wb is None else d2 * wb
     keys = _keys(row_uniforms(key, start, n), weight)
-    m = min(m, n)
-    top = np.argpartition(-keys, m - 1)[:m] if 0 < m < n else np.arange(m)
-    order = np.lexsort((top, -keys[top]))
-    top = top[order]
+    top = largest(keys, m)
     return {"key": keys[top], "row": top.astype(np.int64) + start, "x": xa[top, :-1].copy()}
 
 

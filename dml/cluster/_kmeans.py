@@ -488,7 +488,8 @@ default="k-means||"
         Lloyd iterations of the kept run.
     inertia_history_ : ndarray of shape (n_iter_,)
         Inertia of every assignment step of the kept run (centres at the start of the iteration
-        and the labels they induce); Lloyd's algorithm never increases it.
+        and the labels they induce); Lloyd's algorithm never increases it (up to round-off,
+        which float32 sums make visible).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when X had string column names.

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["prepare_block", "lloyd_block", "step_inertia", "final_block", "relocation_block",
-           "assign", "labels_of", "cluster_sums", "chunk_rows", "augmented_centres"]
+           "assign", "labels_of", "cluster_sums", "chunk_rows", "augmented_centres", "largest"]
 
 #: Bytes of the per-chunk working set the chunk length is derived from (about one L2 cache).
 CHUNK_BYTES = 512 * 1024
@@ -264,14 +264,29 @@ def relocation_block(index, xa, yb, wb, centres_list, n_far, offsets):
         if m == 0:
             out.append(_empty_candidates(x))
             continue
-        top = np.argpartition(-sq, m - 1)[:m] if m < len(sq) else np.arange(len(sq))
-        rows = top + start
-        order = np.lexsort((rows, -sq[top]))
-        top = top[order]
-        out.append({"dist": sq[top], "row": rows[order].astype(np.int64), "x": x[top].copy(),
+        top = largest(sq, m)
+        out.append({"dist": sq[top], "row": top.astype(np.int64) + start, "x": x[top].copy(),
                     "w": (np.ones(m) if wb is None else wb[top].astype(np.float64)),
                     "label": lab[top]})
     return out
+
+
+def largest(values: np.ndarray, m: int) -> np.ndarray:
+    """Indices of the ``m`` largest values, largest first, ties by lowest index.
+
+    Unlike a bare ``argpartition``, ties at the cut are resolved by index, so the selection
+    is the same however the rows are split into blocks (per-block selections merge exactly).
+    """
+    n = len(values)
+    m = min(int(m), n)
+    if m <= 0:
+        return np.empty(0, dtype=np.intp)
+    if m < n:
+        cut = np.partition(values, n - m)[n - m]
+        idx = np.flatnonzero(values >= cut)
+    else:
+        idx = np.arange(n)
+    return idx[np.lexsort((idx, -values[idx]))][:m]
 
 
 def _empty_candidates(x):

@@ -109,10 +109,11 @@ def _block_silhouette_sum(sums, part, classes, counts):
 def _top_sample(index, xb, yb, wb, key, m, offsets):
     from dml.cluster._init import row_uniforms
 
+    from dml.cluster._lloyd import largest
+
     start = int(offsets[index])
     u = row_uniforms(key, start, len(xb))
-    m = min(m, len(xb))
-    top = np.argpartition(u, m - 1)[:m] if 0 < m < len(xb) else np.arange(m)
+    top = largest(-u, m)
     return {"u": u[top], "row": top.astype(np.int64) + start, "x": np.asarray(xb)[top],
             "y": np.asarray(yb)[top]}
 
