@@ -64,6 +64,9 @@ job file (YAML); paths are relative to the job file's directory:
                                  #                    rmse, mae, r2 (regressors)
   scheduler: {address: tcp://scheduler:8786}   # optional; default: $DML_SCHEDULER_ADDRESS or an
                                                # embedded local cluster; --scheduler overrides
+  # scheduler:                   # a tls:// scheduler: CA, client certificate and key files
+  #   address: tls://scheduler:8786      # (--tls-ca-file/--tls-cert/--tls-key and
+  #   tls: {ca_file: ca.pem, cert: client.pem, key: client-key.pem}   # $DML_TLS_* override)
   output: models/adult_nb        # optional; default: ./dml-output/<name> (--output overrides)
 """
 
@@ -328,7 +331,9 @@ _DATA_FILE_FIELDS = ("path", "format", "options")
 _DATA_GEN_FIELDS = ("generator", "params")
 _GENERATORS = ("make_classification", "make_regression", "make_blobs", "make_counts")
 _FORMATS = ("csv", "tsv", "parquet")
-_SCHEDULER_FIELDS = ("address", "timeout", "n_workers", "threads_per_worker", "memory_limit")
+_SCHEDULER_FIELDS = ("address", "timeout", "n_workers", "threads_per_worker", "memory_limit",
+                     "tls")
+_TLS_FIELDS = ("ca_file", "cert", "key")
 _LOCAL_OPTIONS = ("n_workers", "threads_per_worker", "memory_limit")
 
 
@@ -628,6 +633,8 @@ def load_job(path, *, output: str | None = None) -> Job:
                                  or sch[k] < 1):
                     c.error(f"scheduler.{k}", f"expected a positive integer, got {_show(sch[k])}")
             job.scheduler = {k: v for k, v in sch.items() if k in _SCHEDULER_FIELDS}
+            if sch.get("tls") is not None:
+                job.scheduler["tls"] = _check_tls(c, sch["tls"], base)
 
     # ---- output ----
     if output is not None:
@@ -642,6 +649,17 @@ def load_job(path, *, output: str | None = None) -> Job:
     if c.errors:
         raise JobError(c.errors)
     return job
+
+
+def _check_tls(c: _Checker, tls, base: Path) -> dict:
+    """scheduler.tls: {ca_file, cert, key} paths, relative to the job file."""
+    tls = c.mapping(tls, "scheduler.tls") or {}
+    c.unknown_fields(tls, _TLS_FIELDS, "scheduler.tls.")
+    out = {}
+    for k in _TLS_FIELDS:
+        if k in tls and c.string(tls[k], f"scheduler.tls.{k}"):
+            out[k] = _resolve(tls[k], base)
+    return out
 
 
 def _check_generator(c: _Checker, data: dict, job: Job) -> None:
@@ -995,9 +1013,17 @@ def _connect(args, job_scheduler: dict | None = None, quiet: bool = False):
     local = {k: job_scheduler[k] for k in _LOCAL_OPTIONS if k in job_scheduler}
     if address:
         local = {}
+    # Each TLS file: flag > $DML_TLS_* > the job file's scheduler.tls.
+    tls = job_scheduler.get("tls") or {}
+    try:
+        security = runtime.tls_security(
+            **{k: getattr(args, f"tls_{k}", None) or os.environ.get(runtime.TLS_ENV[k])
+               or tls.get(k) for k in _TLS_FIELDS}, environ={}) if address else None
+    except (ValueError, OSError) as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
     previous = runtime.active_client()
     try:
-        client = runtime.connect(address, timeout=timeout, **local)
+        client = runtime.connect(address, timeout=timeout, security=security, **local)
     except ConnectionError as exc:
         raise CLIError(str(exc)) from None
     except OSError as exc:
@@ -1467,6 +1493,12 @@ def _parser() -> argparse.ArgumentParser:
                                 "job file's scheduler.address, or an embedded local cluster)")
     scheduler.add_argument("--timeout", metavar="SECONDS", type=float,
                            help="how long to wait for the scheduler (default 20)")
+    for k, what in (("ca_file", "CA certificate(s) that signed the scheduler's certificate"),
+                    ("cert", "client certificate (may contain the key too)"),
+                    ("key", "client private key")):
+        scheduler.add_argument(f"--tls-{k.replace('_', '-')}", dest=f"tls_{k}", metavar="FILE",
+                               help=f"TLS {what} for a tls:// scheduler (default: "
+                                    f"${'DML_TLS_' + k.upper()}, the job file's scheduler.tls)")
 
     p = argparse.ArgumentParser(
         prog="dml", description="Train, evaluate and apply dml models on a Dask cluster.")

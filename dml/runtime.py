@@ -11,12 +11,47 @@ import os
 
 from distributed import Client
 
-__all__ = ["connect", "default_local_options", "active_client", "ADDRESS_ENV"]
+__all__ = ["connect", "default_local_options", "active_client", "ADDRESS_ENV", "TLS_ENV",
+           "tls_security"]
 
 logger = logging.getLogger("dml")
 
 #: Environment variable naming the scheduler to connect to when no address is given.
 ADDRESS_ENV = "DML_SCHEDULER_ADDRESS"
+
+#: Environment variables holding the TLS files (CA bundle, client certificate, private key).
+TLS_ENV = {"ca_file": "DML_TLS_CA_FILE", "cert": "DML_TLS_CERT", "key": "DML_TLS_KEY"}
+
+
+def tls_security(ca_file: str | None = None, cert: str | None = None, key: str | None = None,
+                 *, environ=None):
+    """A ``distributed.Security`` for ``tls://`` schedulers, or ``None`` when no TLS is asked for.
+
+    Each of ``ca_file``, ``cert`` and ``key`` falls back to its ``$DML_TLS_*`` variable
+    (:data:`TLS_ENV`). ``cert`` may hold the key too (then ``key`` can be omitted). The CA is
+    required: without it the scheduler's certificate could not be verified.
+
+    Examples
+    --------
+    >>> tls_security(environ={}) is None
+    True
+    """
+    environ = os.environ if environ is None else environ
+    given = {"ca_file": ca_file, "cert": cert, "key": key}
+    files = {k: v or environ.get(TLS_ENV[k]) or None for k, v in given.items()}
+    if not any(files.values()):
+        return None
+    if not files["ca_file"] or not files["cert"]:
+        missing = [f"{k} (${TLS_ENV[k]})" for k in ("ca_file", "cert") if not files[k]]
+        raise ValueError(f"TLS needs a CA file and a client certificate; missing: "
+                         f"{', '.join(missing)}")
+    for k, path in files.items():
+        if path and not os.path.isfile(path):
+            raise FileNotFoundError(f"TLS {k} file not found: {path}")
+    from distributed.security import Security
+
+    return Security(tls_ca_file=files["ca_file"], tls_client_cert=files["cert"],
+                    tls_client_key=files["key"], require_encryption=True)
 
 
 def active_client() -> Client | None:
