@@ -7,3 +7,4 @@ from benchmarks.workloads import naive_bayes  # noqa: F401
 from benchmarks.workloads import kmeans  # noqa: F401
 from benchmarks.workloads import logistic  # noqa: F401
 from benchmarks.workloads import svm  # noqa: F401
+from benchmarks.workloads import forest  # noqa: F401
