@@ -153,10 +153,12 @@ register(Workload(
                                 note="`LogisticRegression(solver='lbfgs')`: scipy L-BFGS, one "
                                      "reduction per function evaluation"),
         "dml-sgd": proba_dask("dml.linear_model:LogisticRegression", solver="sgd",
+                              learning_rate="constant", average="auto", tol=1e-3,
                               random_state=0,
-                              note="`LogisticRegression(solver='sgd', random_state=0)`: "
-                                   "partition-parallel mini-batch Adam, one model average per "
-                                   "epoch"),
+                              note="`LogisticRegression(solver='sgd', learning_rate='constant', "
+                                   "average='auto', tol=1e-3, random_state=0)`: "
+                                   "partition-parallel mini-batch Adam (batch 256) with iterate "
+                                   "averaging, one model average per epoch"),
         "sklearn": proba_numpy("sklearn.linear_model:LogisticRegression"),
         "sklearn-sgd": proba_numpy("sklearn.linear_model:SGDClassifier", loss="log_loss",
                                    random_state=0),

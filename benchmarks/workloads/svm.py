@@ -25,9 +25,10 @@ register(Workload(
         "dml-sqhinge": on_dask("dml.linear_model:LinearSVC",
                                note="`LinearSVC()` (squared hinge, exact Newton)"),
         "dml-sgd": on_dask("dml.linear_model:SGDClassifier", loss="hinge", average=True,
-                           random_state=0,
-                           note="`SGDClassifier(loss='hinge', average=True, random_state=0)`: "
-                                "partition-parallel mini-batch SGD"),
+                           batch_size=256, max_iter=10, tol=None, random_state=0,
+                           note="`SGDClassifier(loss='hinge', average=True, batch_size=256, "
+                                "max_iter=10, tol=None, random_state=0)`: 10 epochs of "
+                                "partition-parallel mini-batch SGD (Pegasos step 1/(α t))"),
         "sklearn": on_numpy("sklearn.svm:LinearSVC",
                             note="`sklearn.svm.LinearSVC()` (squared hinge, C=1, liblinear) on "
                                  "NumPy in the client process"),
