@@ -1,0 +1,177 @@
+"""Grid and randomized hyper-parameter search with every (candidate, fold) fit run concurrently.
+
+``GridSearchCV`` / ``RandomizedSearchCV`` take scikit-learn's parameters and produce
+scikit-learn's attributes (``cv_results_`` with the same keys and layout, ``best_index_``,
+``best_params_``, ``best_score_``, ``best_estimator_``, ``refit_time_``, ``scorer_``,
+``n_splits_``, ``multimetric_``), laid out by scikit-learn's own formatting code. What differs is
+how the fits run (see :mod:`dml.model_selection._validation`): all of them at once on the Dask
+cluster, as tasks on scattered data for scikit-learn estimators, as concurrent driver loops for
+dml estimators and Dask data. ``n_jobs`` bounds the number of fits in flight on the client-thread
+path (default: all, up to 64); ``verbose > 0`` prints progress.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from sklearn import model_selection as _skms
+from sklearn.base import clone, is_classifier
+
+from dml._blocks import is_dask
+from dml.model_selection._split import check_cv
+from dml.model_selection._validation import check_scoring, run_fits, uses_dask_path
+
+__all__ = ["GridSearchCV", "RandomizedSearchCV"]
+
+
+class _SearchMixin:
+    """``fit`` of a search: splits once, runs all fits concurrently, formats as scikit-learn."""
+
+    def fit(self, X, y=None, **params):
+        """Run fit with all sets of parameters, then refit the best on all of X (``refit``).
+
+        Parameters
+        ----------
+        X : ndarray, DataFrame, dask.array.Array or dask.dataframe.DataFrame
+        y : array-like, Dask array/Series or None
+        **params
+            Passed to the estimator's ``fit``; row-aligned arrays are split with X.
+
+        Returns
+        -------
+        self
+        """
+        if isinstance(y, str):
+            raise TypeError(f"{type(self).__name__}.fit: pass y as an array; a column name "
+                            "cannot be split with X")
+        if self.refit is not False and not (isinstance(self.refit, str) or callable(self.refit)
+                                            or self.refit is True):
+            raise ValueError(f"refit must be True, False, a scorer name or a callable, got "
+                             f"{self.refit!r}")
+        dask_path = uses_dask_path(self.estimator, X, y)
+        scorers, multimetric = check_scoring(self.estimator, self.scoring, dask_path=dask_path)
+        if multimetric:
+            self._check_refit_for_multimetric(scorers)
+            refit_metric = self.refit if isinstance(self.refit, str) else None
+        else:
+            refit_metric = "score"
+        cv = check_cv(self.cv, y, classifier=is_classifier(self.estimator))
+        splits = list(cv.split(X, y))
+        self.n_splits_ = len(splits)
+        base = clone(self.estimator)
+        all_params, all_out = [], []
+        results = {}
+
+        def evaluate_candidates(candidate_params, cv=None, more_results=None, **_):
+            nonlocal results
+            candidate_params = list(candidate_params)
+            if self.verbose > 0:
+                print(f"Fitting {len(splits)} folds for each of {len(candidate_params)} "
+                      f"candidates, totalling {len(splits) * len(candidate_params)} fits")
+            out = run_fits(base, candidate_params, X, y, splits, scorers, fit_params=params,
+                           return_train_score=self.return_train_score,
+                           error_score=self.error_score, n_jobs=self.n_jobs,
+                           persist_folds=getattr(self, "persist_folds", True),
+                           verbose=self.verbose)
+            if not out:
+                raise ValueError("No fits were performed. Was the CV iterator empty? Were "
+                                 "there no candidates?")
+            if not multimetric:
+                for r in out:
+                    r["test_scores"] = r["test_scores"]["score"]
+                    if self.return_train_score:
+                        r["train_scores"] = r["train_scores"]["score"]
+            all_params.extend(candidate_params)
+            all_out.extend(out)
+            results = self._format_results(all_params, len(splits), all_out)
+            return results
+
+        evaluate_candidates(self._candidates())
+        self.multimetric_ = multimetric
+        if self.refit or not multimetric:
+            self.best_index_ = self._select_best_index(self.refit, refit_metric, results)
+            if not callable(self.refit):
+                self.best_score_ = results[f"mean_test_{refit_metric}"][self.best_index_]
+            self.best_params_ = results["params"][self.best_index_]
+        if self.refit:
+            self.best_estimator_ = clone(base).set_params(**clone(self.best_params_, safe=False))
+            start = time.time()
+            if y is not None:
+                self.best_estimator_.fit(X, y, **params)
+            else:
+                self.best_estimator_.fit(X, **params)
+            self.refit_time_ = time.time() - start
+            if hasattr(self.best_estimator_, "feature_names_in_"):
+                self.feature_names_in_ = self.best_estimator_.feature_names_in_
+        self.scorer_ = scorers if multimetric else scorers["score"]
+        self.cv_results_ = results
+        return self
+
+    def score(self, X, y=None, **params):
+        """Score of the refitted best estimator with the search's (refit) scorer."""
+        if not hasattr(self, "cv_results_"):
+            from sklearn.exceptions import NotFittedError
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet. Call "
+                                 "'fit' with appropriate arguments before using this estimator.")
+        if not self.refit:
+            raise AttributeError("score is available only with refit=True")
+        scorer = self.scorer_[self.refit] if self.multimetric_ else self.scorer_
+        return scorer(self.best_estimator_, X, y, **params)
+
+    def _check_refit_for_multimetric(self, scores):
+        if self.refit is not False and not callable(self.refit) and (
+                not isinstance(self.refit, str) or self.refit not in scores):
+            raise ValueError(
+                "For multi-metric scoring, the parameter refit must be set to a scorer key or a "
+                f"callable to refit an estimator with the best parameter setting on the whole "
+                f"data and make the best_* attributes available for that metric. If this is "
+                f"not needed, refit should be set to False explicitly. {self.refit!r} was "
+                "passed.")
+
+    def __sklearn_tags__(self):
+        return super().__sklearn_tags__()
+
+
+class GridSearchCV(_SearchMixin, _skms.GridSearchCV):
+    """Exhaustive search over a parameter grid, all (candidate, fold) fits concurrent.
+
+    scikit-learn's ``GridSearchCV`` (same parameters and attributes) whose fits run on the
+    current Dask cluster: see the module documentation. Given the same splits (the default ``cv``
+    follows scikit-learn's rule), ``cv_results_`` scores, ``best_params_`` and the refitted
+    model equal scikit-learn's for deterministic estimators.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.linear_model import Ridge
+    >>> X = np.random.default_rng(0).normal(size=(60, 3)); y = X @ [1.0, -2.0, 0.5]
+    >>> search = GridSearchCV(Ridge(), {"alpha": [0.1, 10.0, 1000.0]}, cv=3).fit(X, y)
+    >>> search.best_params_, search.cv_results_["rank_test_score"].tolist()
+    ({'alpha': 0.1}, [1, 2, 3])
+    """
+
+    def _candidates(self):
+        return list(_skms.ParameterGrid(self.param_grid))
+
+
+class RandomizedSearchCV(_SearchMixin, _skms.RandomizedSearchCV):
+    """Randomized search over parameter distributions, all (candidate, fold) fits concurrent.
+
+    scikit-learn's ``RandomizedSearchCV``: the ``n_iter`` candidates are drawn on the client with
+    scikit-learn's ``ParameterSampler(random_state=random_state)`` (the same candidates as
+    scikit-learn), then fitted as :class:`GridSearchCV` fits them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.naive_bayes import GaussianNB
+    >>> X = np.random.default_rng(0).normal(size=(40, 2)); y = (X[:, 0] > 0).astype(int)
+    >>> s = RandomizedSearchCV(GaussianNB(), {"var_smoothing": [1e-9, 1e-3, 1e-1]}, n_iter=2,
+    ...                        cv=2, random_state=0).fit(X, y)
+    >>> len(s.cv_results_["params"])
+    2
+    """
+
+    def _candidates(self):
+        return list(_skms.ParameterSampler(self.param_distributions, self.n_iter,
+                                           random_state=self.random_state))

@@ -1,0 +1,240 @@
+"""Cross-validation splitters and ``train_test_split`` for local and Dask collections (SPEC §8).
+
+Folds are defined by **global row positions**, exactly as scikit-learn defines them: the splitters
+below are scikit-learn's ``KFold``, ``StratifiedKFold`` and ``ShuffleSplit`` (same parameters, same
+random draws), fed with the number of rows of a Dask collection instead of the collection itself.
+The train/test indices are therefore identical to scikit-learn's on the same rows, whatever the
+partitioning of the data or the number of workers (partition-independent and deterministic for an
+integer ``random_state``).
+
+What reaches the client: the row count (from known chunk sizes, else one ``len`` per partition)
+and, for ``StratifiedKFold`` and ``train_test_split(stratify=...)``, the label vector ``y`` (one
+value per row, as scikit-learn's algorithm needs every row's class); X is never gathered. The
+index arrays themselves are O(n) integers on the client, as in scikit-learn. Selecting the rows
+of a Dask collection (:func:`take_rows`) is lazy and keeps the source's partitions: each block
+keeps the selected rows of the matching source block.
+"""
+from __future__ import annotations
+
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+from dask import delayed
+from sklearn import model_selection as _skms
+from sklearn.utils import _safe_indexing
+
+from dml._blocks import _compute_lengths, _known_rows, is_dask
+
+__all__ = ["KFold", "StratifiedKFold", "ShuffleSplit", "train_test_split", "check_cv",
+           "take_rows", "n_rows"]
+
+
+def n_rows(X) -> int:
+    """Number of rows of a local or Dask collection (no data gathered)."""
+    if isinstance(X, da.Array):
+        if not any(np.isnan(c) for c in X.chunks[0]):
+            return int(X.shape[0])
+        return int(_compute_lengths(X)[0].sum())
+    if isinstance(X, (dd.DataFrame, dd.Series)):
+        return int(_compute_lengths(X)[0].sum())
+    if hasattr(X, "shape"):
+        return int(X.shape[0])
+    return len(X)
+
+
+def _local_labels(y):
+    """y as a NumPy vector: only the labels (one value per row) come to the client."""
+    if y is None:
+        return None
+    if is_dask(y):
+        y = y.compute()
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.ravel()
+    return y
+
+
+def _placeholder(X, y):
+    """A zero-width stand-in of X with X's row count, for scikit-learn's split logic."""
+    if X is None:
+        return None
+    return np.empty((n_rows(X), 0))
+
+
+class _DaskSplitMixin:
+    """``split`` accepts Dask collections: scikit-learn's indices from the row count (and y)."""
+
+    _needs_y = False
+
+    def split(self, X, y=None, groups=None):
+        """Generate (train, test) row indices; NumPy integer arrays equal to scikit-learn's."""
+        if is_dask(X) or is_dask(y):
+            X = _placeholder(X, y)
+            y = _local_labels(y) if self._needs_y else None
+        if isinstance(y, str):
+            raise TypeError(f"{type(self).__name__}.split: pass y as an array, not a column "
+                            "name; select the column first, e.g. df[name]")
+        return super().split(X, y, groups)
+
+
+class KFold(_DaskSplitMixin, _skms.KFold):
+    """K-fold splitter: scikit-learn's ``KFold`` on local and Dask collections.
+
+    Fold ``i`` is a contiguous range of global row positions (after one permutation of all rows
+    when ``shuffle=True``); fold sizes differ by at most one. The indices equal scikit-learn's
+    for the same ``n_splits``, ``shuffle`` and ``random_state``, whatever the partitioning.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> [test.tolist() for _, test in KFold(3).split(np.zeros((7, 2)))]
+    [[0, 1, 2], [3, 4], [5, 6]]
+    """
+
+
+class StratifiedKFold(_DaskSplitMixin, _skms.StratifiedKFold):
+    """Stratified k-fold: scikit-learn's ``StratifiedKFold`` on local and Dask collections.
+
+    Each class is dealt over the folds as scikit-learn does, so per-fold class counts differ by at
+    most one. For Dask input the label vector y is brought to the client (X never is).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> y = np.array([0, 0, 0, 1, 1, 1])
+    >>> [y[test].tolist() for _, test in StratifiedKFold(3).split(np.zeros((6, 1)), y)]
+    [[0, 1], [0, 1], [0, 1]]
+    """
+
+    _needs_y = True
+
+
+class ShuffleSplit(_DaskSplitMixin, _skms.ShuffleSplit):
+    """Random permutation splits: scikit-learn's ``ShuffleSplit`` on local and Dask collections.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> train, test = next(ShuffleSplit(1, test_size=2, random_state=0).split(np.zeros((6, 1))))
+    >>> len(train), len(test)
+    (4, 2)
+    """
+
+
+def check_cv(cv=5, y=None, *, classifier: bool = False):
+    """Turn ``cv`` (int, splitter, iterable of splits) into a splitter, as scikit-learn does.
+
+    An int gives :class:`StratifiedKFold` for classifiers with a binary/multiclass y, else
+    :class:`KFold` (scikit-learn's rule). Other splitters and iterables are used as given.
+    """
+    if cv is None:
+        cv = 5
+    if isinstance(cv, (int, np.integer)):
+        if classifier and y is not None:
+            from sklearn.utils.multiclass import type_of_target
+
+            labels = _local_labels(y)
+            if type_of_target(labels) in ("binary", "multiclass"):
+                return StratifiedKFold(int(cv))
+        return KFold(int(cv))
+    if hasattr(cv, "split") and hasattr(cv, "get_n_splits"):
+        return cv
+    return _skms.check_cv(cv, None, classifier=classifier)
+
+
+# --------------------------------------------------------------------------------------------
+# Row selection
+# --------------------------------------------------------------------------------------------
+
+def _iloc(part, idx):
+    if isinstance(part, (pd.DataFrame, pd.Series)):
+        return part.iloc[idx]
+    return part[idx]
+
+
+def take_rows(X, indices):
+    """Rows ``indices`` of X: NumPy/pandas as scikit-learn's ``_safe_indexing``; Dask lazily.
+
+    For Dask input the indices are sorted (rows keep their original order) and every output
+    block holds the selected rows of one source block, so the partitioning follows the source.
+    """
+    if X is None or isinstance(X, str):
+        return X
+    if not is_dask(X):
+        return _safe_indexing(X, indices)
+    idx = np.sort(np.asarray(indices, dtype=np.int64))
+    if isinstance(X, da.Array):
+        if any(np.isnan(c) for c in X.chunks[0]):
+            X = _known_rows(X, _compute_lengths(X)[0])
+        lengths = np.asarray(X.chunks[0], dtype=np.int64)
+    else:
+        lengths = _compute_lengths(X)[0]
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    cuts = np.searchsorted(idx, bounds)
+    local = [idx[cuts[i]:cuts[i + 1]] - bounds[i] for i in range(len(lengths))]
+    if isinstance(X, da.Array):
+        parts = X.to_delayed(optimize_graph=False)
+        parts = parts[(slice(None),) + (0,) * (X.ndim - 1)] if X.ndim > 1 else parts
+        tail = X.shape[1:]
+        if X.ndim > 1 and len(X.chunks[1]) > 1:
+            X = X.rechunk({i: -1 for i in range(1, X.ndim)})
+            parts = X.to_delayed(optimize_graph=False)[(slice(None),) + (0,) * (X.ndim - 1)]
+        pieces = [da.from_delayed(delayed(_iloc, pure=True)(p, li), shape=(len(li), *tail),
+                                  dtype=X.dtype, meta=X._meta)
+                  for p, li in zip(parts, local)]
+        return da.concatenate(pieces, axis=0) if len(pieces) > 1 else pieces[0]
+    parts = X.to_delayed(optimize_graph=False)
+    return dd.from_delayed([delayed(_iloc, pure=True)(p, li) for p, li in zip(parts, local)],
+                           meta=X._meta, verify_meta=False)
+
+
+def train_test_split(*arrays, test_size=None, train_size=None, random_state=None,
+                     shuffle=True, stratify=None):
+    """Split arrays into random train and test subsets: scikit-learn's rule, Dask-aware.
+
+    The row indices are scikit-learn's (``ShuffleSplit``/``StratifiedShuffleSplit`` with the
+    same ``test_size``, ``train_size`` and ``random_state``; default test size 0.25), so the
+    split equals ``sklearn.model_selection.train_test_split`` and does not depend on the
+    partitioning. Dask inputs give lazy Dask outputs that keep the source's partitions (rows in
+    their original order; scikit-learn returns them in shuffled order). ``stratify`` (labels) is
+    brought to the client when it is a Dask collection; X never is.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, y = np.arange(20).reshape(10, 2), np.arange(10)
+    >>> X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, random_state=0)
+    >>> y_test.tolist()
+    [2, 8, 4]
+    """
+    if not arrays:
+        raise ValueError("At least one array required as input")
+    n = n_rows(arrays[0])
+    for a in arrays[1:]:
+        if a is not None and n_rows(a) != n:
+            raise ValueError(f"Found input variables with inconsistent numbers of samples: "
+                             f"[{n}, {n_rows(a)}]")
+    if not shuffle:
+        if stratify is not None:
+            raise ValueError("Stratified train/test split is not implemented for shuffle=False")
+        from sklearn.model_selection._split import _validate_shuffle_split
+
+        n_train, n_test = _validate_shuffle_split(n, test_size, train_size, default_test_size=0.25)
+        train, test = np.arange(n_train), np.arange(n_train, n_train + n_test)
+    else:
+        if test_size is None and train_size is None:
+            test_size = 0.25
+        if stratify is not None:
+            labels = _local_labels(stratify)
+            splitter = _skms.StratifiedShuffleSplit(test_size=test_size, train_size=train_size,
+                                                    random_state=random_state)
+            train, test = next(splitter.split(np.empty((n, 0)), labels))
+        else:
+            splitter = _skms.ShuffleSplit(test_size=test_size, train_size=train_size,
+                                          random_state=random_state)
+            train, test = next(splitter.split(np.empty((n, 0))))
+    out = []
+    for a in arrays:
+        out.extend([take_rows(a, train), take_rows(a, test)])
+    return out

@@ -1,0 +1,566 @@
+"""Fitting and scoring (candidate, fold) pairs concurrently on the cluster; cross-validation.
+
+Two ways to run a batch of fits, chosen per search (:func:`run_fits`):
+
+* **Tasks** (scikit-learn estimators and pipelines on in-memory data, with a distributed client):
+  X and y are scattered to every worker once (``broadcast=True``) together with the fold
+  indices; each (candidate, fold) fit is one ``client.submit`` task. For a ``Pipeline``, the
+  steps before the final one are fitted once per (fold, prefix parameters) in a task of their
+  own; the candidates that differ only in the final step's parameters start from that task's
+  fitted prefix and transformed training rows.
+* **Client threads** (dml estimators, or any Dask input): each fit is a driver loop that calls
+  ``compute`` several times, so every (candidate, fold) fit runs in its own client thread against
+  the same client; their graphs reach the scheduler together and their tasks interleave on the
+  workers. Local input is first put on the workers once as a persisted Dask array. The rows of
+  each fold are selected lazily (:func:`dml.model_selection.take_rows`) and, with
+  ``persist_folds=True``, persisted once and shared by all candidates.
+
+Without a distributed client the fits run one after another in this process (dml estimators then
+use Dask's threaded scheduler). Results are collected in (candidate, fold) order and every fit
+only depends on its data, parameters and ``random_state``, so they do not depend on the number
+of workers or on which fit finished first.
+"""
+from __future__ import annotations
+
+import numbers
+import sys
+import time
+import traceback
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from itertools import product
+
+import dask
+import dask.array as da
+import numpy as np
+import pandas as pd
+from sklearn.base import clone, is_classifier
+from sklearn.exceptions import FitFailedWarning
+from sklearn.pipeline import Pipeline
+
+from dml._blocks import is_dask
+from dml.model_selection._split import check_cv, n_rows, take_rows
+
+__all__ = ["cross_validate", "cross_val_score", "get_scorer", "check_scoring", "run_fits"]
+
+
+# --------------------------------------------------------------------------------------------
+# Scorers
+# --------------------------------------------------------------------------------------------
+
+class _Scorer:
+    """``scorer(estimator, X, y)`` from a dml metric: predictions stay lazy for Dask input."""
+
+    def __init__(self, name, metric, sign=1, response="predict", **kwargs):
+        self.name, self.metric, self.sign, self.response = name, metric, sign, response
+        self.kwargs = kwargs
+
+    def __call__(self, estimator, X, y, sample_weight=None):
+        if self.response == "predict":
+            pred = estimator.predict(X)
+        elif self.response == "proba":
+            pred = estimator.predict_proba(X)
+        else:  # "score": the positive-class score for a binary AUC
+            if hasattr(estimator, "decision_function"):
+                pred = estimator.decision_function(X)
+            else:
+                pred = estimator.predict_proba(X)
+                pred = pred[:, 1] if pred.ndim == 2 and pred.shape[1] == 2 else pred
+        kw = dict(self.kwargs)
+        if sample_weight is not None:
+            kw["sample_weight"] = sample_weight
+        if self.response == "proba" and hasattr(estimator, "classes_"):
+            kw.setdefault("labels", estimator.classes_)
+        return self.sign * float(self.metric(y, pred, **kw))
+
+    def __repr__(self):
+        return f"make_scorer({self.name})"
+
+
+def _scorers():
+    from dml import metrics as m
+
+    table = {
+        "accuracy": (m.accuracy_score, 1, "predict", {}),
+        "neg_log_loss": (m.log_loss, -1, "proba", {}),
+        "roc_auc": (m.roc_auc_score, 1, "score", {}),
+        "r2": (m.r2_score, 1, "predict", {}),
+        "neg_mean_squared_error": (m.mean_squared_error, -1, "predict", {}),
+        "neg_root_mean_squared_error": (m.root_mean_squared_error, -1, "predict", {}),
+        "neg_mean_absolute_error": (m.mean_absolute_error, -1, "predict", {}),
+    }
+    for base, fn in (("f1", m.f1_score), ("precision", m.precision_score),
+                     ("recall", m.recall_score)):
+        table[base] = (fn, 1, "predict", {})
+        for avg in ("macro", "micro", "weighted"):
+            table[f"{base}_{avg}"] = (fn, 1, "predict", {"average": avg})
+    return table
+
+
+def get_scorer(scoring):
+    """A scorer computed with :mod:`dml.metrics` (blockwise for Dask input) from its name.
+
+    Names are scikit-learn's: ``accuracy``, ``neg_log_loss``, ``roc_auc``, ``f1`` /
+    ``precision`` / ``recall`` (and their ``_macro``/``_micro``/``_weighted`` forms), ``r2``,
+    ``neg_mean_squared_error``, ``neg_root_mean_squared_error``, ``neg_mean_absolute_error``.
+    Callables ``scorer(estimator, X, y)`` are returned as they are.
+
+    Examples
+    --------
+    >>> get_scorer("accuracy")
+    make_scorer(accuracy)
+    """
+    if callable(scoring):
+        return scoring
+    table = _scorers()
+    if scoring not in table:
+        raise ValueError(f"scoring {scoring!r} is not supported for dml estimators; use one of "
+                         f"{sorted(table)} or a callable scorer(estimator, X, y)")
+    fn, sign, response, kw = table[scoring]
+    return _Scorer(scoring, fn, sign, response, **kw)
+
+
+def check_scoring(estimator, scoring, *, dask_path: bool):
+    """``(scorers, multimetric)``: a dict name → scorer, or ``{"score": scorer}``.
+
+    On the task path (scikit-learn estimators, local data) scikit-learn's own scorers are used;
+    on the client-thread path dml's blockwise scorers. ``None`` means the estimator's ``score``
+    (accuracy for classifiers and R² for regressors on the client-thread path, computed by
+    :mod:`dml.metrics` so Dask predictions are never gathered).
+    """
+    if dask_path:
+        if scoring is None:
+            scoring = "accuracy" if is_classifier(estimator) else "r2"
+        make = get_scorer
+    else:
+        from sklearn.metrics import check_scoring as sk_check
+        from sklearn.metrics import get_scorer as sk_get
+
+        if scoring is None or callable(scoring):
+            return {"score": sk_check(estimator, scoring=scoring)}, False
+        make = sk_get
+    if isinstance(scoring, str) or callable(scoring):
+        return {"score": make(scoring)}, False
+    if isinstance(scoring, (list, tuple, set)):
+        names = list(scoring)
+        if not names or len(set(names)) != len(names) or not all(isinstance(s, str) for s in names):
+            raise ValueError("scoring as a list must hold distinct scorer names, e.g. "
+                             "['accuracy', 'neg_log_loss']")
+        return {s: make(s) for s in names}, True
+    if isinstance(scoring, dict):
+        if not scoring:
+            raise ValueError("scoring as a dict must not be empty")
+        return {k: make(v) for k, v in scoring.items()}, True
+    raise ValueError(f"scoring must be a string, a callable, a list of names or a dict, got "
+                     f"{type(scoring).__name__}")
+
+
+# --------------------------------------------------------------------------------------------
+# One fit
+# --------------------------------------------------------------------------------------------
+
+def _score(scorers, estimator, X, y, error_score):
+    out = {}
+    for name, scorer in scorers.items():
+        try:
+            value = scorer(estimator, X, y) if y is not None else scorer(estimator, X)
+            if isinstance(value, dict):
+                raise ValueError("a scorer returning a dict is not supported; pass a dict of "
+                                 "scorers as scoring instead")
+            out[name] = float(value)
+        except Exception:
+            if error_score == "raise":
+                raise
+            warnings.warn(f"Scoring failed. The score on this train-test partition for these "
+                          f"parameters will be set to {error_score}. Details:\n"
+                          f"{traceback.format_exc()}", UserWarning)
+            out[name] = error_score
+    return out
+
+
+def _fit_and_score(estimator, X, y, train, test, scorers, fit_params, return_train_score,
+                   error_score, return_estimator=False, prefix=None):
+    """Fit on the train rows, score on the test rows; a dict as scikit-learn's ``_fit_and_score``.
+
+    ``prefix`` = (fitted pipeline prefix steps, transformed training X) skips refitting the
+    shared pipeline steps: only the final step is fitted, on the transformed rows.
+    """
+    X_train, y_train = take_rows(X, train), take_rows(y, train)
+    X_test, y_test = take_rows(X, test), take_rows(y, test)
+    fit_params = {k: take_rows(v, train) if _is_row_param(v, X) else v
+                  for k, v in (fit_params or {}).items()}
+    result = {"fit_error": None, "n_test_samples": len(test)}
+    start = time.time()
+    try:
+        if prefix is not None:
+            steps, Xt = prefix
+            final_name, final = estimator.steps[-1]
+            if final not in (None, "passthrough"):
+                final.fit(Xt, y_train, **fit_params)
+            estimator = Pipeline(list(steps) + [(final_name, final)])
+        elif y_train is None:
+            estimator.fit(X_train, **fit_params)
+        else:
+            estimator.fit(X_train, y_train, **fit_params)
+    except Exception:
+        result["fit_time"] = time.time() - start
+        result["score_time"] = 0.0
+        if error_score == "raise":
+            raise
+        result["fit_error"] = traceback.format_exc()
+        nan = {name: error_score for name in scorers}
+        result["test_scores"] = nan
+        if return_train_score:
+            result["train_scores"] = dict(nan)
+    else:
+        result["fit_time"] = time.time() - start
+        start = time.time()
+        result["test_scores"] = _score(scorers, estimator, X_test, y_test, error_score)
+        result["score_time"] = time.time() - start
+        if return_train_score:
+            result["train_scores"] = _score(scorers, estimator, X_train, y_train, error_score)
+    if return_estimator:
+        result["estimator"] = estimator
+    return result
+
+
+def _is_row_param(v, X) -> bool:
+    if isinstance(v, str) or v is None or np.isscalar(v):
+        return False
+    try:
+        return n_rows(v) == n_rows(X)
+    except Exception:
+        return False
+
+
+# ---- task path: scattered data, one task per fit, pipeline prefixes shared ----
+
+def _task_fit_and_score(estimator, params, X, y, splits, fold, scorers, fit_params,
+                        return_train_score, error_score, return_estimator, prefix=None):
+    train, test = splits[fold]
+    est = clone(estimator).set_params(**clone(params, safe=False))
+    return _fit_and_score(est, X, y, train, test, scorers, fit_params, return_train_score,
+                          error_score, return_estimator, prefix)
+
+
+def _task_fit_prefix(pipeline, params, X, y, splits, fold):
+    """Fit every step but the last on the fold's training rows (once for several candidates)."""
+    train, _ = splits[fold]
+    pipe = clone(pipeline).set_params(**clone(params, safe=False))
+    X_train, y_train = take_rows(X, train), take_rows(y, train)
+    try:
+        Xt = X_train
+        steps = []
+        for name, step in pipe.steps[:-1]:
+            if step in (None, "passthrough"):
+                steps.append((name, step))
+                continue
+            Xt = step.fit_transform(Xt, y_train) if y_train is not None else step.fit_transform(Xt)
+            steps.append((name, step))
+        return steps, Xt
+    except Exception:
+        return None  # the candidates then fit the whole pipeline and report the error themselves
+
+
+def _final_name(estimator):
+    if isinstance(estimator, Pipeline) and len(estimator.steps) > 1:
+        return estimator.steps[-1][0]
+    return None
+
+
+def _split_params(params, final):
+    """(prefix params, final-step params): the part shared by candidates and the rest."""
+    pre = {k: v for k, v in params.items() if not (k == final or k.startswith(final + "__"))}
+    return pre, {k: v for k, v in params.items() if k not in pre}
+
+
+def _run_tasks(client, estimator, candidates, X, y, splits, scorers, fit_params,
+               return_train_score, error_score, return_estimator, progress):
+    # One copy of the data and of the fold indices per worker, shared by all the fit tasks.
+    Xf = client.scatter(X, broadcast=True)
+    yf = None if y is None else client.scatter(y, broadcast=True)
+    splits_f = client.scatter([list(splits)], broadcast=True)[0]
+    final = _final_name(estimator)
+    use_prefix = final is not None and not fit_params
+    prefixes = {}
+    futures = []
+    for (ci, params), (fold, _) in product(enumerate(candidates), enumerate(splits)):
+        prefix = None
+        if use_prefix:
+            pre, _ = _split_params(params, final)
+            key = (fold, repr(sorted(pre.items(), key=lambda kv: kv[0])))
+            if key not in prefixes:
+                prefixes[key] = client.submit(_task_fit_prefix, estimator, pre, Xf, yf, splits_f,
+                                              fold, pure=False)
+            prefix = prefixes[key]
+        futures.append(client.submit(_task_fit_and_score_prefixed, estimator, params, Xf, yf,
+                                     splits_f, fold, scorers, fit_params, return_train_score,
+                                     error_score, return_estimator, prefix, pure=False))
+    return _gather_in_order(client, futures, progress)
+
+
+def _task_fit_and_score_prefixed(estimator, params, X, y, splits, fold, scorers, fit_params,
+                                 return_train_score, error_score, return_estimator, prefix):
+    if prefix is not None:
+        # The fitted prefix replaces the unfitted steps; only the final step is fitted here.
+        est = clone(estimator).set_params(**clone(params, safe=False))
+        train, test = splits[fold]
+        return _fit_and_score(est, X, y, train, test, scorers, fit_params, return_train_score,
+                              error_score, return_estimator, prefix)
+    return _task_fit_and_score(estimator, params, X, y, splits, fold, scorers, fit_params,
+                               return_train_score, error_score, return_estimator)
+
+
+def _gather_in_order(client, futures, progress):
+    from distributed import as_completed
+
+    done = 0
+    for fut in as_completed(futures):
+        done += 1
+        if fut.status == "error":
+            # error_score="raise" or a bug: cancel the rest, raise the task's exception here.
+            client.cancel(futures)
+            fut.result()
+        if progress:
+            progress(done, len(futures))
+    return client.gather(futures)
+
+
+# ---- client-thread path: concurrent driver loops on Dask data ----
+
+def _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_params,
+                 return_train_score, error_score, return_estimator, progress, n_jobs,
+                 persist_folds):
+    if client is not None and not is_dask(X):
+        # Put local data on the workers once; every fit then reads its blocks there.
+        X = client.persist(da.from_array(np.asarray(X), chunks=(_block_rows(X), -1)))
+        if y is not None and not isinstance(y, str):
+            y = client.persist(da.from_array(np.asarray(y), chunks=(X.chunks[0],)))
+    folds = []
+    for train, test in splits:
+        parts = [take_rows(X, train), take_rows(y, train), take_rows(X, test), take_rows(y, test)]
+        if client is not None and persist_folds:
+            lazy = [p for p in parts if is_dask(p)]
+            done = iter(client.persist(lazy))
+            parts = [next(done) if is_dask(p) else p for p in parts]
+        folds.append(parts)
+
+    def one(job):
+        ci, fold = job
+        est = clone(estimator).set_params(**clone(candidates[ci], safe=False))
+        Xtr, ytr, Xte, yte = folds[fold]
+        train, test = splits[fold]
+        return _fit_and_score_subsets(est, Xtr, ytr, Xte, yte, len(test), scorers,
+                                      {k: take_rows(v, train) if _is_row_param(v, X) else v
+                                       for k, v in (fit_params or {}).items()},
+                                      return_train_score, error_score, return_estimator)
+
+    jobs = list(product(range(len(candidates)), range(len(splits))))
+    if client is None:
+        results = []
+        for i, job in enumerate(jobs):
+            results.append(one(job))
+            if progress:
+                progress(i + 1, len(jobs))
+        return results
+
+    def in_client(job):
+        # Client threads do not inherit the caller's current client (a context variable).
+        with client.as_current():
+            return one(job)
+
+    workers = min(len(jobs), n_jobs if n_jobs and n_jobs > 0 else 64)
+    results = [None] * len(jobs)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dml-search") as pool:
+        futs = {pool.submit(in_client, job): i for i, job in enumerate(jobs)}
+        from concurrent.futures import as_completed
+
+        for n_done, f in enumerate(as_completed(futs), 1):
+            results[futs[f]] = f.result()
+            if progress:
+                progress(n_done, len(jobs))
+    return results
+
+
+def _block_rows(X) -> int:
+    n = n_rows(X)
+    d = X.shape[1] if getattr(X, "ndim", 2) > 1 else 1
+    # About 8 MiB per block, at least 2 blocks per core-ish for interleaving.
+    return max(1, min(max(n // 8, 1), (8 << 20) // max(8 * d, 1)))
+
+
+def _fit_and_score_subsets(estimator, X_train, y_train, X_test, y_test, n_test, scorers,
+                           fit_params, return_train_score, error_score, return_estimator):
+    result = {"fit_error": None, "n_test_samples": n_test}
+    start = time.time()
+    try:
+        if y_train is None:
+            estimator.fit(X_train, **fit_params)
+        else:
+            estimator.fit(X_train, y_train, **fit_params)
+    except Exception:
+        result["fit_time"], result["score_time"] = time.time() - start, 0.0
+        if error_score == "raise":
+            raise
+        result["fit_error"] = traceback.format_exc()
+        result["test_scores"] = {name: error_score for name in scorers}
+        if return_train_score:
+            result["train_scores"] = {name: error_score for name in scorers}
+    else:
+        result["fit_time"] = time.time() - start
+        start = time.time()
+        result["test_scores"] = _score(scorers, estimator, X_test, y_test, error_score)
+        result["score_time"] = time.time() - start
+        if return_train_score:
+            result["train_scores"] = _score(scorers, estimator, X_train, y_train, error_score)
+    if return_estimator:
+        result["estimator"] = estimator
+    return result
+
+
+def _is_dml(estimator) -> bool:
+    from dml.base import DaskEstimatorMixin
+
+    if isinstance(estimator, DaskEstimatorMixin):
+        return True
+    if isinstance(estimator, Pipeline):
+        return any(_is_dml(s) for _, s in estimator.steps if s not in (None, "passthrough"))
+    return any(_is_dml(v) for k, v in estimator.get_params(deep=False).items()
+               if hasattr(v, "get_params") and not isinstance(v, type))
+
+
+def uses_dask_path(estimator, X, y) -> bool:
+    """Client threads for dml estimators and Dask data, tasks for scikit-learn on local data."""
+    return is_dask(X) or is_dask(y) or _is_dml(estimator)
+
+
+def _client():
+    try:
+        from distributed import Client
+
+        return Client.current(allow_global=True)
+    except (ImportError, ValueError):
+        return None
+
+
+def run_fits(estimator, candidates, X, y, splits, scorers, *, fit_params=None,
+             return_train_score=False, error_score=np.nan, return_estimator=False,
+             n_jobs=None, persist_folds=True, verbose=0):
+    """Fit and score every (candidate, fold) pair concurrently; results in that order."""
+    client = _client()
+    total = len(candidates) * len(splits)
+    progress = _progress_printer(verbose, total)
+    if uses_dask_path(estimator, X, y):
+        out = _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_params,
+                           return_train_score, error_score, return_estimator, progress, n_jobs,
+                           persist_folds)
+    elif client is not None:
+        out = _run_tasks(client, estimator, candidates, X, y, splits, scorers, fit_params,
+                         return_train_score, error_score, return_estimator, progress)
+    else:
+        out = []
+        for i, (params, (train, test)) in enumerate(product(candidates, splits)):
+            est = clone(estimator).set_params(**clone(params, safe=False))
+            out.append(_fit_and_score(est, X, y, train, test, scorers, fit_params,
+                                      return_train_score, error_score, return_estimator))
+            if progress:
+                progress(i + 1, total)
+    _warn_about_failures(out, error_score)
+    return out
+
+
+def _progress_printer(verbose, total):
+    if not verbose:
+        return None
+    start = time.time()
+    step = max(1, total // 10) if verbose < 2 else 1
+
+    def show(done, total_):
+        if done % step == 0 or done == total_:
+            print(f"[dml] {done}/{total_} fits done ({time.time() - start:.1f} s)",
+                  file=sys.stderr, flush=True)
+    return show
+
+
+def _warn_about_failures(out, error_score):
+    failed = [r["fit_error"] for r in out if r["fit_error"] is not None]
+    if not failed:
+        return
+    if len(failed) == len(out):
+        raise ValueError(f"All the {len(out)} fits failed. It is very likely that your model is "
+                         f"misconfigured. You can try to debug the error by setting "
+                         f"error_score='raise'.\n\nBelow are more details about the failures:\n"
+                         f"{failed[0]}")
+    warnings.warn(f"{len(failed)} fits failed out of a total of {len(out)}. The score on these "
+                  f"train-test partitions for these parameters will be set to {error_score}. "
+                  f"If these failures are not expected, you can try to debug them by setting "
+                  f"error_score='raise'.\n\nBelow are more details about the failures:\n"
+                  f"{failed[0]}", FitFailedWarning)
+
+
+# --------------------------------------------------------------------------------------------
+# cross_validate
+# --------------------------------------------------------------------------------------------
+
+def cross_validate(estimator, X, y=None, *, scoring=None, cv=None, n_jobs=None, verbose=0,
+                   params=None, return_train_score=False, return_estimator=False,
+                   return_indices=False, error_score=np.nan, persist_folds=True):
+    """Evaluate by cross-validation with all folds fitted concurrently on the cluster.
+
+    Same arguments and result as ``sklearn.model_selection.cross_validate`` (``fit_time``,
+    ``score_time``, ``test_<name>`` / ``test_score``, optionally ``train_*``, ``estimator``,
+    ``indices``). The folds come from :func:`check_cv` (scikit-learn's rule: stratified for
+    classifiers given an int), so given the same splits the scores equal scikit-learn's for
+    deterministic estimators. How the fits run: see :func:`run_fits` and this module's doc.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.naive_bayes import GaussianNB
+    >>> X = np.r_[np.zeros((10, 2)), np.ones((10, 2))] + np.arange(20)[:, None] * 0.01
+    >>> y = np.r_[np.zeros(10), np.ones(10)]
+    >>> cross_validate(GaussianNB(), X, y, cv=5)["test_score"]
+    array([1., 1., 1., 1., 1.])
+    """
+    if isinstance(y, str):
+        raise TypeError("cross_validate: pass y as an array (a column name is not split with X)")
+    dask_path = uses_dask_path(estimator, X, y)
+    scorers, multimetric = check_scoring(estimator, scoring, dask_path=dask_path)
+    cv = check_cv(cv, y, classifier=is_classifier(estimator))
+    splits = list(cv.split(X, y))
+    out = run_fits(estimator, [{}], X, y, splits, scorers, fit_params=params,
+                   return_train_score=return_train_score, error_score=error_score,
+                   return_estimator=return_estimator, n_jobs=n_jobs,
+                   persist_folds=persist_folds, verbose=verbose)
+    result = {"fit_time": np.array([r["fit_time"] for r in out]),
+              "score_time": np.array([r["score_time"] for r in out])}
+    if return_estimator:
+        result["estimator"] = [r["estimator"] for r in out]
+    if return_indices:
+        result["indices"] = {"train": [s[0] for s in splits], "test": [s[1] for s in splits]}
+    for name in scorers:
+        key = name if multimetric else "score"
+        result[f"test_{key}"] = np.array([r["test_scores"][name] for r in out], dtype=float)
+        if return_train_score:
+            result[f"train_{key}"] = np.array([r["train_scores"][name] for r in out],
+                                              dtype=float)
+    return result
+
+
+def cross_val_score(estimator, X, y=None, *, scoring=None, cv=None, n_jobs=None, verbose=0,
+                    params=None, error_score=np.nan):
+    """Test scores of :func:`cross_validate` for one scorer, as scikit-learn's function.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.linear_model import Ridge
+    >>> X = np.arange(40.0).reshape(20, 2); y = X @ [1.0, 2.0]
+    >>> bool((cross_val_score(Ridge(alpha=1e-9), X, y, cv=4) > 0.99).all())
+    True
+    """
+    if scoring is not None and not (isinstance(scoring, str) or callable(scoring)):
+        raise ValueError("cross_val_score takes one scorer; use cross_validate for several")
+    res = cross_validate(estimator, X, y, scoring=scoring, cv=cv, n_jobs=n_jobs,
+                         verbose=verbose, params=params, error_score=error_score)
+    return res["test_score"]
