@@ -138,12 +138,14 @@ def epoch_plan(lengths, batch_size: int, local_steps: int | None) -> tuple[int, 
     return L, rounds
 
 
-def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, plan: RoundPlan):
+def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, plan: RoundPlan,
+                    rng=None):
     """Run steps ``first..last-1`` of one block's epoch in place; returns (loss_sum, first_loss,
     finite).
 
     This is the whole numerical content of a round, also usable on its own: the one-block
-    reference of plain sequential mini-batch SGD.
+    reference of plain sequential mini-batch SGD. A problem with ``stochastic = True`` (dropout)
+    gets ``rng=`` in ``batch_loss_grad``: the generator of this block and round.
     """
     cfg = plan.config
     B = cfg.batch_size
@@ -152,11 +154,12 @@ def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, pla
     avg_start = int(cfg.average) if cfg.averaging else None
     loss_sum = 0.0
     first_loss = None
+    extra = {"rng": rng} if getattr(problem, "stochastic", False) else {}
     for k, s in enumerate(range(first, last)):
         lo, hi = s * B, min((s + 1) * B, n)
         idx = order[lo:hi] if order is not None else slice(lo, hi)
         wb = None if w is None else w[idx]
-        loss, grad = problem.batch_loss_grad(params, X[idx], Y[idx], wb)
+        loss, grad = problem.batch_loss_grad(params, X[idx], Y[idx], wb, **extra)
         if first_loss is None:
             first_loss = float(loss) / (hi - lo)
         loss_sum += float(loss)
@@ -188,9 +191,12 @@ def _round_kernel(index, X, Y, w, problem, payload, plan: RoundPlan):
     slots = {k: v.copy() for k, v in slots_in.items()}
     order = (block_rng(plan.seed, "shuffle", plan.epoch, index).permutation(n)
              if plan.config.shuffle else None)
+    # Per-step noise (dropout) of this block and round; drawn only by stochastic problems.
+    rng = (block_rng(plan.seed, "noise", plan.epoch, index, first)
+           if getattr(problem, "stochastic", False) else None)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         loss_sum, first_loss, finite = local_sgd_steps(problem, params, slots, X, Y, w, order,
-                                                       first, last, plan.t0, plan)
+                                                       first, last, plan.t0, plan, rng=rng)
         finite = finite and bool(np.isfinite(params).all())
     return {
         "params": weight * params,

@@ -15,6 +15,8 @@ and optionally
 
 * ``prepare_block(X, y, w) -> (X, Y, w)``: runs once per block on its worker before training
   (encode labels, fold class weights into ``w``); its result is what the kernels receive;
+* ``stochastic = True`` when ``batch_loss_grad`` draws noise (dropout): the engine then passes
+  ``rng=`` (a generator per block and round, from the fit's seed) during training only;
 * ``batch_hess(params, X, Y, w) -> hess_sum`` (Σᵢ wᵢ ∇²Lᵢ) for the Newton solver, and
   ``batch_line_losses(base, direction, steps, X, Y, w)``: the loss sums at
   ``base + s · direction`` for every s (the default calls ``batch_loss_grad`` per step; a model
@@ -35,6 +37,7 @@ __all__ = ["Problem"]
 class Problem:
     n_params: int = 0
     penalised = None
+    stochastic = False
     dtype = np.float64
 
     def init_params(self, rng: np.random.Generator) -> np.ndarray:
