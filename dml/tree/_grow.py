@@ -23,6 +23,7 @@ score the same, missing values go to the child with the larger weight.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from dask import delayed, persist
 
 from dml._blocks import block_rng, broadcast, compute, tree_reduce
@@ -45,23 +46,35 @@ def _xlog2x(a):
     return out
 
 
+def _chan_sum(stats, f=None):
+    # A loop over the (few) channels: NumPy's reduction over a short last axis is slow.
+    out = None
+    for c in range(stats.shape[-1]):
+        v = stats[..., c] if f is None else f(stats[..., c])
+        out = v.copy() if out is None else out + v
+    return out
+
+
 def weighted_impurity(stats: np.ndarray, criterion: str) -> np.ndarray:
     """``n · I(node)`` for per-node statistics on the last axis (class weights or w, w·y, w·y²)."""
+    stats = np.asarray(stats, dtype=np.float64)
     if criterion == "squared_error":
         w, s, q = stats[..., 0], stats[..., 1], stats[..., 2]
         with np.errstate(divide="ignore", invalid="ignore"):
             out = q - np.where(w > 0, s * s / np.where(w > 0, w, 1.0), 0.0)
         return np.maximum(out, 0.0)
-    n = stats.sum(axis=-1)
+    n = _chan_sum(stats)
     if criterion == "gini":
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(n > 0, n - (stats * stats).sum(axis=-1) / np.where(n > 0, n, 1.0), 0.0)
+            return np.where(n > 0, n - _chan_sum(stats, np.square) / np.where(n > 0, n, 1.0),
+                            0.0)
     # entropy / log_loss, in bits
-    return _xlog2x(n) - _xlog2x(stats).sum(axis=-1)
+    return _xlog2x(n) - _chan_sum(stats, _xlog2x)
 
 
 def node_weight(stats: np.ndarray, criterion: str) -> np.ndarray:
-    return stats[..., 0] if criterion == "squared_error" else stats.sum(axis=-1)
+    stats = np.asarray(stats)
+    return stats[..., 0] if criterion == "squared_error" else _chan_sum(stats)
 
 
 # --------------------------------------------------------------------------------------------
@@ -103,8 +116,35 @@ def route_kernel(part, assign, route):
     return new
 
 
+def _sparse_sum(key, weights, size, cls=None, C=1):
+    """Sums per occupied key: ``(keys, sums)`` with sums of shape (u, C) for class counts
+    (``cls`` given, one weight vector) or (u, len(weights)) otherwise."""
+    if size * C <= max(4 * key.size, 1 << 16):
+        idx = key if cls is None else key * C + cls
+        h = np.stack([np.bincount(idx, weights=wc, minlength=size * C) for wc in weights],
+                     axis=-1)
+        if cls is not None:
+            h = h.reshape(size, C)
+        nz = np.flatnonzero(h.any(axis=1))
+        return nz.astype(np.int64), h[nz]
+    # Deep levels: many nodes but few rows each; hashing beats a mostly empty dense grid.
+    codes, uniq = pd.factorize(key)
+    u = len(uniq)
+    if cls is None:
+        h = np.stack([np.bincount(codes, weights=wc, minlength=u) for wc in weights], axis=-1)
+    else:
+        h = np.bincount(codes * C + cls, weights=weights[0], minlength=u * C).reshape(u, C)
+    uniq = np.asarray(uniq, dtype=np.int64)
+    o = np.argsort(uniq)
+    return uniq[o], h[o]
+
+
 def hist_kernel(part, assign, boot, slot_map, feat_sel, nb, n_channels, classify):
-    """Histograms (slot, feature, bin, channel) of the rows in the requested slots."""
+    """Sparse histograms of the rows in the requested slots.
+
+    Returns ``(keys, sums)``: ``key = (slot · F + k) · (nb + 1) + bin`` for the occupied
+    (slot, feature, bin) cells and their channel sums (class weights, or w, w·y, w·y²).
+    """
     xb, y, w = part
     S, F = feat_sel.shape
     B = nb + 1
@@ -114,7 +154,6 @@ def hist_kernel(part, assign, boot, slot_map, feat_sel, nb, n_channels, classify
     wt = w[r] if boot is None else w[r] * boot[r, t]
     keep = wt > 0
     r, s, wt = r[keep], s[keep], wt[keep]
-    size = S * F * B
     if F == xb.shape[1] and (feat_sel == np.arange(F)).all():
         bins = xb[r]
     else:
@@ -123,18 +162,27 @@ def hist_kernel(part, assign, boot, slot_map, feat_sel, nb, n_channels, classify
         lut = np.arange(256, dtype=np.int64)
         lut[MISSING] = nb
         bins = lut[bins]
-    base = (s[:, None].astype(np.int64) * F + np.arange(F)) * B + bins
+    key = ((s[:, None].astype(np.int64) * F + np.arange(F)) * B + bins).ravel()
     wr = np.repeat(wt, F)
-    if classify:
-        idx = base * n_channels + y[r][:, None]
-        h = np.bincount(idx.ravel(), weights=wr, minlength=size * n_channels)
-        return h.reshape(S, F, B, n_channels)
+    size = S * F * B
     yr = np.repeat(y[r], F)
-    flat = base.ravel()
-    h = np.stack([np.bincount(flat, weights=wr, minlength=size),
-                  np.bincount(flat, weights=wr * yr, minlength=size),
-                  np.bincount(flat, weights=wr * yr * yr, minlength=size)], axis=-1)
-    return h.reshape(S, F, B, 3)
+    if classify:
+        return _sparse_sum(key, [wr], size, cls=yr, C=n_channels)
+    return _sparse_sum(key, [wr, wr * yr, wr * yr * yr], size)
+
+
+def combine_sparse(parts):
+    """Sum sparse histograms (sorted keys) key by key; the result's keys are sorted too."""
+    parts = [p for p in parts if p is not None]
+    if len(parts) == 1:
+        return parts[0]
+    keys = np.concatenate([p[0] for p in parts])
+    vals = np.concatenate([p[1] for p in parts])
+    # Sorted runs: a stable sort merges them in about linear time.
+    o = np.argsort(keys, kind="stable")
+    keys = keys[o]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return keys[starts], np.add.reduceat(vals[o], starts, axis=0)
 
 
 def _call_hist(part, assign, boot, *args):
@@ -234,36 +282,33 @@ def _only_new_splits(route, new_split):
     return (feature,) + route[1:]
 
 
-def _best_splits(H, tot, feat_sel, spec: GrowSpec, n_root):
-    """Best split of every slot: (gain, k, pos, missing_left, left_stats, right_stats, order)."""
+def _best_splits(s_i, k_i, b_i, vals, M, tot, feat_sel, spec: GrowSpec, n_root):
+    """Best split of every node from its sparse histogram.
+
+    ``s_i, k_i, b_i, vals``: the occupied non-missing (node, selected feature, bin) cells, sorted
+    by node, feature, bin; ``M`` (nodes, F, C): the missing bin; ``tot`` (nodes, C). Only
+    occupied bins are candidate thresholds (an empty bin repeats the previous split). Returns
+    per node (valid, gain, k, bin, missing_left, left, right, categories_left).
+    """
     crit = spec.criterion
-    S, F, B, C = H.shape
-    nb = B - 1
-    Hb = H[:, :, :nb]
-    M = H[:, :, nb]
-    feats = feat_sel
-    is_cat = spec.is_cat[feats]  # (S, F)
-    order = None
-    if is_cat.any():
-        if spec.classify:
-            cls = np.argmax(tot, axis=-1)
-            num = np.take_along_axis(Hb, cls[:, None, None, None], axis=3)[..., 0]
-            den = Hb.sum(-1)
-        else:
-            num, den = Hb[..., 1], Hb[..., 0]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            key = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.inf)
-        key = np.where(is_cat[..., None], key, np.arange(nb)[None, None, :])
-        order = np.argsort(key, axis=2, kind="stable")
-        Hb = np.take_along_axis(Hb, order[..., None], axis=2)
-    # Only non-empty bins are candidate thresholds (an empty bin repeats the previous split):
-    # deep nodes hold few rows, so this is far smaller than the dense (slot, feature, bin) grid.
-    s_i, k_i, b_i = np.nonzero(node_weight(Hb, crit) > 0)
-    vals = Hb[s_i, k_i, b_i]
+    S, F = feat_sel.shape
+    C = tot.shape[1]
     seg = s_i * F + k_i
+    cat_entry = spec.is_cat[feat_sel[s_i, k_i]]
+    if cat_entry.any():
+        # Categories ordered by the node's target frequency (or mean): then a threshold scan.
+        if spec.classify:
+            cls = np.argmax(tot, axis=-1)[s_i]
+            ratio = vals[np.arange(len(vals)), cls] / vals.sum(axis=1)
+        else:
+            ratio = vals[:, 1] / vals[:, 0]
+        second = np.where(cat_entry, ratio, b_i.astype(np.float64))
+        o = np.lexsort((second, seg))
+        s_i, k_i, b_i, vals, seg = s_i[o], k_i[o], b_i[o], vals[o], seg[o]
     csum = np.cumsum(vals, axis=0)
-    first = np.r_[True, seg[1:] != seg[:-1]]
-    start = np.maximum.accumulate(np.where(first, np.arange(len(seg)), 0))
+    first = np.r_[True, seg[1:] != seg[:-1]] if len(seg) else np.zeros(0, bool)
+    start = np.maximum.accumulate(np.where(first, np.arange(len(seg)), 0)) if len(seg) else \
+        np.zeros(0, np.int64)
     before = np.where((start > 0)[:, None], csum[np.maximum(start - 1, 0)], 0.0)
     L = csum - before
     T_ = tot[s_i]
@@ -279,19 +324,23 @@ def _best_splits(H, tot, feat_sel, spec: GrowSpec, n_root):
         ok = (nl >= msl) & (nr >= msl) & (nl > 0) & (nr > 0)
         return np.where(ok, g, -np.inf)
 
-    g1 = score(L)                            # missing right
-    g2 = np.where(has_m, score(L + Mv), -np.inf)  # missing left
+    g1 = score(L)                                  # missing right
+    g2 = np.where(has_m, score(L + Mv), -np.inf)   # missing left
     g = np.maximum(g1, g2)
     gain = np.full(S, -np.inf)
     k = np.zeros(S, dtype=np.int64)
     p = np.zeros(S, dtype=np.int64)
     mleft = np.zeros(S, dtype=bool)
     left = np.zeros((S, C))
+    cats = [None] * S
     if len(g):
-        # Best candidate per slot; ties go to the first (lowest feature, then bin).
-        order_c = np.lexsort((np.arange(len(g)), -g, s_i))
-        first_c = np.r_[True, s_i[order_c][1:] != s_i[order_c][:-1]]
-        best = order_c[first_c]
+        # Best candidate per node (entries are grouped by node); ties go to the first
+        # (lowest feature, then bin).
+        starts_n = np.flatnonzero(np.r_[True, s_i[1:] != s_i[:-1]])
+        seg_max = np.maximum.reduceat(g, starts_n)
+        node_of = np.repeat(np.arange(len(starts_n)), np.diff(np.r_[starts_n, len(g)]))
+        cand = np.flatnonzero(g == seg_max[node_of])
+        best = cand[np.r_[True, node_of[cand][1:] != node_of[cand][:-1]]]
         sl = s_i[best]
         gain[sl] = g[best]
         k[sl], p[sl] = k_i[best], b_i[best]
@@ -302,9 +351,33 @@ def _best_splits(H, tot, feat_sel, spec: GrowSpec, n_root):
         ml = np.where(tie, heavier_left, use_left)
         mleft[sl] = ml
         left[sl] = np.where(ml[:, None], Lb + Mb, Lb)
+        for j in np.nonzero(cat_entry[best])[0]:
+            e = best[j]
+            end = e + 1
+            while end < len(seg) and seg[end] == seg[e]:
+                end += 1
+            cats[sl[j]] = (b_i[start[e]:e + 1], b_i[start[e]:end])
     right = tot - left
     valid = np.isfinite(gain) & (gain / n_root + _EPS >= spec.min_impurity_decrease)
-    return valid, gain, k, p, mleft, left, right, order
+    return valid, gain, k, p, mleft, left, right, cats
+
+
+def _split_node_hist(keys, vals, n_slots, FB):
+    """Global sparse result -> per slot (local keys k·B + b, sums), keys sorted."""
+    slot, local = np.divmod(keys, FB)  # keys are sorted
+    bounds = np.searchsorted(slot, np.arange(n_slots + 1))
+    return [(local[bounds[i]:bounds[i + 1]], vals[bounds[i]:bounds[i + 1]])
+            for i in range(n_slots)]
+
+
+def _minus(parent, child, crit):
+    pk, pv = parent
+    ck, cv = child
+    v = pv.copy()
+    v[np.searchsorted(pk, ck)] -= cv
+    w = node_weight(v, crit)
+    keep = w > 1e-9 * max(float(node_weight(pv, crit).sum()), 1.0) / max(len(pv), 1)
+    return pk[keep], v[keep]
 
 
 def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
@@ -321,6 +394,8 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
     subtract = all_feats
     assign = [delayed(init_assign, pure=True)(p, n_trees) for p in binned]
     C, nb = spec.n_channels, spec.nb
+    B = nb + 1
+    F = d if all_feats else spec.max_features
     zero = np.zeros(C)
     for tr in trees:
         tr.add(zero, 0, crit)  # stats filled in from the first histograms
@@ -331,49 +406,57 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
     importances = np.zeros((n_trees, d))
     roots = np.zeros(n_trees)
     level = 0
-    F = d if all_feats else spec.max_features
-    per_slot = F * (nb + 1) * C
-    chunk = max(1, HIST_ENTRIES // per_slot)
+    boots = boot if boot is not None else [None] * len(binned)
     while pending:
         if route is not None:
             params = broadcast(_only_new_splits(route, new_split))
             assign = list(persist(*[delayed(route_kernel, pure=True)(p, a, params)
                                     for p, a in zip(binned, assign)]))
         to_count = [key for key in pending if key not in derived]
-        M = max(len(tr.left) for tr in trees)
+        M_nodes = max(len(tr.left) for tr in trees)
         feat_of = {}
-        for (t, n) in pending:
-            if all_feats:
-                feat_of[(t, n)] = np.arange(d)
-            else:
-                rng = block_rng(spec.seed, "features", int(tree_ids[t]), n)
-                feat_of[(t, n)] = np.sort(rng.choice(d, spec.max_features, replace=False))
-        groups = [to_count[i:i + chunk] for i in range(0, len(to_count), chunk)]
-        reductions = []
-        for grp in groups:
-            slot_map = np.full((n_trees, M), -1, dtype=np.int32)
-            for s, (t, n) in enumerate(grp):
-                slot_map[t, n] = s
-            feat_sel = np.stack([feat_of[key] for key in grp])
-            args = [broadcast(slot_map), broadcast(feat_sel), nb, C, spec.classify]
-            boots = boot if boot is not None else [None] * len(binned)
-            parts = [delayed(_call_hist, pure=True)(p, a, bt, *args)
-                     for p, a, bt in zip(binned, assign, boots)]
-            reductions.append(tree_reduce(parts))
-        results = []
-        batch = max(1, (HIST_ENTRIES * 2) // (chunk * per_slot))
-        for i in range(0, len(reductions), batch):
-            results.extend(compute(*reductions[i:i + batch]))
-        hists = {}
-        for grp, H in zip(groups, results):
-            for s, key in enumerate(grp):
-                hists[key] = H[s]
+        if all_feats:
+            for key in pending:
+                feat_of[key] = np.arange(d)
+        else:
+            # One generator per (tree, level); its nodes draw in node order.
+            by_tree = {}
+            for (t, n) in pending:
+                by_tree.setdefault(t, []).append(n)
+            for t, ns in by_tree.items():
+                rng = block_rng(spec.seed, "features", int(tree_ids[t]), level)
+                draws = np.sort(np.argsort(rng.random((len(ns), d)), axis=1)
+                                [:, :spec.max_features], axis=1)
+                for n, row in zip(sorted(ns), draws):
+                    feat_of[(t, n)] = row
+        slot_map = np.full((n_trees, M_nodes), -1, dtype=np.int32)
+        for s_, (t, n) in enumerate(to_count):
+            slot_map[t, n] = s_
+        feat_sel = np.stack([feat_of[key] for key in to_count])
+        args = [broadcast(slot_map), broadcast(feat_sel), nb, C, spec.classify]
+        parts = [delayed(_call_hist, pure=True)(p, a, bt, *args)
+                 for p, a, bt in zip(binned, assign, boots)]
+        keys_, vals_ = compute(tree_reduce(parts, combine_sparse))[0]
+        hists = dict(zip(to_count, _split_node_hist(keys_, vals_, len(to_count), F * B)))
         for key, (parent, small) in derived.items():
-            hists[key] = parent - hists[small]
+            hists[key] = _minus(parent, hists[small], crit)
         derived = {}
         keys = pending
-        H = np.stack([hists[k] for k in keys])
-        tot = H[:, 0].sum(axis=1)
+        P = len(keys)
+        lens = [len(hists[kk][0]) for kk in keys]
+        loc = np.concatenate([hists[kk][0] for kk in keys]) if P else np.zeros(0, np.int64)
+        vals = np.concatenate([hists[kk][1] for kk in keys]) if P else np.zeros((0, C))
+        s_i = np.repeat(np.arange(P), lens)
+        k_i, b_i = np.divmod(loc, B)
+        feat_sel = np.stack([feat_of[kk] for kk in keys])
+        tot = np.zeros((P, C))
+        z = k_i == 0
+        for c in range(C):
+            tot[:, c] = np.bincount(s_i[z], weights=vals[z, c], minlength=P)
+        miss = b_i == nb
+        Mh = np.zeros((P, F, C))
+        Mh[s_i[miss], k_i[miss]] = vals[miss]
+        nm = ~miss
         if level == 0:
             for i, (t, n) in enumerate(keys):
                 trees[t].stats[0] = tot[i]
@@ -381,55 +464,57 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
                 roots[t] = w
                 trees[t].impurity[0] = (float(weighted_impurity(tot[i], crit)) / w
                                         if w > 0 else 0.0)
-        feat_sel = np.stack([feat_of[k] for k in keys])
         splittable, _ = _can_split_many(tot, [trees[t].depth[n] for (t, n) in keys], spec)
-        new_split = np.zeros((n_trees, M), dtype=bool)
+        new_split = np.zeros((n_trees, M_nodes), dtype=bool)
         next_pending = []
-        idx = np.nonzero(splittable)[0]
-        for lo in range(0, len(idx), chunk):
-            sel = idx[lo:lo + chunk]
-            nroot = roots[[keys[i][0] for i in sel]] if n_root is None else np.full(len(sel),
-                                                                                     n_root)
-            valid, gain, k, p, mleft, left, right, order = _best_splits(
-                H[sel], tot[sel], feat_sel[sel], spec, nroot)
-            depth_sel = np.array([trees[keys[i][0]].depth[keys[i][1]] for i in sel]) + 1
-            l_ok, l_imp = _can_split_many(left, depth_sel, spec)
-            r_ok, r_imp = _can_split_many(right, depth_sel, spec)
-            wl, wr = node_weight(left, crit), node_weight(right, crit)
-            for j in np.nonzero(valid)[0]:
-                i = sel[j]
-                t, n = keys[i]
-                tr = trees[t]
-                f = int(feat_sel[i, k[j]])
-                dep = int(depth_sel[j])
-                tr.feature[n] = f
-                tr.mleft[n] = bool(mleft[j])
-                pos = int(p[j])
-                if spec.is_cat[f]:
-                    bits = np.zeros(256, dtype=bool)
-                    occupied = H[i, k[j], :nb].sum(-1) > 0
-                    chosen = order[j, k[j], :pos + 1]
-                    bits[chosen[occupied[chosen]]] = True
-                    if mleft[j]:
-                        bits[:nb][~occupied] = True
-                    tr.cat_index[n] = len(tr.bitsets)
-                    tr.bitsets.append(bits)
-                else:
-                    tr.thr_bin[n] = pos
-                    e = spec.edges[f]
-                    tr.threshold[n] = float(e[pos]) if pos < len(e) else np.inf
-                importances[t, f] += gain[j]
-                ln = tr.add(left[j], dep, crit, float(l_imp[j]))
-                rn = tr.add(right[j], dep, crit, float(r_imp[j]))
-                tr.left[n], tr.right[n] = ln, rn
-                new_split[t, n] = True
-                if l_ok[j]:
-                    next_pending.append((t, ln))
-                if r_ok[j]:
-                    next_pending.append((t, rn))
-                if subtract and l_ok[j] and r_ok[j]:
-                    small, big = (ln, rn) if wl[j] <= wr[j] else (rn, ln)
-                    derived[(t, big)] = (hists[(t, n)], (t, small))
+        sel = np.nonzero(splittable)[0]
+        ent = nm & splittable[s_i]
+        remap = np.full(P, -1)
+        remap[sel] = np.arange(len(sel))
+        nroot = roots[[keys[i][0] for i in sel]] if n_root is None else np.full(len(sel),
+                                                                                 n_root)
+        valid, gain, k, p, mleft, left, right, cats = _best_splits(
+            remap[s_i[ent]], k_i[ent], b_i[ent], vals[ent], Mh[sel], tot[sel], feat_sel[sel],
+            spec, nroot)
+        depth_sel = np.array([trees[keys[i][0]].depth[keys[i][1]] for i in sel],
+                             dtype=np.int64) + 1
+        l_ok, l_imp = _can_split_many(left, depth_sel, spec)
+        r_ok, r_imp = _can_split_many(right, depth_sel, spec)
+        wl, wr = node_weight(left, crit), node_weight(right, crit)
+        for j in np.nonzero(valid)[0]:
+            i = sel[j]
+            t, n = keys[i]
+            tr = trees[t]
+            f = int(feat_sel[i, k[j]])
+            dep = int(depth_sel[j])
+            tr.feature[n] = f
+            tr.mleft[n] = bool(mleft[j])
+            pos = int(p[j])
+            if spec.is_cat[f]:
+                chosen, occupied = cats[j]
+                bits = np.zeros(256, dtype=bool)
+                bits[chosen] = True
+                if mleft[j]:
+                    bits[:nb] = True
+                    bits[np.setdiff1d(occupied, chosen)] = False
+                tr.cat_index[n] = len(tr.bitsets)
+                tr.bitsets.append(bits)
+            else:
+                tr.thr_bin[n] = pos
+                e = spec.edges[f]
+                tr.threshold[n] = float(e[pos]) if pos < len(e) else np.inf
+            importances[t, f] += gain[j]
+            ln = tr.add(left[j], dep, crit, float(l_imp[j]))
+            rn = tr.add(right[j], dep, crit, float(r_imp[j]))
+            tr.left[n], tr.right[n] = ln, rn
+            new_split[t, n] = True
+            if l_ok[j]:
+                next_pending.append((t, ln))
+            if r_ok[j]:
+                next_pending.append((t, rn))
+            if subtract and l_ok[j] and r_ok[j]:
+                small, big = (ln, rn) if wl[j] <= wr[j] else (rn, ln)
+                derived[(t, big)] = (hists[(t, n)], (t, small))
         pending = next_pending
         if pending or (need_assign and new_split.any()):
             route = _route_arrays(trees)
