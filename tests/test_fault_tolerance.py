@@ -176,3 +176,67 @@ def test_random_forest_survives_a_killed_worker(cluster, fclient):
         pytest.skip(f"the undisturbed forest fit itself fails: {exc}")
     disturbed = disturbed_fit(cluster, make, Xd, yd, transitions // 3)
     np.testing.assert_array_equal(disturbed.predict_proba(X), reference.predict_proba(X))
+
+
+SGD_JOB = """\
+name: resumable_sgd
+data:
+  generator: make_classification
+  params: {{n_samples: 4000, n_features: 8, n_informative: 5, chunks: 1000, random_state: 0}}
+target: y
+model:
+  name: sgd_classifier
+  params: {{loss: log_loss, max_iter: 12, tol: null, batch_size: 32, random_state: 0,
+           checkpoint_dir: {checkpoint_dir}}}
+split: {{test_size: 0.25, random_state: 0}}
+metrics: [accuracy]
+scheduler: {{address: {address}}}
+"""
+
+
+def test_killed_dml_train_job_resumes_from_its_checkpoint(process_cluster, tmp_path):
+    """SIGKILL the `dml train` process mid-fit, run it again with the same checkpoint_dir: it
+    resumes and ends with the model of an uninterrupted run."""
+    import json
+    import sys
+
+    import dml
+    from _deploy_helpers import Processes
+
+    def job(name, ckpt):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(SGD_JOB.format(checkpoint_dir=tmp_path / ckpt,
+                                       address=process_cluster.address))
+        return [sys.executable, "-m", "dml.cli", "train", str(path), "--output",
+                str(tmp_path / name)]
+
+    with Processes(tmp_path) as procs:
+        procs.start("reference", job("reference", "ckpt-reference"))
+        assert procs.wait("reference", 240) == 0, procs.log("reference")
+
+        argv = job("resumed", "ckpt")
+        procs.start("killed", argv)
+        state = tmp_path / "ckpt" / "checkpoint.json"
+        deadline = time.monotonic() + 180
+        epoch = 0
+        while epoch < 3:
+            assert procs.procs["killed"].poll() is None, \
+                "the job ended before it could be killed:\n" + procs.log("killed")
+            assert time.monotonic() < deadline, procs.log("killed")
+            try:
+                epoch = json.loads(state.read_text())["epoch"]
+            except (FileNotFoundError, ValueError, KeyError):
+                pass
+            time.sleep(0.02)
+        procs.kill("killed", signal.SIGKILL)
+        assert 3 <= epoch < 12
+        assert not (tmp_path / "resumed" / "model.dml").exists()
+
+        procs.start("restarted", argv)
+        assert procs.wait("restarted", 240) == 0, procs.log("restarted")
+    assert json.loads(state.read_text())["epoch"] == 12
+    ref = dml.load(tmp_path / "reference" / "model.dml").named_steps["model"]
+    got = dml.load(tmp_path / "resumed" / "model.dml").named_steps["model"]
+    assert got.n_iter_ == ref.n_iter_ == 12
+    np.testing.assert_array_equal(got.coef_, ref.coef_)
+    np.testing.assert_array_equal(got.intercept_, ref.intercept_)
