@@ -307,6 +307,26 @@ def _localise(words, ports: dict, paths: dict) -> list[str]:
     return out
 
 
+def check_probes(container, local_ports: dict) -> None:
+    """Run the container's readiness and liveness probes against the local process."""
+    import socket
+    import urllib.request
+
+    named = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+    for kind in ("readinessProbe", "livenessProbe"):
+        probe = container[kind]
+        if "httpGet" in probe:
+            port = probe["httpGet"]["port"]
+            port = local_ports[named.get(port, port)]
+            url = f"http://127.0.0.1:{port}{probe['httpGet']['path']}"
+            with urllib.request.urlopen(url, timeout=10) as response:
+                assert response.status == 200, (kind, url)
+        else:
+            port = probe["tcpSocket"]["port"]
+            port = local_ports[named.get(port, port)]
+            socket.create_connection(("127.0.0.1", port), timeout=10).close()
+
+
 def _run_manifest(name: str, tmp_path: Path) -> Path:
     docs = load(name)
     scheduler = _container(by_kind(docs, "Deployment", "dask-scheduler"))
@@ -337,8 +357,11 @@ def _run_manifest(name: str, tmp_path: Path) -> Path:
     with Processes(tmp_path) as procs:
         procs.start("scheduler", argv(scheduler), env(scheduler))
         n_workers = worker_doc["spec"]["replicas"]
+        probes = [(scheduler, ports)]
         for i in range(n_workers):
-            procs.start(f"worker-{i}", argv(worker, {8788: free_port()}), env(worker))
+            worker_ports = {8788: free_port()}
+            procs.start(f"worker-{i}", argv(worker, worker_ports), env(worker))
+            probes.append((worker, worker_ports))
         job_env = env(train)
         address = job_env["DML_SCHEDULER_ADDRESS"]
         security = None
@@ -347,6 +370,8 @@ def _run_manifest(name: str, tmp_path: Path) -> Path:
 
             security = tls_security(environ=job_env)
         wait_for_workers(address, n_workers, security=security, procs=procs)
+        for container, local_ports in probes:
+            check_probes(container, {**ports, **local_ports})
         job = procs.start("job", argv(train), job_env)
         try:
             rc = job.wait(timeout=300)
