@@ -143,3 +143,44 @@ def test_bad_parameters():
         RandomForestClassifier(class_weight={7: 2.0}).fit(X_tr, y_tr)
     with pytest.raises(ValueError, match="single class"):
         RandomForestClassifier().fit(X_tr, np.ones(len(y_tr)))
+
+
+# --------------------------------------------------------------------------------------------
+# bagging
+# --------------------------------------------------------------------------------------------
+
+def test_bagging_any_estimator_on_the_cluster(client):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neighbors import KNeighborsClassifier
+
+    from dml.ensemble import BaggingClassifier
+
+    X_tr, X_te, y_tr, y_te = _data(n=900)
+    Xd, yd = da.from_array(X_tr, chunks=(200, -1)), da.from_array(y_tr, chunks=200)
+    bag = BaggingClassifier(LogisticRegression(), n_estimators=4, max_samples=0.5,
+                            random_state=0).fit(Xd, yd)
+    assert len(bag.estimators_) == 4
+    assert all(len(e.coef_) == 1 for e in bag.estimators_)
+    ref = LogisticRegression().fit(X_tr, y_tr).score(X_te, y_te)
+    assert bag.score(X_te, y_te) >= ref - 0.03
+    # Same members on any cluster (per-member and per-block generators).
+    with __import__("dask").config.set(scheduler="sync"):
+        again = BaggingClassifier(LogisticRegression(), n_estimators=4, max_samples=0.5,
+                                  random_state=0).fit(Xd, yd)
+    for a, b in zip(bag.estimators_, again.estimators_):
+        np.testing.assert_array_equal(a.coef_, b.coef_)
+    knn = BaggingClassifier(KNeighborsClassifier(), n_estimators=3, random_state=0).fit(Xd, yd)
+    pred = knn.predict(da.from_array(X_te, chunks=(100, -1)))
+    assert isinstance(pred, da.Array) and pred.compute().shape == (len(X_te),)
+
+
+def test_bagging_regressor_and_sample_size():
+    from dml.ensemble import BaggingRegressor
+
+    X, y = make_regression(n_samples=600, n_features=5, noise=1.0, random_state=0)
+    bag = BaggingRegressor(n_estimators=5, max_samples=300, random_state=0).fit(
+        da.from_array(X, chunks=(130, -1)), y)
+    assert all(e.tree_.n_node_samples[0] == 300 for e in bag.estimators_)
+    assert bag.score(X, y) > 0.8
+    with pytest.raises(ValueError, match="max_samples"):
+        BaggingRegressor(max_samples=0).fit(X, y)

@@ -1,0 +1,172 @@
+"""Bagging of any scikit-learn estimator, members trained on workers (SPEC §6).
+
+Member ``m`` gets a bootstrap sample of ``max_samples`` rows drawn with replacement from all
+partitions: the number of rows taken from each block is multinomial in the block sizes (from the
+member's generator), and each block draws its rows from ``block_rng(seed, "bagging", m, block)``.
+Only the sampled rows move: each member's task gathers its sample and fits a clone of
+``estimator`` there; members train in parallel. Prediction is blockwise (soft vote when the
+members have ``predict_proba``, else majority vote; the mean for regression).
+
+Prefer :class:`~dml.ensemble.RandomForestClassifier` for trees on large data: it never moves rows
+and grows all trees in the same passes. Bagging suits other base estimators (kNN, SVMs, small
+networks) and samples that fit in one worker's memory.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from dask import delayed
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+from dml._blocks import block_rng, compute, seed_from
+from dml.base import DaskEstimatorMixin, check_is_fitted
+
+__all__ = ["BaggingClassifier", "BaggingRegressor"]
+
+
+def _sample_block(index, xb, yb, wb, seed, member, counts):
+    k = int(counts[index])
+    if k == 0:
+        return xb[:0], yb[:0]
+    rows = block_rng(seed, "bagging", member, index).integers(0, xb.shape[0], k)
+    return xb[rows], yb[rows]
+
+
+def _fit_member(estimator, *samples):
+    X = np.concatenate([s[0] for s in samples])
+    y = np.concatenate([s[1] for s in samples])
+    return estimator.fit(X, y)
+
+
+def _vote_kernel(xb, members, classes, soft):
+    n, k = xb.shape[0], len(classes)
+    out = np.zeros((n, k))
+    for est in members:
+        if soft:
+            proba = est.predict_proba(xb)
+            cols = np.searchsorted(classes, est.classes_)
+            out[:, cols] += proba
+        else:
+            pred = np.searchsorted(classes, est.predict(xb))
+            out[np.arange(n), pred] += 1.0
+    return out / len(members)
+
+
+def _take(idx, classes):
+    return classes[idx]
+
+
+def _mean_kernel(xb, members):
+    return np.mean([est.predict(xb) for est in members], axis=0)
+
+
+class _BaggingBase(DaskEstimatorMixin):
+    def _fit(self, X, y, default):
+        name = type(self).__name__
+        n_est = self.n_estimators
+        if not isinstance(n_est, numbers.Integral) or n_est < 1:
+            raise ValueError(f"{name}: n_estimators must be an integer >= 1, got {n_est!r}")
+        blocks = self._fit_blocks(X, y, None, y_numeric=isinstance(self, RegressorMixin))
+        lengths = blocks.lengths
+        n = int(lengths.sum())
+        ms = self.max_samples
+        if isinstance(ms, float):
+            if not 0.0 < ms <= 1.0:
+                raise ValueError(f"{name}: max_samples as a float must be in (0, 1]")
+            size = max(1, int(round(ms * n)))
+        elif isinstance(ms, numbers.Integral) and ms >= 1:
+            size = int(ms)
+        else:
+            raise ValueError(f"{name}: max_samples must be an int >= 1 or a float in (0, 1]")
+        seed = seed_from(self.random_state)
+        base = self.estimator if self.estimator is not None else default
+        members = []
+        for m in range(n_est):
+            counts = block_rng(seed, "bagging-sizes", m).multinomial(size, lengths / n)
+            samples = blocks.map_parts(_sample_block, seed, m, counts, with_index=True)
+            est = clone(base)
+            if "random_state" in est.get_params():
+                est.set_params(random_state=int(block_rng(seed, "member", m).integers(2**31 - 1)))
+            members.append(delayed(_fit_member, pure=True)(est, *samples))
+        self.estimators_ = list(compute(*members))
+        return blocks
+
+
+class BaggingClassifier(_BaggingBase, ClassifierMixin, BaseEstimator):
+    """Bagging classifier: clones of ``estimator`` fitted on workers from bootstrap samples.
+
+    Parameters
+    ----------
+    estimator : scikit-learn classifier or None (a DecisionTreeClassifier)
+    n_estimators : int, default 10
+    max_samples : int or float, default 1.0
+        Sample size per member (a fraction of the rows when a float), drawn with replacement.
+    random_state : None, int, RandomState or Generator
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.ensemble import BaggingClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3)); y = (X[:, 0] > 0).astype(int)
+    >>> bag = BaggingClassifier(n_estimators=5, random_state=0).fit(X, y)
+    >>> bool(bag.score(X, y) > 0.9)
+    True
+    """
+
+    def __init__(self, estimator=None, n_estimators=10, max_samples=1.0, random_state=None):
+        self.estimator = estimator
+        self.n_estimators = n_estimators
+        self.max_samples = max_samples
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        self._fit(X, y, DecisionTreeClassifier())
+        self.classes_ = np.unique(np.concatenate([e.classes_ for e in self.estimators_]))
+        return self
+
+    def predict_proba(self, X):
+        """Mean of the members' probabilities (or vote fractions without predict_proba)."""
+        check_is_fitted(self, "estimators_")
+        soft = all(hasattr(e, "predict_proba") for e in self.estimators_)
+        return self._blockwise(X, _vote_kernel, self.estimators_, self.classes_, soft,
+                               dtype=np.float64, tail_shape=(len(self.classes_),))
+
+    def predict(self, X):
+        proba = self.predict_proba(X)
+        idx = proba.argmax(axis=1)
+        if isinstance(idx, np.ndarray):
+            return self.classes_[idx]
+        return idx.map_blocks(_take, self.classes_, dtype=self.classes_.dtype)
+
+
+class BaggingRegressor(_BaggingBase, RegressorMixin, BaseEstimator):
+    """Bagging regressor: the mean of clones of ``estimator`` fitted on bootstrap samples.
+
+    Parameters as :class:`BaggingClassifier` (default estimator: DecisionTreeRegressor).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.ensemble import BaggingRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2)); y = X[:, 0] * 2
+    >>> bool(BaggingRegressor(n_estimators=5, random_state=0).fit(X, y).score(X, y) > 0.9)
+    True
+    """
+
+    def __init__(self, estimator=None, n_estimators=10, max_samples=1.0, random_state=None):
+        self.estimator = estimator
+        self.n_estimators = n_estimators
+        self.max_samples = max_samples
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        self._fit(X, y, DecisionTreeRegressor())
+        return self
+
+    def predict(self, X):
+        check_is_fitted(self, "estimators_")
+        return self._blockwise(X, _mean_kernel, self.estimators_, dtype=np.float64)
