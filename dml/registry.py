@@ -59,6 +59,9 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "random_forest_classifier": ("dml.ensemble:RandomForestClassifier", "model"),
     "random_forest_regressor": ("dml.ensemble:RandomForestRegressor", "model"),
     "kmeans": ("dml.cluster:KMeans", "model"),  # clustering
+    # neural networks
+    "mlp_classifier": ("dml.neural_network:MLPClassifier", "model"),
+    "mlp_regressor": ("dml.neural_network:MLPRegressor", "model"),
     # preprocessing steps
     "standard_scaler": ("dml.preprocessing:StandardScaler", "transformer"),
     "minmax_scaler": ("dml.preprocessing:MinMaxScaler", "transformer"),
