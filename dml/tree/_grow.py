@@ -29,8 +29,6 @@ from dask import delayed, persist
 from dml._blocks import block_rng, broadcast, compute, tree_reduce
 from dml.tree._binning import MISSING
 
-#: Histogram entries (float64) per map-reduce; more open nodes are split into several reductions.
-HIST_ENTRIES = 1 << 22
 _EPS = np.finfo(np.float64).eps
 
 
@@ -56,7 +54,7 @@ def _chan_sum(stats, f=None):
 
 
 def weighted_impurity(stats: np.ndarray, criterion: str) -> np.ndarray:
-    """``n · I(node)`` for per-node statistics on the last axis (class weights or w, w·y, w·y²)."""
+    """``n · I(node)`` for statistics on the last axis (class weights, or w, w·y, w·y²)."""
     stats = np.asarray(stats, dtype=np.float64)
     if criterion == "squared_error":
         w, s, q = stats[..., 0], stats[..., 1], stats[..., 2]
@@ -240,15 +238,6 @@ def _can_split_many(stats, depth, spec: GrowSpec):
     if spec.max_depth is not None:
         ok &= np.asarray(depth) < spec.max_depth
     return ok, imp
-
-
-def _can_split(stats, depth, spec: GrowSpec):
-    n = float(node_weight(stats, spec.criterion))
-    if spec.max_depth is not None and depth >= spec.max_depth:
-        return False
-    if n < spec.min_samples_split or n < 2 * spec.min_samples_leaf or n <= 0:
-        return False
-    return float(weighted_impurity(stats, spec.criterion)) / n > _EPS
 
 
 def _route_arrays(trees):

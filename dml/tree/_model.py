@@ -275,7 +275,6 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
         num = sum(r[0] for r in res)
         den = sum(r[1] for r in res)
         sse = sum(r[2] for r in res)
-        sst_parts = [r[3] for r in res]
         if den == 0:
             raise ValueError(f"{name}: no row was out of bag in any tree; oob_score needs more "
                              "trees")
@@ -285,7 +284,6 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
             ys = np.concatenate([r[4] for r in res])
             est.oob_score_ = 1.0 - sse / float(((ys - ys.mean()) ** 2).sum()) \
                 if len(ys) > 1 else np.nan
-            del sst_parts
     return est
 
 
