@@ -355,6 +355,22 @@ def test_numpy_in_numpy_out_dask_in_lazy_dask_out(binary):
                       da.Array)
 
 
+def test_data_re_read_every_pass_gives_the_same_model(tmp_path, binary):
+    """persist=False (data larger than the cluster): every pass re-reads the Parquet files."""
+    X, y = binary
+    df = pd.DataFrame(X, columns=[f"x{i}" for i in range(8)]).assign(label=y)
+    dd.from_pandas(df, npartitions=3).to_parquet(tmp_path / "data")
+    frame = dd.read_parquet(tmp_path / "data")
+    kw = dict(loss="log_loss", random_state=0, max_iter=3, tol=None, local_steps=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        streamed = SGDClassifier(persist=False, **kw).fit(frame, "label")
+        kept = SGDClassifier(persist=True, **kw).fit(frame, "label")
+    np.testing.assert_array_equal(streamed.coef_, kept.coef_)
+    exact = LogisticRegression(persist=False).fit(frame, "label")
+    np.testing.assert_allclose(exact.coef_, LogisticRegression().fit(X, y).coef_, atol=1e-7)
+
+
 # ---------------------------------------------------------------------------------------------
 # Determinism, clusters, checkpoints
 # ---------------------------------------------------------------------------------------------
@@ -407,7 +423,7 @@ def _stop_at(epoch):
     return cb
 
 
-def test_checkpoint_resume_equals_uninterrupted_fit(tmp_path, binary):
+def test_checkpoint_resume_equals_uninterrupted_fit(client, tmp_path, binary):
     X, y = binary
     Xd = da.from_array(X, chunks=150)
     kw = dict(loss="modified_huber", optimizer="momentum", learning_rate="invscaling",
@@ -465,5 +481,16 @@ def test_bad_input_errors(binary):
         LogisticRegression(l1_ratio=0.5).fit(X, y)
     with pytest.raises(ValueError, match="X has 3 features, but LogisticRegression is expecting 8"):
         LogisticRegression().fit(X, y).predict(X[:, :3])
+    with pytest.raises(ValueError, match="Unknown label type: 'continuous'"):
+        LogisticRegression().fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="weight is zero"):
+        LogisticRegression().fit(X, y, sample_weight=np.zeros(len(y)))
+    with pytest.raises(ValueError, match="weight is zero|positive weight"):
+        Ridge().fit(X, y, sample_weight=np.zeros(len(y)))
+    with pytest.raises(ValueError, match="weight is zero"):
+        SGDRegressor().fit(X, y, sample_weight=np.zeros(len(y)))
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError):
+        LogisticRegression().predict_proba(X)
     with pytest.raises(TypeError, match="mixes label types"):
         LogisticRegression().fit(X, np.array(["a", 1] * 300, dtype=object))

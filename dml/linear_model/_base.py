@@ -68,6 +68,17 @@ def _merge_labels(parts):
     return {"labels": uniq, "counts": counts, "wsum": wsum}
 
 
+def _weight_sum_kernel(X, y, w):
+    return float(len(X)) if w is None else float(np.sum(w))
+
+
+def check_weights(blocks: Blocks, estimator: str) -> None:
+    """One pass when sample weights were given: refuse all-zero weights."""
+    if blocks.has_weight and blocks.map_reduce(_weight_sum_kernel) <= 0:
+        raise ValueError(f"{estimator}: every sample weight is zero; at least one sample needs "
+                         "a positive weight")
+
+
 class LabelStats:
     """Classes of y with their counts and weighted counts (from :func:`discover_classes`)."""
 
@@ -92,6 +103,14 @@ def discover_classes(blocks: Blocks) -> LabelStats:
 
 
 def check_classes(stats: LabelStats, estimator: str) -> None:
+    classes = stats.classes
+    if classes.dtype.kind == "f" and len(classes) and not np.all(classes == np.round(classes)):
+        raise ValueError(f"{estimator}: Unknown label type: 'continuous'. y holds non-integer "
+                         "numbers, like a regression target; a classifier needs class labels "
+                         "(integers or strings). Use a regressor, or bin y first.")
+    if len(stats.wsum) and stats.weight_sum <= 0:
+        raise ValueError(f"{estimator}: every sample weight is zero; at least one sample needs "
+                         "a positive weight")
     if len(stats.classes) < 2:
         label = stats.classes[0].item() if len(stats.classes) and hasattr(
             stats.classes[0], "item") else (stats.classes[0] if len(stats.classes) else None)
@@ -171,12 +190,14 @@ class LinearClassifierMixin:
         return self._blockwise(X, _predict_kernel, self.coef_, self.intercept_, self.classes_,
                                dtype=self.classes_.dtype)
 
-    def _predict_proba(self, X, kind):
+    def _predict_proba(self, X, kind=None):
         check_is_fitted(self, "coef_")
+        if kind is None:
+            kind = self._proba_kind()
         return self._blockwise(X, _proba_kernel, self.coef_, self.intercept_, kind,
                                dtype=np.float64, tail_shape=(len(self.classes_),))
 
-    def _predict_log_proba(self, X, kind):
+    def _predict_log_proba(self, X, kind=None):
         p = self._predict_proba(X, kind)
         with np.errstate(divide="ignore"):
             return np.log(p)
@@ -285,6 +306,9 @@ class SGDMixin:
                  overrides=None):
         """Fit (or, with ``partial``, one more epoch of) ``problem`` on ``blocks``."""
         cfg = self._sgd_config(problem, loss, overrides)
+        if blocks.n_samples == 0:
+            raise ValueError(f"{type(self).__name__}: the training data has 0 samples; at least "
+                             "one is required")
         previous = getattr(self, "_sgd_state", None)
         if partial and previous is not None:
             state = state_from_dict(previous)

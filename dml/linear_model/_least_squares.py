@@ -76,7 +76,7 @@ def moments(blocks, center: bool):
                             combine=_merge_moments if center else _merge_raw)
     if out is None or out[0] <= 0:
         raise ValueError(f"{blocks.spec.estimator}: the training data has no rows of positive "
-                         "weight")
+                         "weight (every sample weight is zero, or there are no rows)")
     return out
 
 

@@ -236,9 +236,12 @@ checkpoint_every
         self.n_iter_ = np.array([self.n_iter_])
         return params
 
+    def _proba_kind(self):
+        return "softmax" if self.coef_.shape[0] > 1 else "log"
+
     def predict_proba(self, X):
         """Class probabilities: logistic for two classes, softmax otherwise."""
-        return self._predict_proba(X, "softmax" if self.coef_.shape[0] > 1 else "log")
+        return self._predict_proba(X)
 
     def predict_log_proba(self, X):
-        return self._predict_log_proba(X, "softmax" if self.coef_.shape[0] > 1 else "log")
+        return self._predict_log_proba(X)

@@ -26,9 +26,9 @@ from sklearn.utils.metaestimators import available_if
 
 from dml._blocks import BlockSpec
 from dml.base import DaskEstimatorMixin
-from dml.linear_model._base import (LinearClassifierMixin, LinearRegressorMixin, SGDMixin,
-                                    check_classes, compute_class_weight, discover_classes,
-                                    LabelStats)
+from dml.linear_model._base import (LabelStats, LinearClassifierMixin, LinearRegressorMixin,
+                                    SGDMixin, check_classes, check_weights,
+                                    compute_class_weight, discover_classes)
 from dml.linear_model._problem import LinearProblem
 from dml.optim.losses import get_loss
 
@@ -405,6 +405,7 @@ class SGDRegressor(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regressor
     def fit(self, X, y, coef_init=None, intercept_init=None, sample_weight=None):
         """Fit by partition-parallel mini-batch SGD (see :meth:`SGDClassifier.fit`)."""
         blocks = self._fit_blocks(X, y, sample_weight)
+        check_weights(blocks, type(self).__name__)
         problem = self._problem(blocks.n_features)
         if coef_init is None and self.warm_start and hasattr(self, "coef_") \
                 and self.coef_.shape == (problem.d,):

@@ -116,7 +116,8 @@ def check_diverged(value: float, epoch: int, config: TrainConfig,
     """Raise :class:`DivergedError` when ``value`` is non-finite or exploded past the reference."""
     bad = not math.isfinite(value)
     if not bad and reference is not None and math.isfinite(reference):
-        bad = value > config.divergence_factor * max(abs(reference), 1e-2)
+        # A floor of 1: a zero starting loss (the perceptron at w = 0) is no scale.
+        bad = value > config.divergence_factor * max(abs(reference), 1.0)
     if bad:
         raise DivergedError(diverged_message(config.name, epoch, value, config.lr_hint))
 
