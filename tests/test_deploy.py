@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -397,3 +396,57 @@ def test_manifest_commands_train_a_model_as_local_processes(name, tmp_path):
     assert model.n_iter_ == 10 and np.isfinite(model.coef_).all()
     # The fit checkpointed to the output volume, as the ConfigMap's job file asks.
     assert (tmp_path / "output" / "checkpoints" / "synthetic_sgd" / "checkpoint.json").exists()
+
+
+def _expand(words, env: dict) -> list[str]:
+    """Kubernetes' $(VAR) substitution in command and args."""
+    return [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), str(w))
+            for w in words]
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_daskjob_commands_train_a_model_as_local_processes(tmp_path):
+    """The DaskJob's scheduler, worker and job containers, with the environment the operator
+    injects (DASK_SCHEDULER_ADDRESS for workers and the job, DASK_WORKER_NAME for workers)."""
+    docs = load("daskjob.yaml")
+    spec = by_kind(docs, "DaskJob")["spec"]
+    cluster = spec["cluster"]["spec"]
+    scheduler = cluster["scheduler"]["spec"]["containers"][0]
+    worker = cluster["worker"]["spec"]["containers"][0]
+    job = spec["job"]["spec"]["containers"][0]
+    paths = {"/config": tmp_path / "config", "/output": tmp_path / "output",
+             "/tmp": tmp_path / "tmp"}
+    (tmp_path / "config").mkdir()
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "config" / "job.yaml").write_text(
+        by_kind(docs, "ConfigMap", "dml-job")["data"]["job.yaml"].replace(
+            " /output/", f" {tmp_path / 'output'}/"))
+    ports = {8786: free_port(), 8787: free_port()}
+    address = f"tcp://127.0.0.1:{ports[8786]}"
+    bins = {"dask": bin_path("dask"), "dml": bin_path("dml")}
+
+    def argv(c, env, extra_ports=None):
+        words = _localise(_expand(c["command"] + c["args"], env),
+                          {**ports, **(extra_ports or {})}, paths)
+        return [bins.get(words[0], words[0])] + words[1:]
+
+    with Processes(tmp_path) as procs:
+        procs.start("scheduler", argv(scheduler, {}))
+        n = cluster["worker"]["replicas"]
+        probes = [(scheduler, ports)]
+        for i in range(n):
+            env = {"DASK_SCHEDULER_ADDRESS": address, "DASK_WORKER_NAME": f"dml-train-{i}"}
+            local = {8788: free_port()}
+            procs.start(f"worker-{i}", argv(worker, env, local), env)
+            probes.append((worker, local))
+        wait_for_workers(address, n, procs=procs)
+        for container, local_ports in probes:
+            check_probes(container, {**ports, **local_ports})
+        env = {"DASK_SCHEDULER_ADDRESS": address}
+        proc = procs.start("job", argv(job, env), env)
+        rc = proc.wait(timeout=300)
+        assert rc == 0, procs.logs()
+    output = Path(_localise([arg_value(job["args"], "--output")], ports, paths)[0])
+    model = dml.load(output / "model.dml").named_steps["model"]
+    assert model.n_iter_ == 10 and np.isfinite(model.coef_).all()
