@@ -34,7 +34,7 @@ Interface for a model (see :class:`dml.optim.problem.Problem`)::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -286,9 +286,9 @@ def train(problem, data: TrainingData, config: SGDConfig, train_config: TrainCon
     """
     config.validate()
     if train_config.lr_hint == "":
-        train_config.lr_hint = config.schedule.describe()
+        train_config = replace(train_config, lr_hint=config.schedule.describe())
     if config.schedule.adaptive and train_config.adaptive_eta0 is None:
-        train_config.adaptive_eta0 = config.schedule.eta0
+        train_config = replace(train_config, adaptive_eta0=config.schedule.eta0)
     epoch_fn = make_epoch_fn(problem, data, config, train_config)
     return run_epochs(state, epoch_fn, train_config, fingerprint=fingerprint,
                       max_epochs=max_epochs)
