@@ -8,4 +8,5 @@ from benchmarks.workloads import kmeans  # noqa: F401
 from benchmarks.workloads import logistic  # noqa: F401
 from benchmarks.workloads import svm  # noqa: F401
 from benchmarks.workloads import forest  # noqa: F401
+from benchmarks.workloads import cv  # noqa: F401
 from benchmarks.workloads import mlp  # noqa: F401
