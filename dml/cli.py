@@ -1426,7 +1426,7 @@ DEMOS: list[DemoEntry] = [
     DemoEntry("logistic_regression", "make_classification", _demo_classification),
     DemoEntry("linear_svc", "make_classification", _demo_classification),
     DemoEntry("sgd_classifier", "make_classification", _demo_classification,
-              {"loss": "log_loss", "random_state": 0}),
+              {"loss": "log_loss", "optimizer": "adam", "batch_size": 256, "random_state": 0}),
     DemoEntry("mlp_classifier", "make_classification", _demo_classification,
               {"hidden_layer_sizes": [32], "batch_size": 128, "learning_rate_init": 0.01,
                "max_iter": 20, "random_state": 0}),
