@@ -62,6 +62,7 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     # neural networks
     "mlp_classifier": ("dml.neural_network:MLPClassifier", "model"),
     "mlp_regressor": ("dml.neural_network:MLPRegressor", "model"),
+    "matrix_factorization": ("dml.recommender:MatrixFactorization", "model"),  # recommender
     # preprocessing steps
     "standard_scaler": ("dml.preprocessing:StandardScaler", "transformer"),
     "minmax_scaler": ("dml.preprocessing:MinMaxScaler", "transformer"),

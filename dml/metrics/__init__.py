@@ -29,3 +29,9 @@ __all__ = [
     "mean_squared_error", "root_mean_squared_error", "mean_absolute_error", "r2_score",
 ]
 from dml.metrics._cluster import silhouette_score  # noqa: E402,F401  (clustering, issue 6)
+from dml.metrics._ranking import (average_precision_at_k, mrr, ndcg_at_k,  # noqa: E402,F401
+                                  precision_at_k, recall_at_k)  # (ranking, issue 5)
+rmse = root_mean_squared_error  # noqa: E305  (SPEC §4 names)
+mae = mean_absolute_error
+__all__ += ["precision_at_k", "recall_at_k", "ndcg_at_k", "average_precision_at_k", "mrr",
+            "rmse", "mae"]

@@ -1,0 +1,54 @@
+"""Per-cell numba kernels: sequential SGD over one (user-block, item-block) cell, ALS Gram sums.
+
+Updates within a cell conflict (two ratings of one user), so a vectorised NumPy step is not the
+sequential SGD of SPEC §4; numba runs the exact per-rating loop.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, nogil=True)
+def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias):
+    """SPEC §4 updates in ``order``; P/Q/bu/bi are modified in place. Returns Σ e² (pre-update)."""
+    k = P.shape[1]
+    sq = 0.0
+    for t in order:
+        a = u[t]
+        b = i[t]
+        pred = mu
+        if use_bias:
+            pred += bu[a] + bi[b]
+        for f in range(k):
+            pred += P[a, f] * Q[b, f]
+        e = r[t] - pred
+        sq += e * e
+        if use_bias:
+            bu[a] += lr * (e - reg * bu[a])
+            bi[b] += lr * (e - reg * bi[b])
+        for f in range(k):
+            pf = P[a, f]
+            qf = Q[b, f]
+            P[a, f] = pf + lr * (e * qf - reg * pf)
+            # The old p_u in the q update (SPEC §4).
+            Q[b, f] = qf + lr * (e * pf - reg * qf)
+    return sq
+
+
+@numba.njit(cache=True, nogil=True)
+def als_gram(rows, cols, target, Z, n_rows):
+    """Per-row A = Σ z zᵀ, rhs = Σ t z and counts over the ratings (rows local to the block)."""
+    k1 = Z.shape[1]
+    A = np.zeros((n_rows, k1, k1))
+    rhs = np.zeros((n_rows, k1))
+    cnt = np.zeros(n_rows)
+    for t in range(rows.shape[0]):
+        a = rows[t]
+        z = Z[cols[t]]
+        cnt[a] += 1.0
+        for f in range(k1):
+            rhs[a, f] += target[t] * z[f]
+            for g in range(k1):
+                A[a, f, g] += z[f] * z[g]
+    return A, rhs, cnt

@@ -1,0 +1,592 @@
+"""Matrix factorisation r̂_ui = μ + b_u + b_i + p_u·q_i by DSGD or ALS on Dask (SPEC §4).
+
+Layout of a fit
+---------------
+1. *Id pass*: every partition returns its sorted unique user and item ids, rating sum and count;
+   these are merged in partition order into sorted id tables (``user_ids_``, ``item_ids_``) and
+   the global mean μ. Arbitrary ids (integers or strings) map to dense indices by binary search.
+2. *Cells*: users are split into B contiguous index ranges and items into B; each partition
+   splits its ratings into the B×B (user-block, item-block) cells, and one task per cell gathers
+   its pieces and sorts them by (user, item), so a cell's content does not depend on how the
+   input was partitioned or on how many workers there are. Cells stay on the workers.
+3. *Epochs* run through :func:`dml.optim.training.run_epochs` (history, checkpoints, progress):
+
+   * ``solver="sgd"`` (DSGD, Gemulla et al. 2011): B sub-epochs; sub-epoch s trains the cells
+     (b, (b + s) mod B) for b = 0..B-1 in parallel (the order of the shifts is permuted per epoch
+     from the fit's seed). A cell task receives only its user block's and its item block's
+     factors and biases and returns them updated, so no two tasks touch the same rows. Within a
+     cell the ratings are visited in a per-(epoch, cell) random order and updated *sequentially*
+     (SPEC §4 rule, numba kernel).
+   * ``solver="als"``: per user block, each user solves
+     ``(Zᵀ Z + λ n_u I) x_u = Zᵀ t`` with ``z_i = [q_i, 1]``, ``x_u = [p_u, b_u]`` and
+     ``t = r − μ − b_i`` (without biases ``z_i = q_i``, ``x_u = p_u``, ``t = r``); then the
+     symmetric item step. λ is scaled by the number of ratings n_u / n_i ("weighted-λ",
+     Zhou et al. 2008, as Spark MLlib), so each half-step exactly minimises
+     ``Σ e² + λ (Σ_u n_u (‖p_u‖² + b_u²) + Σ_i n_i (‖q_i‖² + b_i²))``, the ALS objective reported
+     in ``history_`` (divided by the number of ratings), which therefore never increases.
+"""
+from __future__ import annotations
+
+import math
+
+import dask
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from dml._blocks import block_rng, is_dask, seed_from
+from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml.optim.state import TrainState
+from dml.optim.training import TrainConfig, run_epochs
+from dml.recommender import _kernels
+
+__all__ = ["MatrixFactorization"]
+
+_SOLVERS = ("sgd", "als")
+
+
+# ---------------------------------------------------------------- module-level task functions
+def _as_ids(values) -> np.ndarray:
+    a = np.asarray(values)
+    if a.dtype.kind in "OUS":
+        a = a.astype(str)
+    elif a.dtype.kind not in "iub":
+        if a.dtype.kind == "f" and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
+            a = a.astype(np.int64)
+        else:
+            raise ValueError("user and item ids must be integers or strings; got values of "
+                             f"dtype {a.dtype}")
+    return a
+
+
+def _lookup(table: np.ndarray, values) -> np.ndarray:
+    """Dense index of each value in the sorted ``table``; -1 for unknown ids."""
+    v = np.asarray(values)
+    if table.dtype.kind == "U":
+        v = v.astype(str)
+    elif v.dtype.kind in "OUS":
+        return np.full(len(v), -1, dtype=np.int64)
+    if len(table) == 0:
+        return np.full(len(v), -1, dtype=np.int64)
+    pos = np.searchsorted(table, v)
+    pos = np.minimum(pos, len(table) - 1)
+    return np.where(table[pos] == v, pos, -1).astype(np.int64)
+
+
+def _id_stats(df: pd.DataFrame, with_rating: bool = True):
+    r = df["r"].to_numpy(dtype=np.float64)
+    if not np.all(np.isfinite(r)):
+        raise ValueError("ratings contain NaN or infinity; drop or impute those rows before "
+                         "fitting MatrixFactorization")
+    return (np.unique(_as_ids(df["u"].to_numpy())), np.unique(_as_ids(df["i"].to_numpy())),
+            float(r.sum()), int(len(r)))
+
+
+def _merge_stats(parts):
+    users = parts[0][0]
+    items = parts[0][1]
+    for p in parts[1:]:
+        if (users.dtype.kind == "U") != (p[0].dtype.kind == "U") or \
+                (items.dtype.kind == "U") != (p[1].dtype.kind == "U"):
+            raise TypeError("user (or item) ids mix strings and numbers across partitions; "
+                            "cast the id column to one type")
+        users = np.union1d(users, p[0])
+        items = np.union1d(items, p[1])
+    return users, items, math.fsum(p[2] for p in parts), sum(p[3] for p in parts)
+
+
+def _split_partition(df, user_ids, item_ids, ub, ib, B):
+    u = _lookup(user_ids, _as_ids(df["u"].to_numpy()))
+    i = _lookup(item_ids, _as_ids(df["i"].to_numpy()))
+    r = df["r"].to_numpy(dtype=np.float64)
+    cell = (np.searchsorted(ub, u, side="right") - 1) * B + np.searchsorted(ib, i, side="right") - 1
+    order = np.argsort(cell, kind="stable")
+    cuts = np.searchsorted(cell[order], np.arange(B * B + 1))
+    return [(u[order[a:b]], i[order[a:b]], r[order[a:b]]) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def _gather_cell(pieces, index):
+    u = np.concatenate([p[index][0] for p in pieces])
+    i = np.concatenate([p[index][1] for p in pieces])
+    r = np.concatenate([p[index][2] for p in pieces])
+    order = np.lexsort((r, i, u))
+    return u[order], i[order], r[order]
+
+
+def _cell_counts(cell, n_users, n_items):
+    return (np.bincount(cell[0], minlength=n_users).astype(np.float64),
+            np.bincount(cell[1], minlength=n_items).astype(np.float64))
+
+
+def _seen_block(cells, lo, hi):
+    u = np.concatenate([c[0] for c in cells])
+    i = np.concatenate([c[1] for c in cells])
+    order = np.lexsort((i, u))
+    counts = np.bincount(u - lo, minlength=hi - lo) if hi > lo else np.zeros(0, dtype=np.int64)
+    return counts, i[order]
+
+
+def _sgd_task(cell, P, Q, bu, bi, u0, i0, mu, lr, reg, use_bias, seed, epoch, index):
+    P, Q, bu, bi = P.copy(), Q.copy(), bu.copy(), bi.copy()
+    u, i, r = cell
+    order = block_rng(seed, "mf/order", epoch, index).permutation(len(r))
+    _kernels.sgd_cell(u - u0, i - i0, r, order, P, Q, bu, bi, mu, lr, reg, use_bias)
+    return P, Q, bu, bi
+
+
+def _sq_error(cell, P, Q, bu, bi, mu):
+    u, i, r = cell
+    e = r - _predict_dense(u, i, P, Q, bu, bi, mu)
+    return float(e @ e)
+
+
+def _predict_dense(u, i, P, Q, bu, bi, mu):
+    """μ + b_u + b_i + p_u·q_i with unknown (−1) users/items contributing nothing (cold start)."""
+    out = np.full(len(u), mu, dtype=np.float64)
+    ku, ki = u >= 0, i >= 0
+    out[ku] += bu[u[ku]]
+    out[ki] += bi[i[ki]]
+    both = ku & ki
+    out[both] += np.einsum("ij,ij->i", P[u[both]], Q[i[both]])
+    return out
+
+
+def _solve(A, rhs):
+    try:
+        return np.linalg.solve(A, rhs[..., None])[..., 0]
+    except np.linalg.LinAlgError:
+        # λ = 0 and fewer ratings than unknowns: the minimum-norm least-squares solution.
+        return np.stack([np.linalg.lstsq(a, b, rcond=None)[0] for a, b in zip(A, rhs)])
+
+
+def als_half_step(rows, cols, r, Z, other_bias, n_rows, mu, reg, use_bias):
+    """One side's ALS solves for rows ``0..n_rows-1`` (local indices) given the other side.
+
+    Returns (factors, biases). Public for the tests: each row solves
+    ``(Σ z zᵀ + λ n I) x = Σ t z`` (see the module docstring).
+    """
+    if use_bias:
+        Zb = np.hstack([Z, np.ones((Z.shape[0], 1))])
+        target = r - mu - other_bias[cols]
+    else:
+        Zb = Z
+        target = r - mu
+    A, rhs, cnt = _kernels.als_gram(rows, cols, target, np.ascontiguousarray(Zb), n_rows)
+    k1 = Zb.shape[1]
+    A = A + (reg * cnt)[:, None, None] * np.eye(k1)
+    x = np.zeros((n_rows, k1))
+    has = cnt > 0
+    if has.any():
+        x[has] = _solve(A[has], rhs[has])
+    if use_bias:
+        return x[:, :-1].copy(), x[:, -1].copy()
+    return x, np.zeros(n_rows)
+
+
+def _als_user_task(cells, Q, bi, lo, hi, mu, reg, use_bias):
+    u = np.concatenate([c[0] for c in cells]) - lo
+    i = np.concatenate([c[1] for c in cells])
+    r = np.concatenate([c[2] for c in cells])
+    return als_half_step(u, i, r, Q, bi, hi - lo, mu, reg, use_bias)
+
+
+def _als_item_task(cells, P, bu, lo, hi, mu, reg, use_bias):
+    u = np.concatenate([c[0] for c in cells])
+    i = np.concatenate([c[1] for c in cells]) - lo
+    r = np.concatenate([c[2] for c in cells])
+    return als_half_step(i, u, r, P, bu, hi - lo, mu, reg, use_bias)
+
+
+def _concat_pairs(parts):
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def _val_partition(df, user_ids, item_ids):
+    return (_lookup(user_ids, _as_ids(df["u"].to_numpy())),
+            _lookup(item_ids, _as_ids(df["i"].to_numpy())), df["r"].to_numpy(dtype=np.float64))
+
+
+def _predict_frame(df, user_col, item_col, user_ids, item_ids, P, Q, bu, bi, mu):
+    u = _lookup(user_ids, _as_ids(df[user_col].to_numpy()))
+    i = _lookup(item_ids, _as_ids(df[item_col].to_numpy()))
+    return _predict_dense(u, i, P, Q, bu, bi, mu)
+
+
+def _bounds(n: int, B: int) -> np.ndarray:
+    return np.linspace(0, n, B + 1).round().astype(np.int64)
+
+
+# ---------------------------------------------------------------- the estimator
+class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
+    """Matrix factorisation of explicit ratings by distributed SGD (DSGD) or ALS.
+
+    Parameters
+    ----------
+    n_factors : int, default=10
+        Rank k of P (users × k) and Q (items × k).
+    solver : {"sgd", "als"}, default="sgd"
+        See the module docstring of :mod:`dml.recommender._mf` for both algorithms.
+    biases : bool, default=True
+        Learn b_u and b_i. Without biases the model is r̂ = p_u·q_i (no global mean either, as
+        Spark's ALS), so an exactly rank-k matrix is representable.
+    reg : float, default=0.05
+        λ of SPEC §4. SGD uses it as written (per update); ALS scales it by each user's/item's
+        number of ratings (weighted-λ, as Spark's ``regParam``).
+    learning_rate : float, default=0.01
+        SGD step η; epoch e (0-based) uses η / (1 + lr_decay · e).
+    lr_decay : float, default=0.0
+    n_epochs : int, default=20
+        SGD epochs or ALS iterations (one user step and one item step).
+    n_blocks : int, default=4
+        B: users and items are split into B blocks each (B² cells). The fitted model depends on
+        B, not on the number of workers.
+    init_std : float, default=0.1
+        Standard deviation of the normal initial factors (ALS initialises Q only).
+    user_col, item_col, rating_col : str
+        Column names in DataFrame input.
+    tol, n_iter_no_change : stopping rule on the training objective (tol=None: run n_epochs).
+    checkpoint_dir, checkpoint_every, verbose, progress, callbacks : see :mod:`dml.optim`.
+    random_state : int, RandomState or None
+
+    Attributes
+    ----------
+    user_ids_, item_ids_ : ndarray
+        Sorted distinct ids seen in fit; row j of ``user_factors_`` belongs to ``user_ids_[j]``.
+    user_factors_, item_factors_ : ndarray of shape (n, k)
+    user_bias_, item_bias_ : ndarray
+    global_mean_ : float
+    seen_indptr_, seen_items_ : ndarray
+        The training items of each user (CSR, item indices), for ``recommend(exclude_seen=True)``.
+    history_ : list of dict
+        Per epoch: objective, train_rmse, validation_rmse (with validation_data), seconds.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from dml.recommender import MatrixFactorization
+    >>> df = pd.DataFrame({"user": [1, 1, 2, 2, 3], "item": ["a", "b", "a", "c", "b"],
+    ...                    "rating": [5.0, 3.0, 4.0, 2.0, 1.0]})
+    >>> mf = MatrixFactorization(n_factors=2, n_epochs=5, n_blocks=2, random_state=0).fit(df)
+    >>> mf.predict(pd.DataFrame({"user": [1, 99], "item": ["c", "zzz"]})).shape
+    (2,)
+    >>> items, scores = mf.recommend([2], k=1)
+    >>> str(items[0, 0])
+    'b'
+    """
+
+    def __init__(self, n_factors=10, *, solver="sgd", biases=True, reg=0.05, learning_rate=0.01,
+                 lr_decay=0.0, n_epochs=20, n_blocks=4, init_std=0.1, user_col="user",
+                 item_col="item", rating_col="rating", tol=None, n_iter_no_change=5,
+                 checkpoint_dir=None, checkpoint_every=1, verbose=0, progress=None,
+                 callbacks=(), random_state=None):
+        self.n_factors = n_factors
+        self.solver = solver
+        self.biases = biases
+        self.reg = reg
+        self.learning_rate = learning_rate
+        self.lr_decay = lr_decay
+        self.n_epochs = n_epochs
+        self.n_blocks = n_blocks
+        self.init_std = init_std
+        self.user_col = user_col
+        self.item_col = item_col
+        self.rating_col = rating_col
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every = checkpoint_every
+        self.verbose = verbose
+        self.progress = progress
+        self.callbacks = callbacks
+        self.random_state = random_state
+
+    # ---- input
+    def _validate_params(self):
+        if self.solver not in _SOLVERS:
+            raise ValueError(f"solver must be one of {_SOLVERS}, got {self.solver!r}")
+        for name in ("n_factors", "n_epochs", "n_blocks"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1):
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        for name, strict in (("reg", False), ("learning_rate", True), ("lr_decay", False),
+                             ("init_std", False)):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float, np.floating, np.integer)) and math.isfinite(v)
+                    and (v > 0 if strict else v >= 0)):
+                rule = "> 0" if strict else ">= 0"
+                raise ValueError(f"{name} must be a finite number {rule}, got {v!r}")
+
+    def _partitions(self, X, y, *, need_rating=True, what="X"):
+        """Input as a list of (delayed or local) pandas frames with columns u, i[, r]."""
+        cols = [self.user_col, self.item_col]
+        if isinstance(X, tuple) and len(X) in (2, 3) and y is None:
+            X = pd.DataFrame(dict(zip(["u", "i", "r"], [np.asarray(a) for a in X])))
+            return [X] if (not need_rating or "r" in X) else self._no_rating(what)
+        if is_dask(X) and hasattr(X, "columns"):
+            rating = y if isinstance(y, str) else self.rating_col
+            want = cols + ([rating] if need_rating else [])
+            self._check_columns(X.columns, want, what)
+            if y is not None and not isinstance(y, str):
+                raise TypeError("with a Dask DataFrame, give the ratings as a column of it "
+                                f"(rating_col={self.rating_col!r} or y='<column name>')")
+            sub = X[want]
+            return [dask.delayed(_rename)(p, want) for p in sub.to_delayed()]
+        if isinstance(X, pd.DataFrame):
+            rating = y if isinstance(y, str) else self.rating_col
+            if y is not None and not isinstance(y, str):
+                X = X.assign(**{rating: np.asarray(y)})
+            want = cols + ([rating] if need_rating else [])
+            self._check_columns(X.columns, want, what)
+            return [_rename(X[want], want)]
+        if is_dask(X):
+            raise TypeError(f"{what}: pass a Dask DataFrame with columns {cols} (and "
+                            f"{self.rating_col!r}), not a {type(X).__name__}")
+        arr = np.asarray(X)
+        if arr.ndim != 2 or arr.shape[1] not in (2, 3):
+            raise ValueError(f"{what} must be a DataFrame with columns {cols} (and "
+                             f"{self.rating_col!r}) or an array of (user, item) columns; got "
+                             f"shape {arr.shape}")
+        frame = {"u": arr[:, 0], "i": arr[:, 1]}
+        if need_rating:
+            if y is None and arr.shape[1] == 3:
+                frame["r"] = arr[:, 2].astype(np.float64)
+            elif y is None:
+                self._no_rating(what)
+            else:
+                frame["r"] = np.asarray(y, dtype=np.float64)
+                if len(frame["r"]) != len(arr):
+                    raise ValueError(f"{what} has {len(arr)} rows but y has {len(frame['r'])}")
+        return [pd.DataFrame(frame)]
+
+    def _no_rating(self, what):
+        raise ValueError(f"{what}: no ratings given; pass y or a {self.rating_col!r} column")
+
+    @staticmethod
+    def _check_columns(columns, want, what):
+        missing = [c for c in want if c not in set(columns)]
+        if missing:
+            raise ValueError(f"{what} has no column(s) {missing}; its columns are {list(columns)}."
+                             " Set user_col/item_col/rating_col to the names in your data.")
+
+    # ---- fit
+    def fit(self, X, y=None, *, validation_data=None):
+        """Fit on (user, item, rating) triples.
+
+        Parameters
+        ----------
+        X : DataFrame (pandas or Dask) with ``user_col``, ``item_col``, ``rating_col``; or an
+            array of (user, item[, rating]) columns; or a tuple (users, items, ratings).
+        y : array-like or str, optional
+            Ratings (or the name of the rating column).
+        validation_data : same forms as X, optional
+            Held-out ratings; their RMSE is recorded per epoch as ``validation_rmse``.
+        """
+        self._validate_params()
+        parts = self._partitions(X, y)
+        seed = seed_from(self.random_state)
+        B = int(self.n_blocks)
+        stats = [dask.delayed(_id_stats)(p) for p in parts]
+        users, items, total, n = dask.compute(dask.delayed(_merge_stats)(stats))[0]
+        if n == 0:
+            raise ValueError("no ratings to fit on")
+        self.user_ids_, self.item_ids_ = users, items
+        nu, ni = len(users), len(items)
+        mu = float(total / n) if self.biases else 0.0
+        ub, ib = _bounds(nu, B), _bounds(ni, B)
+        d_users, d_items = dask.delayed(users, pure=True), dask.delayed(items, pure=True)
+        split = [dask.delayed(_split_partition, pure=True)(p, d_users, d_items, ub, ib, B)
+                 for p in parts]
+        cells = [dask.delayed(_gather_cell, pure=True)(split, c) for c in range(B * B)]
+        val = None
+        if validation_data is not None:
+            val = [dask.delayed(_val_partition, pure=True)(p, d_users, d_items)
+                   for p in self._partitions(validation_data, None, what="validation_data")]
+        counts = [dask.delayed(_cell_counts, pure=True)(c, nu, ni) for c in cells]
+        seen = [dask.delayed(_seen_block, pure=True)(cells[b * B:(b + 1) * B], ub[b], ub[b + 1])
+                for b in range(B)]
+        cells, val, counts, seen = dask.persist(cells, val, counts, seen)
+        counts, seen = dask.compute(counts, seen)
+        n_u = np.sum([c[0] for c in counts], axis=0)
+        n_i = np.sum([c[1] for c in counts], axis=0)
+        self.seen_indptr_ = np.concatenate([[0], np.cumsum(np.concatenate([s[0] for s in seen]))])
+        self.seen_items_ = np.concatenate([s[1] for s in seen]).astype(np.int64)
+
+        k = int(self.n_factors)
+        rng = block_rng(seed, "mf/init")
+        P = rng.normal(0.0, self.init_std, (nu, k))
+        Q = rng.normal(0.0, self.init_std, (ni, k))
+        if self.solver == "als":
+            P[:] = 0.0
+        state = TrainState(params=np.zeros(0), seed=seed, arrays={
+            "P": P, "Q": Q, "bu": np.zeros(nu), "bi": np.zeros(ni)})
+        reg = float(self.reg)
+        use_bias = bool(self.biases)
+
+        def evaluate(P, Q, bu, bi):
+            sq = [dask.delayed(_sq_error, pure=True)(c, P, Q, bu, bi, mu) for c in cells]
+            vs = None
+            if val is not None:
+                vs = [dask.delayed(_sq_val, pure=True)(v, P, Q, bu, bi, mu) for v in val]
+            return sq, vs
+
+        def finish(st, sq, vs, objective_reg):
+            sse = math.fsum(sq)
+            res = {"train_rmse": math.sqrt(sse / n)}
+            if vs is not None:
+                m = sum(v[1] for v in vs)
+                res["validation_rmse"] = math.sqrt(math.fsum(v[0] for v in vs) / max(m, 1))
+            return (sse + reg * objective_reg) / n, res
+
+        def sgd_epoch(st):
+            from dml.optim.training import EpochResult
+            A = st.arrays
+            lr = float(self.learning_rate) / (1.0 + float(self.lr_decay) * st.epoch) * st.lr_scale
+            Pb = [A["P"][ub[b]:ub[b + 1]] for b in range(B)]
+            Qb = [A["Q"][ib[c]:ib[c + 1]] for c in range(B)]
+            bub = [A["bu"][ub[b]:ub[b + 1]] for b in range(B)]
+            bib = [A["bi"][ib[c]:ib[c + 1]] for c in range(B)]
+            shifts = block_rng(seed, "mf/strata", st.epoch).permutation(B)
+            for s in shifts:
+                for b in range(B):
+                    c = (b + int(s)) % B
+                    out = dask.delayed(_sgd_task, pure=True, nout=4)(
+                        cells[b * B + c], Pb[b], Qb[c], bub[b], bib[c], ub[b], ib[c], mu, lr,
+                        reg, use_bias, seed, st.epoch, b * B + c)
+                    Pb[b], Qb[c], bub[b], bib[c] = out
+            P = dask.delayed(np.concatenate, pure=True)(Pb)
+            Q = dask.delayed(np.concatenate, pure=True)(Qb)
+            bu = dask.delayed(np.concatenate, pure=True)(bub)
+            bi = dask.delayed(np.concatenate, pure=True)(bib)
+            sq, vs = evaluate(P, Q, bu, bi)
+            P, Q, bu, bi, sq, vs = dask.compute(P, Q, bu, bi, sq, vs)
+            st.arrays = {"P": P, "Q": Q, "bu": bu, "bi": bi}
+            pen = (P * P).sum() + (Q * Q).sum() + bu @ bu + bi @ bi
+            obj, info = finish(st, sq, vs, pen)
+            return EpochResult(objective=obj, learning_rate=lr, info=info)
+
+        def als_epoch(st):
+            from dml.optim.training import EpochResult
+            A = st.arrays
+            Q, bi = A["Q"], A["bi"]
+            ures = [dask.delayed(_als_user_task, pure=True, nout=2)(
+                cells[b * B:(b + 1) * B], Q, bi, ub[b], ub[b + 1], mu, reg, use_bias)
+                for b in range(B)]
+            P = dask.delayed(np.concatenate, pure=True)([r[0] for r in ures])
+            bu = dask.delayed(np.concatenate, pure=True)([r[1] for r in ures])
+            ires = [dask.delayed(_als_item_task, pure=True, nout=2)(
+                [cells[b * B + c] for b in range(B)], P, bu, ib[c], ib[c + 1], mu, reg, use_bias)
+                for c in range(B)]
+            Q = dask.delayed(np.concatenate, pure=True)([r[0] for r in ires])
+            bi = dask.delayed(np.concatenate, pure=True)([r[1] for r in ires])
+            sq, vs = evaluate(P, Q, bu, bi)
+            P, Q, bu, bi, sq, vs = dask.compute(P, Q, bu, bi, sq, vs)
+            st.arrays = {"P": P, "Q": Q, "bu": bu, "bi": bi}
+            pen = (n_u @ ((P * P).sum(axis=1) + bu * bu)) + (n_i @ ((Q * Q).sum(axis=1) + bi * bi))
+            obj, info = finish(st, sq, vs, pen)
+            return EpochResult(objective=obj, info=info)
+
+        config = TrainConfig(
+            max_iter=int(self.n_epochs), tol=self.tol, n_iter_no_change=self.n_iter_no_change,
+            checkpoint_dir=self.checkpoint_dir, checkpoint_every=self.checkpoint_every,
+            verbose=self.verbose, progress=self.progress, callbacks=self.callbacks,
+            name=type(self).__name__,
+            lr_hint=f"learning_rate={self.learning_rate}" if self.solver == "sgd" else "")
+        fingerprint = {"estimator": type(self).__name__, "n_ratings": int(n), "n_users": nu,
+                       "n_items": ni, "mean": mu,
+                       **{k: v for k, v in self.get_params().items()
+                          if k in ("n_factors", "solver", "biases", "reg", "learning_rate",
+                                   "lr_decay", "n_blocks", "init_std")}}
+        state = run_epochs(state, sgd_epoch if self.solver == "sgd" else als_epoch, config,
+                           fingerprint=fingerprint)
+        A = state.arrays
+        self.user_factors_, self.item_factors_ = A["P"], A["Q"]
+        self.user_bias_, self.item_bias_ = A["bu"], A["bi"]
+        self.global_mean_ = mu
+        self.n_ratings_ = int(n)
+        self.history_ = state.history
+        self.n_iter_ = state.epoch
+        self.stop_reason_ = state.stop_reason
+        return self
+
+    # ---- predict
+    def _model(self):
+        return (self.user_ids_, self.item_ids_, self.user_factors_, self.item_factors_,
+                self.user_bias_, self.item_bias_, self.global_mean_)
+
+    def predict(self, X):
+        """Predicted ratings for (user, item) pairs; unknown ids get μ plus any known bias.
+
+        NumPy/pandas in → NumPy out; a Dask DataFrame in → a lazy Dask array out.
+        """
+        check_is_fitted(self, "user_factors_")
+        uids, iids, P, Q, bu, bi, mu = self._model()
+        if is_dask(X) and hasattr(X, "columns"):
+            self._check_columns(X.columns, [self.user_col, self.item_col], "X")
+            meta = pd.Series([], dtype=np.float64)
+            out = X.map_partitions(_predict_series, self.user_col, self.item_col, uids, iids,
+                                   P, Q, bu, bi, mu, meta=meta)
+            return out.to_dask_array()
+        frames = self._partitions(X, None, need_rating=False)
+        df = frames[0]
+        return _predict_frame(df, "u", "i", uids, iids, P, Q, bu, bi, mu)
+
+    def score(self, X, y=None):
+        """Negative RMSE on (user, item, rating) rows (higher is better, like scikit-learn)."""
+        check_is_fitted(self, "user_factors_")
+        uids, iids, P, Q, bu, bi, mu = self._model()
+        parts = self._partitions(X, y)
+        vals = [dask.delayed(_sq_val)(dask.delayed(_val_partition)(p, uids, iids),
+                                      P, Q, bu, bi, mu) for p in parts]
+        vals = dask.compute(vals)[0]
+        return -math.sqrt(math.fsum(v[0] for v in vals) / max(sum(v[1] for v in vals), 1))
+
+    def recommend(self, users, k=10, *, exclude_seen=True):
+        """Top-k items per user by predicted rating.
+
+        Unknown users are ranked by μ + b_i (the bias-only popularity). With ``exclude_seen``
+        the user's training items are skipped; fewer than k candidates leave the row padded with
+        ``None``-like fill (item id of the array's dtype default) and score ``-inf``.
+
+        Returns
+        -------
+        items : ndarray of shape (n_users, k) of item ids
+        scores : ndarray of shape (n_users, k)
+        """
+        check_is_fitted(self, "user_factors_")
+        if not (isinstance(k, (int, np.integer)) and k >= 1):
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        uids, iids, P, Q, bu, bi, mu = self._model()
+        users = np.atleast_1d(np.asarray(users))
+        idx = _lookup(uids, _as_ids(users)) if len(users) else np.zeros(0, dtype=np.int64)
+        ni = len(iids)
+        kk = min(int(k), ni)
+        items = np.empty((len(users), kk), dtype=iids.dtype)
+        scores = np.full((len(users), kk), -np.inf)
+        for row, u in enumerate(idx):
+            s = mu + bi.copy()
+            if u >= 0:
+                s += bu[u] + Q @ P[u]
+                if exclude_seen:
+                    s[self.seen_items_[self.seen_indptr_[u]:self.seen_indptr_[u + 1]]] = -np.inf
+            # Ties broken by item index, so results are deterministic.
+            top = np.lexsort((np.arange(ni), -s))[:kk]
+            items[row] = iids[top]
+            scores[row] = s[top]
+        return items, scores
+
+
+def _rename(df, want):
+    df = df[want]
+    df.columns = ["u", "i", "r"][:len(want)]
+    return df
+
+
+def _sq_val(v, P, Q, bu, bi, mu):
+    u, i, r = v
+    e = r - _predict_dense(u, i, P, Q, bu, bi, mu)
+    return float(e @ e), len(r)
+
+
+def _predict_series(df, user_col, item_col, uids, iids, P, Q, bu, bi, mu):
+    return pd.Series(_predict_frame(df, user_col, item_col, uids, iids, P, Q, bu, bi, mu),
+                     index=df.index)

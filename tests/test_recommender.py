@@ -1,0 +1,165 @@
+"""dml.recommender.MatrixFactorization (SPEC §4): recovery, ALS steps, determinism, cold start."""
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+import dml
+from dml.datasets import make_ratings
+from dml.recommender import MatrixFactorization
+from dml.recommender._mf import als_half_step
+
+
+def _full_rank_k(n_users=30, n_items=20, k=2, seed=0):
+    rng = np.random.default_rng(seed)
+    P, Q = rng.normal(size=(n_users, k)), rng.normal(size=(n_items, k))
+    u, i = np.meshgrid(np.arange(n_users), np.arange(n_items), indexing="ij")
+    return pd.DataFrame({"user": u.ravel(), "item": i.ravel(), "rating": (P @ Q.T).ravel()})
+
+
+def _rmse(mf, df):
+    return float(np.sqrt(np.mean((mf.predict(df) - df["rating"].to_numpy()) ** 2)))
+
+
+@pytest.mark.parametrize("solver,kw", [("als", {"n_epochs": 40}),
+                                       ("sgd", {"n_epochs": 400, "learning_rate": 0.05})])
+def test_exact_rank_k_recovered(solver, kw):
+    df = _full_rank_k()
+    mf = MatrixFactorization(2, solver=solver, biases=False, reg=0.0, n_blocks=2, init_std=0.5,
+                             random_state=0, **kw).fit(df)
+    assert _rmse(mf, df) < 1e-3
+    assert mf.history_[-1]["train_rmse"] < 1e-3
+
+
+def test_als_half_step_equals_numpy_solve():
+    rng = np.random.default_rng(1)
+    n, m, k, lam, mu = 6, 9, 3, 0.3, 2.0
+    rows = rng.integers(0, n, 40)
+    cols = rng.integers(0, m, 40)
+    r = rng.normal(size=40)
+    Q = rng.normal(size=(m, k))
+    bi = rng.normal(size=m)
+    P, bu = als_half_step(rows, cols, r, Q, bi, n, mu, lam, True)
+    for a in range(n):
+        sel = rows == a
+        Z = np.hstack([Q[cols[sel]], np.ones((sel.sum(), 1))])
+        t = r[sel] - mu - bi[cols[sel]]
+        x = np.linalg.solve(Z.T @ Z + lam * sel.sum() * np.eye(k + 1), Z.T @ t)
+        np.testing.assert_allclose(P[a], x[:k], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(bu[a], x[k], rtol=1e-10, atol=1e-12)
+    P2, _ = als_half_step(rows, cols, r, Q, bi, n, mu, lam, False)
+    sel = rows == 0
+    Z = Q[cols[sel]]
+    np.testing.assert_allclose(
+        P2[0], np.linalg.solve(Z.T @ Z + lam * sel.sum() * np.eye(k), Z.T @ (r[sel] - mu)))
+
+
+@pytest.mark.parametrize("biases", [True, False])
+def test_als_objective_non_increasing(biases):
+    df = make_ratings(80, 40, 800, rank=3, noise=0.3, random_state=2).compute()
+    mf = MatrixFactorization(4, solver="als", biases=biases, reg=0.1, n_epochs=8, n_blocks=3,
+                             random_state=0).fit(df)
+    obj = [h["objective"] for h in mf.history_]
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(obj, obj[1:]))
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als"])
+def test_same_model_on_both_clusters_and_partitionings(client, solver):
+    pdf = make_ratings(60, 30, 900, rank=3, noise=0.2, random_state=3).compute()
+    pdf["user"] = "u" + pdf["user"].astype(str)  # string ids
+    kw = dict(solver=solver, n_epochs=4, n_blocks=3, random_state=7)
+    ref = MatrixFactorization(3, **kw).fit(pdf)
+    for nparts in (1, 3):
+        ddf = dd.from_pandas(pdf, npartitions=nparts)
+        mf = MatrixFactorization(3, **kw).fit(ddf)
+        np.testing.assert_array_equal(mf.user_ids_, ref.user_ids_)
+        np.testing.assert_allclose(mf.user_factors_, ref.user_factors_, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(mf.item_bias_, ref.item_bias_, rtol=1e-12, atol=1e-14)
+        assert [h["train_rmse"] for h in mf.history_] == pytest.approx(
+            [h["train_rmse"] for h in ref.history_], rel=1e-12)
+    pred = mf.predict(ddf[["user", "item"]])
+    assert hasattr(pred, "dask")
+    np.testing.assert_allclose(pred.compute(), ref.predict(pdf), rtol=1e-12)
+
+
+def test_cold_start_recommend_and_history(tmp_path):
+    df = make_ratings(40, 25, 600, rank=2, random_state=4).compute()
+    val = make_ratings(40, 25, 100, rank=2, random_state=5).compute()
+    mf = MatrixFactorization(2, n_epochs=3, n_blocks=2, random_state=0,
+                             checkpoint_dir=str(tmp_path)).fit(df, validation_data=val)
+    assert [h["epoch"] for h in mf.history_] == [1, 2, 3]
+    assert all("train_rmse" in h and "validation_rmse" in h for h in mf.history_)
+    known_item = mf.item_ids_[0]
+    p = mf.predict(pd.DataFrame({"user": [10_000, 10_000, mf.user_ids_[0]],
+                                 "item": [known_item, 99_999, 99_999]}))
+    assert np.all(np.isfinite(p))
+    assert p[0] == pytest.approx(mf.global_mean_ + mf.item_bias_[0])
+    assert p[1] == pytest.approx(mf.global_mean_)
+    assert p[2] == pytest.approx(mf.global_mean_ + mf.user_bias_[0])
+    u = mf.user_ids_[0]
+    items, scores = mf.recommend([u, -5], k=5)
+    assert items.shape == (2, 5) and np.all(np.diff(scores, axis=1) <= 0)
+    seen = set(df.loc[df["user"] == u, "item"])
+    assert not seen & set(items[0].tolist())
+    items_all, _ = mf.recommend([u], k=25, exclude_seen=False)
+    assert sorted(items_all[0].tolist()) == sorted(mf.item_ids_.tolist())
+    # Resuming from the checkpoint of the finished fit gives the same model.
+    mf2 = MatrixFactorization(2, n_epochs=3, n_blocks=2, random_state=0,
+                              checkpoint_dir=str(tmp_path)).fit(df, validation_data=val)
+    np.testing.assert_array_equal(mf2.user_factors_, mf.user_factors_)
+
+
+def test_save_load_roundtrip(tmp_path):
+    df = make_ratings(30, 20, 300, rank=2, random_state=6).compute()
+    df["item"] = "i" + df["item"].astype(str)
+    mf = MatrixFactorization(2, solver="als", n_epochs=2, n_blocks=2, random_state=0).fit(df)
+    path = tmp_path / "mf.dml"
+    dml.save(mf, path)
+    back = dml.load(path)
+    np.testing.assert_array_equal(back.predict(df), mf.predict(df))
+
+
+def test_numpy_and_tuple_input():
+    df = make_ratings(30, 20, 300, rank=2, random_state=6).compute()
+    kw = dict(n_epochs=2, n_blocks=2, random_state=0)
+    a = MatrixFactorization(2, **kw).fit(df)
+    b = MatrixFactorization(2, **kw).fit(df[["user", "item"]].to_numpy(), df["rating"].to_numpy())
+    c = MatrixFactorization(2, **kw).fit((df["user"], df["item"], df["rating"]))
+    np.testing.assert_array_equal(a.user_factors_, b.user_factors_)
+    np.testing.assert_array_equal(a.user_factors_, c.user_factors_)
+    assert isinstance(b.predict(df[["user", "item"]].to_numpy()), np.ndarray)
+
+
+def test_bad_input():
+    df = pd.DataFrame({"user": [1, 2], "item": [1, 2], "rating": [1.0, np.nan]})
+    with pytest.raises(ValueError, match="NaN"):
+        MatrixFactorization(n_epochs=1).fit(df)
+    with pytest.raises(ValueError, match="no column"):
+        MatrixFactorization(n_epochs=1).fit(df.rename(columns={"user": "u"}))
+    with pytest.raises(ValueError, match="solver"):
+        MatrixFactorization(solver="svd").fit(df)
+    with pytest.raises(ValueError, match="n_factors"):
+        MatrixFactorization(0).fit(df)
+    with pytest.raises(ValueError, match="learning_rate"):
+        MatrixFactorization(learning_rate=-1).fit(df)
+
+
+@pytest.mark.slow
+def test_movielens_small():
+    ml = dml.datasets.load_movielens()
+    df = ml.ratings.compute()
+    rng = np.random.default_rng(0)
+    test = rng.random(len(df)) < 0.2
+    train, held = df[~test], df[test]
+    cols = dict(user_col="userId", item_col="movieId", rating_col="rating")
+    base = MatrixFactorization(1, solver="als", reg=1e6, n_epochs=1, **cols).fit(train)
+    y = held["rating"].to_numpy()
+    rmse = {}
+    for name, mf in [("bias", base),
+                     ("als", MatrixFactorization(10, solver="als", reg=0.1, n_epochs=10,
+                                                 random_state=0, **cols).fit(train)),
+                     ("sgd", MatrixFactorization(10, solver="sgd", reg=0.05, learning_rate=0.01,
+                                                 n_epochs=20, random_state=0, **cols).fit(train))]:
+        rmse[name] = float(np.sqrt(np.mean((mf.predict(held) - y) ** 2)))
+    print(rmse)
+    assert min(rmse["als"], rmse["sgd"]) <= 0.87
