@@ -104,6 +104,9 @@ def _fit_registered(name):
     if name == "one_hot":
         X = X_FRAME[["colour", "size"]]
         return est.fit(X), X
+    if name == "matrix_factorization":
+        X = X_COUNTS[:, :2]
+        return est.set_params(n_epochs=2).fit(X, X_COUNTS[:, 2] + 1.0), X
     if is_classifier(est):
         return est.fit(X_COUNTS, Y_LABELS), X_COUNTS
     if is_regressor(est):
