@@ -22,7 +22,7 @@ def _rmse(mf, df):
 
 
 @pytest.mark.parametrize("solver,kw", [("als", {"n_epochs": 40}),
-                                       ("sgd", {"n_epochs": 400, "learning_rate": 0.05})])
+                                       ("sgd", {"n_epochs": 120, "learning_rate": 0.1})])
 def test_exact_rank_k_recovered(solver, kw):
     df = _full_rank_k()
     mf = MatrixFactorization(2, solver=solver, biases=False, reg=0.0, n_blocks=2, init_std=0.5,
@@ -152,7 +152,10 @@ def test_movielens_small():
     test = rng.random(len(df)) < 0.2
     train, held = df[~test], df[test]
     cols = dict(user_col="userId", item_col="movieId", rating_col="rating")
-    base = MatrixFactorization(1, solver="als", reg=1e6, n_epochs=1, **cols).fit(train)
+    # Bias-only baseline: ALS from zero factors keeps them at zero and fits b_u, b_i alone.
+    base = MatrixFactorization(1, solver="als", reg=0.1, init_std=0.0, n_epochs=10,
+                               **cols).fit(train)
+    assert not base.user_factors_.any()
     y = held["rating"].to_numpy()
     rmse = {}
     for name, mf in [("bias", base),
@@ -162,4 +165,5 @@ def test_movielens_small():
                                                  n_epochs=20, random_state=0, **cols).fit(train))]:
         rmse[name] = float(np.sqrt(np.mean((mf.predict(held) - y) ** 2)))
     print(rmse)
-    assert min(rmse["als"], rmse["sgd"]) <= 0.87
+    assert min(rmse["als"], rmse["sgd"]) <= 0.865
+    assert max(rmse["als"], rmse["sgd"]) < rmse["bias"]
