@@ -267,3 +267,20 @@ def test_bad_input():
 
     with pytest.raises(NotFittedError):
         MLPRegressor().predict(X)
+
+
+def test_same_model_for_1_2_3_workers(digits):
+    from distributed import Client, LocalCluster
+
+    Xtr, _, ytr, _ = digits
+    kw = dict(hidden_layer_sizes=(16,), batch_size=32, max_iter=2, tol=None, random_state=4,
+              dropout=0.1)
+    results = []
+    for n in (1, 2, 3):
+        with LocalCluster(n_workers=n, threads_per_worker=1, processes=False,
+                          dashboard_address=":0") as cluster, Client(cluster):
+            est = MLPClassifier(**kw).fit(da.from_array(Xtr[:600], chunks=130), ytr[:600])
+            results.append(est.coefs_ + est.intercepts_)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)

@@ -42,7 +42,7 @@ def _activate(Z, name):
 def _derivative(G, A, name):
     """G ⊙ h'(z) in place, written with the activation A = h(z)."""
     if name == "relu":
-        G[A <= 0] = 0
+        G *= A > 0
     elif name == "tanh":
         G *= 1 - A * A
     elif name == "logistic":
@@ -196,7 +196,7 @@ class MLPProblem(Problem):
                 acts.append(A)
             else:
                 F = Z
-        T = self._onehot(Y, n)
+        T = self._onehot(Y, n) if self.output != "softmax" else None
         if self.output == "identity":
             G = F - T
             loss = 0.5 * np.einsum("ij,ij->i", G, G)
@@ -204,10 +204,13 @@ class MLPProblem(Problem):
             loss = (np.logaddexp(0, F) - T * F)[:, 0]
             G = expit(F) - T
         else:
-            mx = F.max(axis=1, keepdims=True)
-            lse = mx[:, 0] + np.log(np.exp(F - mx).sum(axis=1))
-            loss = lse - F[np.arange(n), Y]
-            G = _softmax(F.copy()) - T
+            rows = np.arange(n)
+            shifted = F - F.max(axis=1, keepdims=True)
+            G = np.exp(shifted)
+            total = G.sum(axis=1)
+            loss = np.log(total) - shifted[rows, Y]
+            G /= total[:, None]
+            G[rows, Y] -= 1
         if w is None:
             loss_sum = float(loss.sum())
         else:
