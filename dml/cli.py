@@ -58,6 +58,11 @@ job file (YAML); paths are relative to the job file's directory:
   model:
     name: gaussian_nb            # a name from dml.registry
     params: {var_smoothing: 1.0e-9}
+  # search:                      # optional: pick model.params by cross-validated search on the
+  #   grid: {var_smoothing: [1.0e-9, 1.0e-5]}  # training rows (grid: every combination; or
+  #   # random: {alpha: [...]}, n_iter: 10, random_state: 0   # random: n_iter draws)
+  #   cv: 5                      #   folds (default 5; stratified for classifiers)
+  #   scoring: accuracy          #   a scikit-learn scorer name (default: accuracy / r2)
   split: {test_size: 0.2, random_state: 0}   # held-out rows (this is the default);
                                              # `split: none` evaluates on the training rows
   metrics: [accuracy, f1]        # optional; default: accuracy, precision, recall, f1 (classifiers)
@@ -326,8 +331,9 @@ def split_blocks(X, y, test_every: int = 4):
 # ============================================================================================
 
 _TOP_FIELDS = ("name", "description", "data", "target", "features", "preprocessing", "model",
-               "split", "metrics", "scheduler", "output")
+               "search", "split", "metrics", "scheduler", "output")
 _DATA_FILE_FIELDS = ("path", "format", "options")
+_SEARCH_FIELDS = ("grid", "random", "n_iter", "cv", "scoring", "random_state")
 _DATA_GEN_FIELDS = ("generator", "params")
 _GENERATORS = ("make_classification", "make_regression", "make_blobs", "make_counts")
 _FORMATS = ("csv", "tsv", "parquet")
@@ -364,6 +370,7 @@ class Job:
     no_preprocessing: bool = False
     model_name: str = ""
     model_params: dict = field(default_factory=dict)
+    search: dict | None = None
     test_size: float | None = 0.2
     random_state: int | None = 0
     metrics: list[str] | None = None
@@ -562,6 +569,10 @@ def load_job(path, *, output: str | None = None) -> Job:
                     if cls is not None:
                         _check_params(c, cls, params, "model.params", name)
 
+    # ---- search ----
+    if doc.get("search") is not None:
+        _check_search(c, doc["search"], cls, job)
+
     # ---- preprocessing ----
     if "preprocessing" in doc:
         _check_preprocessing(c, doc["preprocessing"], job)
@@ -649,6 +660,68 @@ def load_job(path, *, output: str | None = None) -> Job:
     if c.errors:
         raise JobError(c.errors)
     return job
+
+
+def _check_search(c: _Checker, search, cls, job: Job) -> None:
+    """search: {grid | random: {param: [values]}, n_iter, cv, scoring, random_state}."""
+    search = c.mapping(search, "search")
+    if search is None:
+        return
+    c.unknown_fields(search, _SEARCH_FIELDS, "search.")
+    kinds = [k for k in ("grid", "random") if k in search]
+    if len(kinds) != 1:
+        c.error("search", "give exactly one of grid: {param: [values]} or random: {param: "
+                          "[values]}")
+        return
+    kind = kinds[0]
+    space = c.mapping(search[kind], f"search.{kind}")
+    if not space:
+        c.error(f"search.{kind}", "expected a non-empty mapping of parameter name to a list of "
+                                  "values")
+        return
+    known = set(cls().get_params()) if cls is not None else None
+    for name, values in space.items():
+        if known is not None and name not in known:
+            c.error(f"search.{kind}.{name}", f"{job.model_name} has no parameter {name!r}; "
+                                             f"known: {', '.join(sorted(known))}")
+        if not isinstance(values, list) or not values:
+            c.error(f"search.{kind}.{name}", f"expected a non-empty list of values, got "
+                                             f"{_show(values)}")
+    for k in ("n_iter", "cv"):
+        v = search.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < (2 if k == "cv"
+                                                                                    else 1)):
+            c.error(f"search.{k}", f"expected an integer >= {2 if k == 'cv' else 1}, got "
+                                   f"{_show(v)}")
+    scoring = search.get("scoring")
+    if scoring is not None and not isinstance(scoring, str):
+        c.error("search.scoring", f"expected a scorer name, got {_show(scoring)}")
+    job.search = {"kind": kind, "space": space, "n_iter": search.get("n_iter", 10),
+                  "cv": search.get("cv", 5), "scoring": scoring,
+                  "random_state": search.get("random_state", 0)}
+
+
+def _search_model(job: Job, model, X, y):
+    """Fit ``model`` by the job's cross-validated search; returns (best model, summary)."""
+    from dml.model_selection import GridSearchCV, RandomizedSearchCV
+
+    import dask
+
+    # Every fold selects rows from X and y: materialise the (transformed) training rows once.
+    X, y = dask.persist(X, y)
+    s = job.search
+    if s["kind"] == "grid":
+        search = GridSearchCV(model, s["space"], cv=s["cv"], scoring=s["scoring"])
+    else:
+        search = RandomizedSearchCV(model, s["space"], n_iter=s["n_iter"], cv=s["cv"],
+                                    scoring=s["scoring"], random_state=s["random_state"])
+    search.fit(X, y)
+    summary = {"kind": s["kind"], "cv": s["cv"], "scoring": s["scoring"] or "default",
+               "candidates": len(search.cv_results_["params"]),
+               "best_params": search.best_params_, "best_score": float(search.best_score_),
+               "mean_test_score": [float(v) for v in search.cv_results_["mean_test_score"]],
+               "params": search.cv_results_["params"]}
+    return search.best_estimator_, summary
 
 
 def _check_tls(c: _Checker, tls, base: Path) -> dict:
@@ -965,7 +1038,11 @@ def fit_pipeline(job: Job, train, features: list[str], dtypes):
     if job.no_preprocessing:
         # Non-numeric columns go to the model as they are (CategoricalNB takes them; the
         # others say that they must be encoded).
-        model.fit(train[features + [job.target]], job.target)
+        if job.search:
+            model, job.search_summary = _search_model(job, model, train[features],
+                                                      train[job.target])
+        else:
+            model.fit(train[features + [job.target]], job.target)
         return Pipeline([("model", model)])
     transformers, rest = build_preprocessing(job, dtypes)
     if rest:
@@ -989,7 +1066,11 @@ def fit_pipeline(job: Job, train, features: list[str], dtypes):
     meta[_TARGET] = train._meta[job.target].to_numpy()
     frame = train.map_partitions(_transform_partition, broadcast(ct), features, job.target,
                                  names, dtype, meta=meta)
-    model.fit(frame, _TARGET)
+    if job.search:
+        # The preprocessing is fitted once on all training rows, then the model is searched.
+        model, job.search_summary = _search_model(job, model, frame[names], frame[_TARGET])
+    else:
+        model.fit(frame, _TARGET)
     return Pipeline([("preprocess", ct), ("model", model)])
 
 
@@ -1198,6 +1279,7 @@ def cmd_train(args) -> int:
         "evaluated_on": "training rows" if job.test_size is None else "held-out rows",
         "rows": {"train": n_train, "evaluated": n_test},
         "fit_seconds": round(fit_seconds, 3),
+        "search": getattr(job, "search_summary", None),
         "metrics": metrics,
         "model_file": str(model_path),
         "dml_version": dml.__version__,
@@ -1207,6 +1289,10 @@ def cmd_train(args) -> int:
     print(f"{job.name}: {job.model_name} on {job.describe_data()}")
     print(f"trained on {n_train} rows in {fit_seconds:.2f} s; evaluated on {n_test} "
           f"{evaluated} rows")
+    if getattr(job, "search_summary", None):
+        ss = job.search_summary
+        print(f"search: {ss['candidates']} candidates x {ss['cv']} folds; best "
+              f"{ss['best_params']} (mean CV {ss['scoring']} {ss['best_score']:.4f})")
     print(_metrics_table(metrics))
     print(f"model:   {model_path}\nmetrics: {job.output / 'metrics.json'}")
     return 0

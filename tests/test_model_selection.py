@@ -279,3 +279,26 @@ def test_dml_fits_run_concurrently(client):
     again = GridSearchCV(est, grid, cv=3).fit(Xd, yd)
     np.testing.assert_array_equal(again.cv_results_["mean_test_score"],
                                   s.cv_results_["mean_test_score"])
+
+
+def test_cli_job_search_section(inprocess_client, tmp_path, capsys):
+    import json
+
+    from dml.cli import main
+
+    job = tmp_path / "search.yaml"
+    job.write_text(
+        "name: search_nb\n"
+        "data:\n  generator: make_classification\n"
+        "  params: {n_samples: 600, n_features: 4, chunks: 200, random_state: 0}\n"
+        "target: y\npreprocessing: none\nmodel: {name: gaussian_nb}\n"
+        "search:\n  grid: {var_smoothing: [1.0e-9, 1.0]}\n  cv: 2\n  scoring: accuracy\n"
+        f"output: {tmp_path / 'out'}\n")
+    assert main(["train", str(job)]) == 0
+    report = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert report["search"]["candidates"] == 2
+    assert report["search"]["best_params"] in ({"var_smoothing": 1e-9}, {"var_smoothing": 1.0})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(job.read_text().replace("var_smoothing: [1.0e-9, 1.0]", "nope: [1]"))
+    assert main(["train", str(bad)]) == 2
+    assert "has no parameter 'nope'" in capsys.readouterr().err
