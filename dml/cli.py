@@ -1500,6 +1500,25 @@ def _demo_binned(n, chunks, seed):
     return X.map_blocks(_bin_block, edges, dtype=np.float64), y
 
 
+def _demo_ratings_block(seed, index, n, n_users, n_items):
+    from dml.datasets import _ratings_chunk
+
+    return _ratings_chunk(seed, index, n, n_users, n_items, 5, 0.3, 3.5).to_numpy()
+
+
+def _demo_ratings(n, chunks, seed):
+    import dask
+    import dask.array as da
+
+    sizes = [min(chunks, n - s) for s in range(0, n, chunks)]
+    n_users, n_items = max(n // 20, 10), max(n // 40, 10)
+    arr = da.concatenate([
+        da.from_delayed(dask.delayed(_demo_ratings_block, pure=True)(seed, j, m, n_users,
+                                                                     n_items),
+                        shape=(m, 3), dtype=np.float64) for j, m in enumerate(sizes)])
+    return arr[:, :2], arr[:, 2]
+
+
 DEMOS: list[DemoEntry] = [
     DemoEntry("gaussian_nb", "make_classification", _demo_classification),
     DemoEntry("multinomial_nb", "make_counts", _demo_counts),
@@ -1516,6 +1535,8 @@ DEMOS: list[DemoEntry] = [
     DemoEntry("mlp_classifier", "make_classification", _demo_classification,
               {"hidden_layer_sizes": [32], "batch_size": 128, "learning_rate_init": 0.01,
                "max_iter": 20, "random_state": 0}),
+    DemoEntry("matrix_factorization", "make_ratings, rank 5", _demo_ratings,
+              {"n_factors": 5, "solver": "als", "reg": 0.05, "n_epochs": 10, "random_state": 0}),
 ]
 
 

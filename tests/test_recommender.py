@@ -167,3 +167,19 @@ def test_movielens_small():
     print(rmse)
     assert min(rmse["als"], rmse["sgd"]) <= 0.865
     assert max(rmse["als"], rmse["sgd"]) < rmse["bias"]
+
+
+def test_dask_array_input_and_lazy_predict():
+    import dask.array as da
+    df = make_ratings(30, 20, 300, rank=2, random_state=6).compute()
+    X = df[["user", "item"]].to_numpy()
+    y = df["rating"].to_numpy()
+    kw = dict(n_epochs=2, n_blocks=2, random_state=0)
+    ref = MatrixFactorization(2, **kw).fit(X, y)
+    mf = MatrixFactorization(2, **kw).fit(da.from_array(X, chunks=(70, 2)),
+                                          da.from_array(y, chunks=100))
+    # μ sums per partition, so the last bit may differ from the one-block fit.
+    np.testing.assert_allclose(mf.user_factors_, ref.user_factors_, rtol=1e-12, atol=1e-14)
+    pred = mf.predict(da.from_array(X, chunks=(70, 2)))
+    assert isinstance(pred, da.Array)
+    np.testing.assert_allclose(pred.compute(), mf.predict(X), rtol=1e-13)

@@ -338,6 +338,17 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
             want = cols + ([rating] if need_rating else [])
             self._check_columns(X.columns, want, what)
             return [_rename(X[want], want)]
+        if is_dask(X) and getattr(X, "ndim", 0) == 2 and X.shape[1] in (2, 3):
+            # A Dask array of (user, item[, rating]) columns, y a Dask array of ratings.
+            X = X.rechunk({1: -1})
+            xs = X.to_delayed().ravel().tolist()
+            if need_rating and X.shape[1] == 2:
+                if y is None or not is_dask(y):
+                    self._no_rating(what)
+                ys = y.rechunk((X.chunks[0],)).to_delayed().ravel().tolist()
+            else:
+                ys = [None] * len(xs)
+            return [dask.delayed(_array_frame)(a, b, need_rating) for a, b in zip(xs, ys)]
         if is_dask(X):
             raise TypeError(f"{what}: pass a Dask DataFrame with columns {cols} (and "
                             f"{self.rating_col!r}), not a {type(X).__name__}")
@@ -526,6 +537,11 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
             out = X.map_partitions(_predict_series, self.user_col, self.item_col, uids, iids,
                                    P, Q, bu, bi, mu, meta=meta)
             return out.to_dask_array()
+        if is_dask(X) and getattr(X, "ndim", 0) == 2:
+            if X.shape[1] not in (2, 3):
+                raise ValueError(f"X must have (user, item) columns; got {X.shape[1]} columns")
+            return X.rechunk({1: -1}).map_blocks(_predict_array, uids, iids, P, Q, bu, bi, mu,
+                                                 drop_axis=1, dtype=np.float64)
         frames = self._partitions(X, None, need_rating=False)
         df = frames[0]
         return _predict_frame(df, "u", "i", uids, iids, P, Q, bu, bi, mu)
@@ -573,6 +589,18 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
             items[row] = iids[top]
             scores[row] = s[top]
         return items, scores
+
+
+def _array_frame(x, y, need_rating):
+    frame = {"u": x[:, 0], "i": x[:, 1]}
+    if need_rating:
+        frame["r"] = np.asarray(x[:, 2] if y is None else y, dtype=np.float64)
+    return pd.DataFrame(frame)
+
+
+def _predict_array(x, uids, iids, P, Q, bu, bi, mu):
+    return _predict_frame(pd.DataFrame({"u": x[:, 0], "i": x[:, 1]}), "u", "i", uids, iids,
+                          P, Q, bu, bi, mu)
 
 
 def _rename(df, want):
