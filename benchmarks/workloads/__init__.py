@@ -10,3 +10,4 @@ from benchmarks.workloads import svm  # noqa: F401
 from benchmarks.workloads import forest  # noqa: F401
 from benchmarks.workloads import cv  # noqa: F401
 from benchmarks.workloads import mlp  # noqa: F401
+from benchmarks.workloads import mf  # noqa: F401
