@@ -23,7 +23,7 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluste
                           TransformerMixin)
 from sklearn.exceptions import ConvergenceWarning
 
-from dml._blocks import Blocks, block_rng, compute, seed_from, tree_reduce
+from dml._blocks import Blocks, block_rng, compute, seed_from
 from dml.base import DaskEstimatorMixin, check_is_fitted
 from dml.cluster import _init, _lloyd
 
@@ -370,32 +370,54 @@ def finish(runs: list[Run], labels: bool = False) -> None:
     """Final E-step: labels consistent with the final centres and the exact inertia.
 
     The inertia is ``Σ w‖x − c‖²`` from the differences, as scikit-learn computes it. With
-    ``labels=True`` each run gets ``labels``: a list of Delayed label blocks kept on the workers.
+    ``labels=True`` each run gets ``labels``: one Delayed label block per data block, kept on
+    the workers; without, only inertias and cluster sizes travel. One task per placement group.
     """
     groups = _by_data(runs)
-    outs, reductions = [], []
+    if not labels:
+        results = map_combine([(data, ([r.centres for r in group],)) for data, group in groups],
+                              _lloyd.final_stats_block, _combine_final)
+        for (data, group), (inertia, counts) in zip(groups, results):
+            for i, r in enumerate(group):
+                r.inertia, r.counts = float(inertia[i]), counts[i]
+        return
+    tasks, extracts = [], []
     for data, group in groups:
         centres = [r.centres for r in group]
-        parts = data.blocks.map_parts(_lloyd.final_block, centres)
-        if labels:
-            parts = list(dask.persist(*parts))
-        outs.append(parts)
-        reductions.append(tree_reduce([delayed(_inertia_counts, pure=True)(p) for p in parts]))
-    results = compute(*reductions)
-    for (data, group), parts, (inertia, counts) in zip(groups, outs, results):
-        for i, r in enumerate(group):
-            r.inertia = float(inertia[i])
-            r.counts = counts[i]
-            if labels:
-                r.labels = [delayed(_labels_row, pure=True)(p, i) for p in parts]
+        done = dask.persist(*[delayed(_group_call, pure=False)(
+            _lloyd.final_block, [data.parts[i] for i in g], centres) for g in data.groups])
+        tasks.append(done)
+        extracts.append([delayed(_stats_of_group, pure=False)(t) for t in done])
+    computed = compute(*[e for ex in extracts for e in ex])
+    pos = 0
+    for (data, group), done in zip(groups, tasks):
+        per_block = [None] * len(data.parts)
+        for g, res in zip(data.groups, computed[pos:pos + len(done)]):
+            for i, r in zip(g, res):
+                per_block[i] = r
+        pos += len(done)
+        inertia, counts = tree_combine(per_block, _combine_final)
+        where = {i: (t, j) for g, t in zip(data.groups, done) for j, i in enumerate(g)}
+        for r_idx, r in enumerate(group):
+            r.inertia, r.counts = float(inertia[r_idx]), counts[r_idx]
+            r.labels = [delayed(_labels_in_group, pure=False)(where[i][0], where[i][1], r_idx)
+                        for i in range(len(data.parts))]
 
 
-def _inertia_counts(out):
-    return out[1], out[2]
+def _stats_of_group(results):
+    return [(inertia, counts) for _, inertia, counts in results]
 
 
-def _labels_row(out, i):
-    return out[0][i]
+def _labels_in_group(results, j, r):
+    return results[j][0][r]
+
+
+def _combine_final(parts):
+    parts = [p for p in parts if p is not None]
+    inertia = sum((p[0] for p in parts[1:]), parts[0][0].copy())
+    counts = [sum((p[1][r] for p in parts[1:]), parts[0][1][r].copy())
+              for r in range(len(parts[0][1]))]
+    return inertia, counts
 
 
 # --------------------------------------------------------------------------------------------

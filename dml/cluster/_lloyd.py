@@ -247,6 +247,12 @@ def final_block(xa, yb, wb, centres_list):
     return labels, inertia, counts
 
 
+def final_stats_block(xa, yb, wb, centres_list):
+    """:func:`final_block` without the labels: exact inertias and cluster sizes per run."""
+    _, inertia, counts = final_block(xa, yb, wb, centres_list)
+    return inertia, counts
+
+
 def relocation_block(index, xa, yb, wb, centres_list, n_far, offsets):
     """Candidates for empty-cluster relocation: the rows farthest from their centres.
 
