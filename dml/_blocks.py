@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import numbers
+import pickle
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
@@ -160,20 +161,31 @@ INLINE_BYTES = 64 * 2**10
 def _nbytes(obj) -> int:
     if isinstance(obj, np.ndarray):
         return obj.nbytes
-    if obj is None or isinstance(obj, (numbers.Number, str, bytes, np.generic)):
+    if obj is None or isinstance(obj, (numbers.Number, str, bytes, np.generic, np.dtype, type,
+                                       slice, range)) or callable(obj):
         return 64
     if isinstance(obj, (tuple, list)):
         return sum(_nbytes(o) for o in obj)
     if isinstance(obj, dict):
         return sum(_nbytes(k) + _nbytes(v) for k, v in obj.items())
-    return INLINE_BYTES + 1  # unknown objects: one shared key
+    try:  # anything else (a fitted model, a dataclass): its pickled size is what would travel
+        return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        return INLINE_BYTES + 1
 
 
 def broadcast(obj):
-    """Ship a parameter to the block tasks: embedded when small, else one shared graph key."""
+    """Ship a parameter to the block tasks: embedded when small, else one graph key.
+
+    The key is unique to this call (``pure=False``) rather than a content hash: a hashed key
+    recurs across consecutive computations (the same dtype, the same centres), and a graph that
+    re-submits a key the scheduler is still releasing from the previous computation can trip
+    the scheduler's transition checks ("assert ts.priority"), failing the fit. Within one graph
+    the blocks still share the one key.
+    """
     if isinstance(obj, Delayed) or _nbytes(obj) <= INLINE_BYTES:
         return obj
-    return delayed(obj, pure=True, traverse=False)
+    return delayed(obj, pure=False, traverse=False)
 
 
 # --------------------------------------------------------------------------------------------

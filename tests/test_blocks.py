@@ -95,6 +95,22 @@ def test_with_index_and_broadcast_parameters(data):
     np.testing.assert_allclose(total, X.sum() * 2.0)
 
 
+def test_broadcast_embeds_small_objects_and_gives_large_ones_a_fresh_key():
+    from dask.delayed import Delayed
+
+    from dml._blocks import INLINE_BYTES, broadcast
+
+    # Small, common parameters (a dtype, a class, a function) are embedded in the tasks: as
+    # content-hashed keys they recurred across consecutive fits and intermittently tripped the
+    # scheduler ("assert ts.priority" in `dml demo`).
+    for small in (np.dtype("float64"), np.float32, np.sum, slice(0, 3), 2.0, "gini", None):
+        assert broadcast(small) is small
+    big = np.zeros(INLINE_BYTES // 8 + 1)
+    a, b = broadcast(big), broadcast(big)
+    assert isinstance(a, Delayed) and isinstance(b, Delayed)
+    assert a.key != b.key, "each call's large parameter needs its own key"
+
+
 def test_persist_and_lazy_map_blocks(data):
     X, _, _ = data
     b = as_blocks(da.from_array(X, chunks=20)).persist()
