@@ -1519,6 +1519,20 @@ def _demo_ratings(n, chunks, seed):
     return arr[:, :2], arr[:, 2]
 
 
+def _demo_regression(n, chunks, seed):
+    from dml.datasets import make_regression
+
+    return make_regression(n_samples=n, n_features=20, n_informative=8, noise=10.0,
+                           random_state=seed, chunks=chunks)
+
+
+def _demo_blobs(n, chunks, seed):
+    from dml.datasets import make_blobs
+
+    return make_blobs(n_samples=n, n_features=10, centers=6, cluster_std=1.5,
+                      random_state=seed, chunks=chunks)
+
+
 DEMOS: list[DemoEntry] = [
     DemoEntry("gaussian_nb", "make_classification", _demo_classification),
     DemoEntry("multinomial_nb", "make_counts", _demo_counts),
@@ -1535,6 +1549,9 @@ DEMOS: list[DemoEntry] = [
     DemoEntry("mlp_classifier", "make_classification", _demo_classification,
               {"hidden_layer_sizes": [32], "batch_size": 128, "learning_rate_init": 0.01,
                "max_iter": 20, "random_state": 0}),
+    DemoEntry("ridge", "make_regression", _demo_regression, {"alpha": 1.0}),
+    DemoEntry("kmeans", "make_blobs, 6 centres", _demo_blobs,
+              {"n_clusters": 6, "random_state": 0}),
     DemoEntry("matrix_factorization", "make_ratings, rank 5", _demo_ratings,
               {"n_factors": 5, "solver": "als", "reg": 0.05, "n_epochs": 10, "random_state": 0}),
 ]
@@ -1543,6 +1560,8 @@ DEMOS: list[DemoEntry] = [
 def run_demo_entry(entry: DemoEntry, n_samples: int, chunks: int, seed: int = 0) -> dict:
     """Train one demo entry on the current scheduler; return a row of the demo table."""
     import dask
+    from sklearn.base import is_clusterer
+    from sklearn.metrics import adjusted_rand_score
 
     from dml import registry
 
@@ -1550,6 +1569,14 @@ def run_demo_entry(entry: DemoEntry, n_samples: int, chunks: int, seed: int = 0)
     X_train, X_test, y_train, y_test = split_blocks(X, y)
     model = registry.get(entry.model)(**entry.params)
     start = time.perf_counter()
+    if is_clusterer(model):
+        # Unsupervised: fit on X alone, then score the held-out assignment against the
+        # generating labels (adjusted Rand index; label permutations do not matter).
+        model.fit(X_train)
+        fit_seconds = time.perf_counter() - start
+        y_true, labels = dask.compute(y_test, model.predict(X_test))
+        return {"model": entry.model, "data": entry.data, "rows": n_samples,
+                "fit_seconds": fit_seconds, "ari": float(adjusted_rand_score(y_true, labels))}
     model.fit(X_train, y_train)
     fit_seconds = time.perf_counter() - start
     task = _task_of(model)
@@ -1579,7 +1606,7 @@ def cmd_demo(args) -> int:
             rows.append(run_demo_entry(entry, n, chunks))
     columns = [("model", "model"), ("data", "data"), ("rows", "rows"),
                ("fit_seconds", "fit s"), ("accuracy", "accuracy"), ("f1_macro", "F1 (macro)"),
-               ("rmse", "RMSE"), ("r2", "R2")]
+               ("rmse", "RMSE"), ("r2", "R2"), ("ari", "ARI")]
     columns = [(k, h) for k, h in columns if any(k in r for r in rows)]
     if not rows:
         raise CLIError("no model family is installed: " + ", ".join(skipped))
