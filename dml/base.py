@@ -67,7 +67,7 @@ class DaskEstimatorMixin:
         n_rows = (len(X) if isinstance(X, (np.ndarray, pd.DataFrame))
                   else blocks.n_samples if blocks._lengths is not None else None)
         if n_rows == 0:
-            raise ValueError(f"{name}: Found array with 0 sample(s) (shape=(0, "
+            raise ValueError(f"{name}: X has 0 rows (Found array with 0 sample(s), shape=(0, "
                              f"{blocks.n_features})) while a minimum of 1 is required; "
                              "pass at least one row of training data.")
         if reset:
