@@ -36,7 +36,7 @@ def _check_local_weights(sample_weight, name: str) -> None:
     w = np.asarray(sample_weight)
     if w.dtype.kind in "biuf" and w.size and not np.any(w):
         raise ValueError(f"{name}: Sample weights must contain at least one non-zero number; "
-                         "every sample_weight is 0, so no sample counts towards the fit.")
+                         "every sample weight is zero, so no sample counts towards the fit.")
 
 
 class DaskEstimatorMixin:
