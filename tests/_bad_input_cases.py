@@ -9,9 +9,7 @@ estimator's error, which the test then matches against the expected message.
 from __future__ import annotations
 
 import dask.array as da
-import dask.dataframe as dd
 import numpy as np
-import pandas as pd
 
 from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
@@ -86,23 +84,28 @@ def data(kind, seed=0):
 
 
 def to_dask(a, chunks=CHUNK):
+    """``a`` as a Dask array with ``chunks`` rows per block."""
     return da.from_array(a, chunks=(chunks,) + a.shape[1:])
 
 
 def fit(est, kind, X, y):
+    """Fit ``est`` as its kind requires (transformers and KMeans ignore y)."""
     return est.fit(X) if kind in ("trans", "clust") else est.fit(X, y)
 
 
 def output(est, kind, X):
+    """``transform`` or ``predict`` of X, computed, as a NumPy array."""
     out = est.transform(X) if kind == "trans" else est.predict(X)
     out = out.compute() if hasattr(out, "compute") else out
     return np.asarray(out)
 
 
 def fit_output(make, kind, X, y, Xp=None):
+    """Output of a fresh estimator fitted on (X, y), on ``Xp`` (default: X)."""
     est = fit(make(), kind, X, y)
     return output(est, kind, X if Xp is None else Xp)
 
 
 def wrap(X, y, dask):
+    """(X, y) as Dask arrays when ``dask``, else unchanged."""
     return (to_dask(X), to_dask(y)) if dask else (X, y)
