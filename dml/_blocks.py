@@ -331,6 +331,11 @@ def _extract(xb, yb, wb, spec: BlockSpec, index: int):
         xb = np.asarray(xb)
         if xb.ndim != 2:
             raise ValueError(f"{spec.estimator}: expected a 2-D block of X, got {xb.ndim}-D")
+        if xb.dtype.kind == "c":
+            # Estimators with their own value checks (trees, categorical NB) would otherwise
+            # drop the imaginary part silently or report a misleading error.
+            raise ValueError(f"{spec.estimator}: Complex data not supported; pass the real part "
+                             "(X.real) or split real and imaginary parts into separate features")
     n = xb.shape[0]
     yb = _as_vector(yb, "y", n, spec, index, numeric=spec.y_numeric)
     wb = _as_vector(wb, "sample_weight", n, spec, index, numeric=True)

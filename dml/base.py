@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 from sklearn.exceptions import NotFittedError
 
@@ -22,6 +23,20 @@ def check_is_fitted(estimator, attribute: str) -> None:
         raise NotFittedError(
             f"This {type(estimator).__name__} instance is not fitted yet. Call 'fit' with "
             "appropriate arguments before using this estimator.")
+
+
+def _check_local_weights(sample_weight, name: str) -> None:
+    """Reject all-zero local sample weights up front (a Dask vector is checked by the fit pass).
+
+    With every weight zero there is nothing to learn from: weighted means are 0/0 and a fit
+    would silently return NaN or the initial parameters.
+    """
+    if sample_weight is None or isinstance(sample_weight, str) or is_dask(sample_weight):
+        return
+    w = np.asarray(sample_weight)
+    if w.dtype.kind in "biuf" and w.size and not np.any(w):
+        raise ValueError(f"{name}: Sample weights must contain at least one non-zero number; "
+                         "every sample weight is zero, so no sample counts towards the fit.")
 
 
 class DaskEstimatorMixin:
@@ -45,6 +60,19 @@ class DaskEstimatorMixin:
         """
         blocks = as_blocks(X, y, sample_weight, spec=self._spec(**spec_overrides),
                            require_y=require_y)
+        name = type(self).__name__
+        # Row counts are free when they are already known (local input, Dask arrays with known
+        # chunks); an empty training set otherwise fails deep inside a kernel or, worse, fits a
+        # model of zeros.
+        n_rows = (len(X) if isinstance(X, (np.ndarray, pd.DataFrame))
+                  else blocks.n_samples if blocks._lengths is not None else None)
+        if n_rows == 0:
+            raise ValueError(f"{name}: X has 0 rows (Found array with 0 sample(s), shape=(0, "
+                             f"{blocks.n_features})) while a minimum of 1 is required; "
+                             "pass at least one row of training data.")
+        if reset:
+            # (A later partial_fit batch of zero weight is valid: it changes nothing.)
+            _check_local_weights(sample_weight, name)
         self._record_layout(blocks, reset)
         return blocks
 

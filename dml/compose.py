@@ -242,6 +242,13 @@ class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
         except (TypeError, ValueError):
             self.transformers = value
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # Values are checked by each transformer for its own columns; "passthrough" columns are
+        # passed on as they are (NaN included), as scikit-learn's ColumnTransformer does.
+        tags.input_tags.allow_nan = True
+        return tags
+
     def get_params(self, deep=True):
         return self._get_params("_transformers", deep=deep)
 

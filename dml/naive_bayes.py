@@ -501,6 +501,14 @@ def _codes_from_numbers(v, est, feat, missing, index=None):
             bad = obs[obs != np.floor(obs)][0]
             raise ValueError(f"{est}: feature {feat} must hold integer category codes "
                              f"0, 1, 2, ...; got {_show(bad)}.")
+        # Beyond 2**63 the cast to int64 wraps to a negative number, which would silently mark
+        # the value as missing.
+        huge = obs >= 2.0**63
+        if huge.any():
+            raise ValueError(f"{est}: feature {feat} holds {_show(obs[huge][0])}, too large for "
+                             "an integer category code (codes must be 0, 1, 2, ...); encode the "
+                             "column, e.g. with an OrdinalEncoder, or pass it as a "
+                             "string/categorical column.")
         codes = np.full(v.shape, -1, dtype=np.int64)
         codes[~nan] = obs.astype(np.int64)
         if (obs < 0).any():
@@ -508,6 +516,10 @@ def _codes_from_numbers(v, est, feat, missing, index=None):
         else:
             return codes
     else:
+        if v.dtype.kind == "u" and v.size and v.max() >= 2**63:
+            raise ValueError(f"{est}: feature {feat} holds {_show(v.max())}, too large for an "
+                             "integer category code (codes must be 0, 1, 2, ...); encode the "
+                             "column, e.g. with an OrdinalEncoder.")
         codes = v.astype(np.int64)
         if not (codes < 0).any():
             return codes

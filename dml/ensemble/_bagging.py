@@ -34,10 +34,16 @@ def _sample_block(index, xb, yb, wb, seed, member, counts):
     return xb[rows], yb[rows]
 
 
-def _fit_member(estimator, *samples):
+def _fit_member(name, estimator, *samples):
     X = np.concatenate([s[0] for s in samples])
     y = np.concatenate([s[1] for s in samples])
-    return estimator.fit(X, y)
+    try:
+        return estimator.fit(X, y)
+    except (ValueError, TypeError) as exc:
+        # The member's own message (e.g. scikit-learn trees' float32 range) would not say which
+        # estimator failed, or that the data reached it through bagging.
+        raise type(exc)(f"{name}: the base estimator {type(estimator).__name__} could not be "
+                        f"fitted on its bootstrap sample: {exc}") from exc
 
 
 def _vote_kernel(xb, members, classes, soft):
@@ -89,7 +95,7 @@ class _BaggingBase(DaskEstimatorMixin):
             est = clone(base)
             if "random_state" in est.get_params():
                 est.set_params(random_state=int(block_rng(seed, "member", m).integers(2**31 - 1)))
-            members.append(delayed(_fit_member, pure=True)(est, *samples))
+            members.append(delayed(_fit_member, pure=True)(name, est, *samples))
         self.estimators_ = list(compute(*members))
         return blocks
 

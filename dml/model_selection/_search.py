@@ -16,6 +16,7 @@ import time
 import numpy as np
 from sklearn import model_selection as _skms
 from sklearn.base import clone, is_classifier
+from sklearn.utils import indexable
 
 from dml._blocks import is_dask
 from dml.model_selection._split import check_cv
@@ -48,6 +49,10 @@ class _SearchMixin:
                                             or self.refit is True):
             raise ValueError(f"refit must be True, False, a scorer name or a callable, got "
                              f"{self.refit!r}")
+        # As scikit-learn's search (utils.indexable): sparse input becomes CSR and other
+        # array-likes NumPy, so every fold can take rows of it. Dask input is split lazily.
+        if not is_dask(X) and not is_dask(y):
+            X, y = indexable(X, y)
         dask_path = uses_dask_path(self.estimator, X, y)
         scorers, multimetric = check_scoring(self.estimator, self.scoring, dask_path=dask_path)
         if multimetric:

@@ -38,7 +38,7 @@ from sklearn.base import clone, is_classifier
 from sklearn.exceptions import FitFailedWarning
 from sklearn.pipeline import Pipeline
 
-from dml._blocks import is_dask
+from dml._blocks import check_x_layout, is_dask
 from dml.model_selection._split import check_cv, n_rows, take_rows
 
 __all__ = ["cross_validate", "cross_val_score", "get_scorer", "check_scoring", "run_fits"]
@@ -332,6 +332,9 @@ def _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_param
                  return_train_score, error_score, return_estimator, progress, n_jobs,
                  persist_folds):
     if client is not None and not is_dask(X):
+        # The estimator's layout check first: the 2-D chunking below would otherwise fail on a
+        # 1-D/3-D X with Dask's "Chunks do not add up" error.
+        X = check_x_layout(X, type(estimator).__name__)
         # Put local data on the workers once; every fit then reads its blocks there.
         X = client.persist(da.from_array(np.asarray(X), chunks=(_block_rows(X), -1)))
         if y is not None and not isinstance(y, str):

@@ -70,9 +70,9 @@ def as_float_block(xb, categorical: np.ndarray, categories: list, estimator: str
         if x.dtype.kind not in "biuf":
             try:
                 x = x.astype(np.float64)
-            except (TypeError, ValueError):
-                raise TypeError(f"{estimator}: X contains non-numeric values; encode them or "
-                                "pass a dataframe with 'category' columns") from None
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"{estimator}: X contains non-numeric values ({exc}); encode "
+                                "them or pass a dataframe with 'category' columns") from None
         x = x.astype(np.float64, copy=False)
     if np.isinf(x).any():
         raise ValueError(f"{estimator}: Input X contains infinity; replace or drop infinite "

@@ -16,6 +16,12 @@ class _HistTreeBase(DaskEstimatorMixin):
 
     _block_spec = BlockSpec(numeric=False)
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # NaN is a missing value that follows each split's learned default direction.
+        tags.input_tags.allow_nan = True
+        return tags
+
     def _out(self, X, what, dtype, tail_shape=()):
         check_is_fitted(self, "nodes_")
         return self._blockwise(X, predict_kernel, self.nodes_, self.categorical_,
@@ -35,6 +41,8 @@ class _HistTreeBase(DaskEstimatorMixin):
 class _ClassifierOut:
     def predict_proba(self, X):
         """Mean leaf class distribution over the trees (soft vote)."""
+        # Before reading classes_, so an unfitted model raises NotFittedError.
+        check_is_fitted(self, "nodes_")
         return self._out(X, "proba", np.float64, (len(self.classes_),))
 
     def predict_log_proba(self, X):

@@ -216,9 +216,14 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
         classes = sk["labels"]
         if classes is None or len(classes) == 0:
             raise ValueError(f"{name}: y has no labels")
+        if classes.dtype.kind == "f" and not np.all(classes == np.round(classes)):
+            # Each distinct float would otherwise become its own class: a useless model.
+            raise ValueError(f"{name}: Unknown label type: 'continuous'. y holds non-integer "
+                             "numbers, like a regression target; a classifier needs class labels "
+                             "(integers or strings). Use a regressor, or bin y first.")
         if len(classes) < 2:
-            raise ValueError(f"{name}: y has a single class ({classes[0]!r}); a classifier "
-                             "needs at least two classes")
+            raise ValueError(f"{name}: y has a single class (1 class: {classes[0]!r}); a "
+                             "classifier needs at least two classes")
         cw = _class_weights(est.class_weight, classes, blocks, name)
     binned = blocks.map_parts(bin_kernel, edges, categorical, categories, classes, cw, name)
     binned = list(dask.persist(*binned))

@@ -1,0 +1,111 @@
+"""Estimators and bad-input cases shared by ``tests/test_bad_input.py`` (and its docs table).
+
+Each estimator is a small instance (tiny data, few epochs) with a ``kind`` that says how it is
+used: ``clf``/``reg`` are fitted on (X, y) and predict, ``trans`` is fitted on X and transforms,
+``clust`` is fitted on X and predicts. Every case is a function ``case(make, kind, dask)`` that
+either returns normally (the case *works*; the function has asserted the result) or raises the
+estimator's error, which the test then matches against the expected message.
+"""
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+
+from dml.cluster import KMeans
+from dml.compose import ColumnTransformer
+from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
+                          RandomForestRegressor)
+from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
+                              Perceptron, Ridge, SGDClassifier, SGDRegressor)
+from dml.model_selection import GridSearchCV, RandomizedSearchCV
+from dml.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
+from dml.neural_network import MLPClassifier, MLPRegressor
+from dml.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
+from dml.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+N, D = 40, 3
+CHUNK = 10
+
+#: name -> (family, kind, factory). Families are the columns of docs/bad_input.md.
+ESTIMATORS = {
+    "GaussianNB": ("naive Bayes", "clf", lambda: GaussianNB()),
+    "MultinomialNB": ("naive Bayes", "clf", lambda: MultinomialNB()),
+    "BernoulliNB": ("naive Bayes", "clf", lambda: BernoulliNB()),
+    "CategoricalNB": ("naive Bayes", "clf", lambda: CategoricalNB()),
+    "StandardScaler": ("scalers", "trans", lambda: StandardScaler()),
+    "MinMaxScaler": ("scalers", "trans", lambda: MinMaxScaler()),
+    "OneHotEncoder": ("OneHotEncoder", "trans", lambda: OneHotEncoder(handle_unknown="ignore")),
+    "ColumnTransformer": ("ColumnTransformer", "trans", lambda: ColumnTransformer(
+        [("scale", StandardScaler(), [0, 1]),
+         ("onehot", OneHotEncoder(handle_unknown="ignore"), [2])])),
+    "LinearRegression": ("exact linear", "reg", lambda: LinearRegression()),
+    "Ridge": ("exact linear", "reg", lambda: Ridge()),
+    "Lasso": ("exact linear", "reg", lambda: Lasso(alpha=0.01, max_iter=50)),
+    "ElasticNet": ("exact linear", "reg", lambda: ElasticNet(alpha=0.01, max_iter=50)),
+    "LogisticRegression": ("SGD linear", "clf",
+                           lambda: LogisticRegression(max_iter=5, random_state=0)),
+    "LinearSVC": ("SGD linear", "clf", lambda: LinearSVC(max_iter=5, random_state=0)),
+    "SGDClassifier": ("SGD linear", "clf",
+                      lambda: SGDClassifier(max_iter=3, tol=None, random_state=0)),
+    "SGDRegressor": ("SGD linear", "reg",
+                     lambda: SGDRegressor(max_iter=3, tol=None, random_state=0)),
+    "Perceptron": ("SGD linear", "clf", lambda: Perceptron(max_iter=3, tol=None, random_state=0)),
+    "MLPClassifier": ("MLP", "clf", lambda: MLPClassifier((4,), max_iter=3, random_state=0)),
+    "MLPRegressor": ("MLP", "reg", lambda: MLPRegressor((4,), max_iter=3, random_state=0)),
+    "KMeans": ("KMeans", "clust", lambda: KMeans(2, n_init=1, max_iter=5, random_state=0)),
+    "DecisionTreeClassifier": ("trees, forests", "clf",
+                               lambda: DecisionTreeClassifier(max_depth=3, random_state=0)),
+    "DecisionTreeRegressor": ("trees, forests", "reg",
+                              lambda: DecisionTreeRegressor(max_depth=3, random_state=0)),
+    "RandomForestClassifier": ("trees, forests", "clf", lambda: RandomForestClassifier(
+        n_estimators=2, max_depth=3, random_state=0)),
+    "RandomForestRegressor": ("trees, forests", "reg", lambda: RandomForestRegressor(
+        n_estimators=2, max_depth=3, random_state=0)),
+    "BaggingClassifier": ("bagging", "clf",
+                          lambda: BaggingClassifier(n_estimators=2, random_state=0)),
+    "BaggingRegressor": ("bagging", "reg",
+                         lambda: BaggingRegressor(n_estimators=2, random_state=0)),
+    "GridSearchCV": ("search CV", "reg",
+                     lambda: GridSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, cv=2)),
+    "RandomizedSearchCV": ("search CV", "reg", lambda: RandomizedSearchCV(
+        Ridge(), {"alpha": [0.1, 1.0]}, n_iter=2, cv=2, random_state=0)),
+}
+
+
+def data(kind, seed=0):
+    """Small integer-valued X (valid for every estimator, CategoricalNB included) and its y."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 4, size=(N, D)).astype(np.float64)
+    if kind == "reg":
+        y = X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.normal(size=N)
+    else:
+        y = (X[:, 0] + X[:, 1] > 3).astype(np.int64)
+    return X, y
+
+
+def to_dask(a, chunks=CHUNK):
+    """``a`` as a Dask array with ``chunks`` rows per block."""
+    return da.from_array(a, chunks=(chunks,) + a.shape[1:])
+
+
+def fit(est, kind, X, y):
+    """Fit ``est`` as its kind requires (transformers and KMeans ignore y)."""
+    return est.fit(X) if kind in ("trans", "clust") else est.fit(X, y)
+
+
+def output(est, kind, X):
+    """``transform`` or ``predict`` of X, computed, as a NumPy array."""
+    out = est.transform(X) if kind == "trans" else est.predict(X)
+    out = out.compute() if hasattr(out, "compute") else out
+    return np.asarray(out)
+
+
+def fit_output(make, kind, X, y, Xp=None):
+    """Output of a fresh estimator fitted on (X, y), on ``Xp`` (default: X)."""
+    est = fit(make(), kind, X, y)
+    return output(est, kind, X if Xp is None else Xp)
+
+
+def wrap(X, y, dask):
+    """(X, y) as Dask arrays when ``dask``, else unchanged."""
+    return (to_dask(X), to_dask(y)) if dask else (X, y)

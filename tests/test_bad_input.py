@@ -1,0 +1,415 @@
+"""Bad input, for every public estimator (issue 11, part 2; DESIGN.md principle 7).
+
+A matrix of (estimator × case). Each case either *works* — and the test checks the result, e.g.
+that it equals the result on clean or converted data — or raises a ``ValueError``/``TypeError``
+whose message names the problem (checked with ``match=``). Dask input runs on the in-process
+cluster; NumPy input on the same cluster's scheduler (the code path of local input is the same
+whatever the scheduler). ``docs/bad_input.md`` publishes the table: keep both in step.
+
+The data is tiny (40 rows × 3 integer-valued features, valid for every estimator) and the
+iterative estimators run a few epochs only, so the file takes about 1.5 minutes on
+2 cores (``-m "not slow"``; NumPy variants of the heavier cases and RandomizedSearchCV are
+marked slow).
+"""
+from __future__ import annotations
+
+import warnings
+
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+import sklearn.naive_bayes as sknb
+from sklearn.metrics import r2_score
+
+from _bad_input_cases import (CHUNK, D, ESTIMATORS, N, data, fit, fit_output, output, to_dask,
+                              wrap)
+from dml.naive_bayes import CategoricalNB
+from dml.preprocessing import OneHotEncoder
+from dml.recommender import MatrixFactorization
+from dml.tree import DecisionTreeClassifier
+
+#: RandomizedSearchCV shares GridSearchCV's code path (the same fit loop; only the candidates
+#: differ) and is the slowest entry: run with the slow tests only, to keep the file fast.
+SLOW_NAMES = {"RandomizedSearchCV"}
+
+
+def _names(kinds=("clf", "reg", "trans", "clust")):
+    return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_NAMES else n
+            for n in ESTIMATORS if ESTIMATORS[n][1] in kinds]
+
+
+NAMES = _names()
+SUPERVISED = _names(("clf", "reg"))
+CLASSIFIERS = _names(("clf",))
+#: Estimators with a missing-value rule: NaN in X works (trees: learned default direction;
+#: scalers: statistics ignore NaN and keep it; encoder and column transformer: NaN is a
+#: category / passed to transformers that accept it).
+NAN_OK = {"StandardScaler", "MinMaxScaler", "OneHotEncoder", "ColumnTransformer",
+          "DecisionTreeClassifier", "DecisionTreeRegressor", "RandomForestClassifier",
+          "RandomForestRegressor"}
+#: Estimators fitted with a single class that predict it (as scikit-learn's naive Bayes and
+#: bagged trees); the other classifiers raise.
+ONE_CLASS_OK = {"GaussianNB", "MultinomialNB", "BernoulliNB", "CategoricalNB",
+                "BaggingClassifier"}
+#: Mini-batch SGD estimators: their fit depends on the partitioning (DESIGN.md principle 4), so
+#: an extra empty partition changes the result; checked for sanity, not equality.
+STOCHASTIC = {"LogisticRegression", "LinearSVC", "SGDClassifier", "SGDRegressor", "Perceptron",
+              "MLPClassifier", "MLPRegressor", "KMeans", "BaggingClassifier",
+              "BaggingRegressor", "RandomForestClassifier", "RandomForestRegressor"}
+#: Plain SGD at 1e150: the first step overflows; a DivergedError (a ValueError) says so.
+DIVERGES = {"SGDClassifier", "SGDRegressor", "Perceptron"}
+
+ON = [pytest.param(False, id="numpy"), pytest.param(True, id="dask")]
+#: For the cases that fit and predict several times, NumPy input runs with the slow tests only:
+#: it takes the same validation path as Dask input (as_blocks cuts it into blocks).
+ON_HEAVY = [pytest.param(False, id="numpy", marks=pytest.mark.slow),
+            pytest.param(True, id="dask")]
+
+
+@pytest.fixture(autouse=True)
+def _cluster(inprocess_client):
+    with warnings.catch_warnings():
+        # Convergence warnings of the deliberately short fits are not what is tested here.
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _get(name):
+    """(factory, kind) of an estimator of the matrix."""
+    return ESTIMATORS[name][2], ESTIMATORS[name][1]
+
+
+# --------------------------------------------------------------------------------------------
+# Values: NaN, inf, strings, very large numbers, dtypes
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dask", ON_HEAVY)
+@pytest.mark.parametrize("name", NAMES)
+def test_nan_in_X(name, dask):
+    make, kind = _get(name)
+    X, y = data(kind)
+    X[3, 1] = np.nan
+    if name not in NAN_OK:
+        with pytest.raises(ValueError, match="contains (missing values )?.?NaN"):
+            fit_output(make, kind, *wrap(X, y, dask))
+        return
+    out = fit_output(make, kind, *wrap(X, y, dask))
+    assert len(out) == N
+    if kind == "trans" and name != "OneHotEncoder":
+        # NaN stays NaN where it was; every other value is transformed as without it.
+        assert np.isnan(out[3, 1]) and np.isfinite(np.delete(out, 3, axis=0)).all()
+    if kind == "clf":
+        assert set(np.unique(out)) <= set(np.unique(y))
+
+
+@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("name", NAMES)
+def test_inf_in_X(name, dask):
+    make, kind = _get(name)
+    X, y = data(kind)
+    X[3, 1] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        fit_output(make, kind, *wrap(X, y, dask))
+
+
+@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("name", SUPERVISED)
+def test_nan_in_y(name, dask):
+    make, kind = _get(name)
+    X, y = data(kind)
+    y = y.astype(np.float64)
+    y[3] = np.nan
+    with pytest.raises(ValueError, match="y contains NaN"):
+        fit(make(), kind, *wrap(X, y, dask))
+
+
+@pytest.mark.parametrize("dask", ON_HEAVY)
+@pytest.mark.parametrize("name", NAMES)
+def test_string_in_numeric_X(name, dask):
+    make, kind = _get(name)
+    X, y = data(kind)
+    X = X.astype(object)
+    X[2, 1] = "abc"
+    if dask:
+        X, y = da.from_array(X, chunks=(CHUNK, D)), to_dask(y)
+    if name in ("OneHotEncoder", "CategoricalNB"):
+        # Categorical estimators take strings as categories, but not mixed with numbers.
+        with pytest.raises(TypeError, match="mix"):
+            fit_output(make, kind, X, y)
+    elif name == "ColumnTransformer":
+        with pytest.raises(TypeError, match="non-numeric"):
+            fit_output(make, kind, X, y)
+    else:
+        with pytest.raises(TypeError, match="non-numeric values .*'abc'"):
+            fit_output(make, kind, X, y)
+
+
+@pytest.mark.parametrize("dask", ON_HEAVY)
+@pytest.mark.parametrize("name", NAMES)
+def test_int_float32_float64_give_the_same_result(name, dask):
+    make, kind = _get(name)
+    X, y = data(kind)
+    ref = fit_output(make, kind, *wrap(X, y, dask)).astype(np.float64)
+    for dtype in (np.int64, np.float32):
+        got = fit_output(make, kind, *wrap(X.astype(dtype), y, dask)).astype(np.float64)
+        # float32 computes in float32 where the estimator keeps it (scalers, linear models).
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4, err_msg=str(dtype))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_very_large_values(name):
+    """X (and a regression y) times 1e150: the right answer, or a clear error — never garbage."""
+    make, kind = _get(name)
+    X, y = data(kind)
+    s = 1e150
+    Xs, ys = X * s, (y * s if kind == "reg" else y)
+    if name in DIVERGES:
+        with pytest.raises(ValueError, match="diverged.* scale the features"):
+            fit_output(make, kind, to_dask(Xs), to_dask(ys))
+        return
+    if name == "CategoricalNB":
+        with pytest.raises(ValueError, match="too large for an integer category code"):
+            fit_output(make, kind, to_dask(Xs), to_dask(ys))
+        return
+    if name.startswith("Bagging"):
+        # scikit-learn's trees (the default members) compute in float32 (max 3.4e38).
+        with pytest.raises(ValueError, match="DecisionTree.* bootstrap sample.*float32"):
+            fit_output(make, kind, to_dask(Xs), to_dask(ys))
+        return
+    got = fit_output(make, kind, to_dask(Xs), to_dask(ys))
+    assert np.isfinite(got.astype(np.float64)).all()
+    ref = fit_output(make, kind, to_dask(X), to_dask(y))
+    if name == "MultinomialNB":
+        # Not scale invariant (alpha is negligible next to 1e150 counts): scikit-learn's answer.
+        np.testing.assert_array_equal(got, sknb.MultinomialNB().fit(Xs, ys).predict(Xs))
+    elif name in ("LogisticRegression", "LinearSVC"):
+        # Regularised: the fit in rescaled units is the one at 1e10 (where it matches sklearn).
+        a = make().fit(to_dask(Xs), to_dask(ys))
+        b = make().fit(to_dask(X * 1e10), to_dask(ys))
+        np.testing.assert_allclose(a.coef_ * s, b.coef_ * 1e10, rtol=1e-6)
+    elif name in ("Ridge", "Lasso", "ElasticNet", "GridSearchCV", "RandomizedSearchCV",
+                  "MLPRegressor"):
+        # Penalties / learning rates are not scale free: close to the clean fit, not equal.
+        assert r2_score(ys / s, got / s) >= r2_score(y, ref) - 0.05
+    elif kind == "reg":
+        np.testing.assert_allclose(got / s, ref, rtol=1e-8, atol=1e-8)
+    else:
+        # Scale-invariant estimators (NB, scalers, encoders, KMeans, trees, MLP classes).
+        np.testing.assert_allclose(got.astype(float), ref.astype(float), atol=1e-9)
+
+
+# --------------------------------------------------------------------------------------------
+# Shapes and lengths
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("name", NAMES)
+def test_1d_and_3d_X(name, dask):
+    make, kind = _get(name)
+    X, y = data(kind)
+    with pytest.raises(ValueError, match="expected a 2-D X, got a 1-D array.*reshape"):
+        fit(make(), kind, *wrap(X[:, 0], y, dask))
+    with pytest.raises(ValueError, match="expected a 2-D X, got a 3-D array"):
+        fit(make(), kind, *wrap(X.reshape(N, D, 1), y, dask))
+    est = fit(make(), kind, *wrap(X, y, dask))
+    with pytest.raises(ValueError, match="expected a 2-D X, got a 1-D array"):
+        output(est, kind, to_dask(X[0]) if dask else X[0])
+
+
+@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("name", SUPERVISED)
+def test_X_y_length_mismatch(name, dask):
+    make, kind = _get(name)
+    X, y = data(kind)
+    # Search CV on local data checks lengths before splitting, with scikit-learn's message.
+    with pytest.raises(ValueError, match=r"X has 40 rows but y has 39|inconsistent numbers of "
+                                         r"samples: \[40, 39\]"):
+        fit(make(), kind, *wrap(X, y[:-1], dask))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_empty_X(name):
+    make, kind = _get(name)
+    X, y = data(kind)
+    # Search CV: the splitter refuses first (n_splits greater than n_samples=0).
+    with pytest.raises(ValueError, match="0 sample|n_samples=0"):
+        fit(make(), kind, X[:0], y[:0])
+
+
+@pytest.mark.parametrize("name", SUPERVISED)
+def test_y_chunked_differently_from_X(name):
+    """y partitions not aligned with X's are realigned: the same model as with aligned y."""
+    make, kind = _get(name)
+    X, y = data(kind)
+    ref = fit_output(make, kind, to_dask(X), to_dask(y))
+    got = fit_output(make, kind, to_dask(X), da.from_array(y, chunks=15))
+    np.testing.assert_allclose(got.astype(float), ref.astype(float))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_empty_partition(name):
+    """A zero-length chunk in X (and y) is skipped: same result as without it (for the exact
+    estimators; a sane fit for the partition-dependent stochastic ones)."""
+    make, kind = _get(name)
+    X, y = data(kind)
+    chunks = (CHUNK, 0, CHUNK, CHUNK, CHUNK)
+    Xd = da.from_array(X, chunks=(chunks, D))
+    yd = da.from_array(y, chunks=(chunks,))
+    got = fit_output(make, kind, Xd, yd, to_dask(X)).astype(float)
+    assert got.shape[0] == N and np.isfinite(got).all()
+    if name not in STOCHASTIC:
+        ref = fit_output(make, kind, to_dask(X), to_dask(y), to_dask(X)).astype(float)
+        np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
+    # An all-empty Dask array with known chunks is refused like empty NumPy input.
+    with pytest.raises(ValueError, match="0 sample|n_samples=0"):
+        fit(make(), kind, da.zeros((0, D), chunks=(0, D)), da.zeros(0, chunks=0))
+
+
+# --------------------------------------------------------------------------------------------
+# Labels and categories
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("name", CLASSIFIERS)
+def test_single_class(name, dask):
+    make, kind = _get(name)
+    X, y = data(kind)
+    y = np.full_like(y, 7)
+    if name in ONE_CLASS_OK:
+        out = fit_output(make, kind, *wrap(X, y, dask))
+        assert (out == 7).all()
+    else:
+        with pytest.raises(ValueError, match="(one|1|single) class"):
+            fit(make(), kind, *wrap(X, y, dask))
+
+
+@pytest.mark.parametrize("dask", ON_HEAVY)
+@pytest.mark.parametrize("name", CLASSIFIERS)
+def test_unseen_label_in_score(name, dask):
+    """A label never seen in fit counts as an error in score (as scikit-learn), not a crash."""
+    make, kind = _get(name)
+    X, y = data(kind)
+    est = fit(make(), kind, *wrap(X, y, dask))
+    pred = output(est, kind, to_dask(X) if dask else X)
+    y2 = y.copy()
+    y2[:5] = 9
+    expected = np.mean(pred == y2)
+    Xs, ys = wrap(X, y2, dask)
+    assert est.score(Xs, ys) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("dask", ON)
+def test_unseen_categories_at_predict(dask):
+    X = np.array([[0, 1], [1, 0], [2, 1], [0, 0], [1, 1], [2, 0]] * 4, dtype=np.int64)
+    y = np.array([0, 1, 1, 0, 1, 0] * 4)
+    new = np.array([[5, 1], [0, 0]])
+    Xd, yd, newd = (to_dask(X, 6), to_dask(y, 6), to_dask(new)) if dask else (X, y, new)
+    with pytest.raises(ValueError, match="unknown categor.*handle_unknown='ignore'"):
+        output(OneHotEncoder().fit(Xd), "trans", newd)
+    out = output(OneHotEncoder(handle_unknown="ignore").fit(Xd), "trans", newd)
+    np.testing.assert_array_equal(out[0], [0, 0, 0, 0, 1])  # unknown → all zeros for feature 0
+    # CategoricalNB: a code never seen in fit has no learned probability.
+    with pytest.raises(ValueError, match="value 5, which is not one of the 3 categories seen "
+                                         "during fit.*min_categories"):
+        output(CategoricalNB().fit(Xd, yd), "clf", newd)
+    pred = output(CategoricalNB(min_categories=6).fit(Xd, yd), "clf", newd)
+    assert set(pred) <= {0, 1}
+
+
+@pytest.mark.parametrize("dask", ON)
+def test_unseen_category_tree(dask):
+    frame = pd.DataFrame({"colour": pd.Categorical(["red", "blue"] * 10),
+                          "num": np.arange(20.0)})
+    y = (frame["colour"] == "red").to_numpy().astype(int)
+    new = pd.DataFrame({"colour": pd.Categorical(["green", "red"]), "num": [0.0, 1.0]})
+    if dask:
+        frame, y, new = (dd.from_pandas(frame, npartitions=2), to_dask(y),
+                         dd.from_pandas(new, npartitions=1))
+    est = DecisionTreeClassifier(random_state=0).fit(frame, y)
+    pred = output(est, "clf", new)
+    assert pred[1] == 1 and pred[0] in (0, 1)  # unseen category: treated as missing
+
+
+@pytest.mark.parametrize("dask", ON_HEAVY)
+@pytest.mark.parametrize("name", NAMES)
+def test_dataframe_with_other_columns_at_predict(name, dask):
+    make, kind = _get(name)
+    X, y = data(kind)
+    fitted = pd.DataFrame(X, columns=["a", "b", "c"])
+    other = pd.DataFrame(X, columns=["a", "b", "d"])
+    swapped = fitted[["b", "a", "c"]]
+    if dask:
+        fitted, other, swapped = (dd.from_pandas(f, npartitions=2)
+                                  for f in (fitted, other, swapped))
+        y = to_dask(y, N // 2)
+    est = fit(make(), kind, fitted, y)
+    missing = (r"columns are missing: \['c'\]" if name == "ColumnTransformer" else
+               r"feature names .* Missing: \['c'\]. Unexpected: \['d'\]")
+    with pytest.raises(ValueError, match=missing):
+        output(est, kind, other)
+    if name == "ColumnTransformer":
+        # Fitted on a dataframe it selects columns by name (as scikit-learn): order is free.
+        np.testing.assert_array_equal(output(est, kind, swapped), output(est, kind, fitted))
+        return
+    with pytest.raises(ValueError, match="same but in a different order"):
+        output(est, kind, swapped)
+
+
+# --------------------------------------------------------------------------------------------
+# MatrixFactorization: (user, item, rating) rows
+# --------------------------------------------------------------------------------------------
+
+def _ratings():
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(8), 5)
+    items = rng.integers(0, 6, users.size)
+    return pd.DataFrame({"user": users, "item": items,
+                         "rating": rng.integers(1, 6, users.size).astype(float)})
+
+
+MF = dict(n_factors=2, n_epochs=3, n_blocks=2, random_state=0)
+
+
+@pytest.mark.parametrize("dask", ON)
+def test_mf_unknown_ids_get_cold_start_prediction(dask):
+    df = _ratings()
+    train = dd.from_pandas(df, npartitions=2) if dask else df
+    mf = MatrixFactorization(**MF).fit(train)
+    new = pd.DataFrame({"user": [0, 99, 99], "item": [1, 1, 77]})
+    pred = output(mf, "reg", dd.from_pandas(new, npartitions=1) if dask else new)
+    assert np.isfinite(pred).all()
+    # Unknown user and unknown item: the global mean; unknown user only: mean + item bias.
+    assert pred[2] == pytest.approx(mf.global_mean_)
+    j = int(np.searchsorted(mf.item_ids_, 1))
+    assert pred[1] == pytest.approx(mf.global_mean_ + mf.item_bias_[j])
+
+
+@pytest.mark.parametrize("dask", ON)
+def test_mf_nan_or_inf_rating(dask):
+    for bad in (np.nan, np.inf):
+        df = _ratings()
+        df.loc[3, "rating"] = bad
+        train = dd.from_pandas(df, npartitions=2) if dask else df
+        with pytest.raises(ValueError, match="ratings contain NaN or infinity"):
+            MatrixFactorization(**MF).fit(train)
+
+
+@pytest.mark.parametrize("dask", ON)
+def test_mf_wrong_columns(dask):
+    df = _ratings().rename(columns={"item": "movie"})
+    train = dd.from_pandas(df, npartitions=2) if dask else df
+    with pytest.raises(ValueError, match=r"no column\(s\) \['item'\]"):
+        MatrixFactorization(**MF).fit(train)
+    mf = MatrixFactorization(**MF).fit(_ratings())
+    with pytest.raises(ValueError, match=r"no column\(s\) \['item'\]"):
+        mf.predict(df[["user", "movie"]])
+
+
+def test_mf_float_ids_and_missing_ratings_column():
+    df = _ratings()
+    with pytest.raises(ValueError, match="ids must be integers or strings"):
+        MatrixFactorization(**MF).fit(df.assign(user=df["user"] + 0.5))
+    with pytest.raises(ValueError, match=r"no column\(s\) \['rating'\]"):
+        MatrixFactorization(**MF).fit(df[["user", "item"]])
