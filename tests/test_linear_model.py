@@ -236,7 +236,7 @@ def test_adult_multinomial_logistic_regression_accuracy():
     ct = ColumnTransformer([("num", StandardScaler(), numeric),
                             ("cat", OneHotEncoder(handle_unknown="ignore"), categorical)])
     train = dd.from_pandas(df[~test], npartitions=3)
-    Xtr = ct.fit_transform(train)
+    Xtr = ct.fit_transform(train).persist()  # the solvers make many passes: encode once
     Xte = ct.transform(df[test])
     for model in (LogisticRegression(multi_class="multinomial", max_iter=200),
                   LogisticRegression(solver="sgd", multi_class="multinomial", random_state=0)):
