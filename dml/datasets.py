@@ -1106,7 +1106,10 @@ def load_adult(path=None, *, as_frame=True, npartitions=None):
                       **header, **_split_reads(file, npartitions))
     clean = _exact_partitions(raw.map_partitions(_strip_adult, meta=raw._meta), npartitions)
     # Known categories need the distinct values: one pass over the file, small results.
-    uniques = dask.compute(*[clean[c].dropna().unique() for c in _ADULT_CATEGORICAL + ["income"]])
+    # split_out=1: a tree reduction; Dask's default (a P2P shuffle per column on a distributed
+    # cluster) is needless for a few dozen values and floods the log with shuffle warnings.
+    uniques = dask.compute(*[clean[c].dropna().unique(split_out=1)
+                             for c in _ADULT_CATEGORICAL + ["income"]])
     found = dict(zip(_ADULT_CATEGORICAL + ["income"], (sorted(map(str, u)) for u in uniques)))
     unknown = sorted(set(found.pop("income")) - set(_INCOME))
     if unknown:

@@ -495,3 +495,12 @@ def test_loader_errors(tmp_path):
                                         + "1,a,2,b,3,c,d,e,f,g,4,5,6,h,maybe\n")
     with pytest.raises(ValueError, match=r"income column .* labels \['maybe'\]"):
         ds.load_adult(tmp_path)
+
+
+def test_load_adult_finds_categories_without_a_shuffle(inprocess_client, shared_data, caplog):
+    """The distinct values come from a tree reduction, not a P2P shuffle per column (whose
+    scheduler warnings would flood a notebook's output)."""
+    with caplog.at_level("WARNING", logger="distributed.shuffle"):
+        df = ds.load_adult(shared_data / "adult", npartitions=4)
+    assert list(df.sex.cat.categories) == ["Female", "Male"]
+    assert not [r for r in caplog.records if "Shuffle" in r.getMessage()]
