@@ -115,6 +115,10 @@ def check_executed(nb, name: str) -> None:
         f"{EXPECTED_FIGURES[name]}")
     html = "".join(o["data"]["text/html"] for o in outputs(nb, "text/html"))
     assert "Dask dashboard" in html, f"{name} does not show the dashboard link"
+    source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    if 'progress="notebook"' in source:
+        # The kernel is a Jupyter kernel, so the fits drew the HTML bar (not the text line).
+        assert 'class="dml-progress"' in html, f"{name} shows no progress bar"
 
 
 def test_notebook_directory_is_complete_and_stored_without_outputs():
