@@ -84,9 +84,14 @@ class NotebookProgress:
 
     Examples
     --------
+    The HTML of the bar after 3 of 10 epochs (in a notebook, ``start`` shows it and every
+    ``update`` replaces it):
+
     >>> bar = NotebookProgress()
-    >>> print(bar.render(3, {"objective": 0.25, "validation_score": 0.9}))  # doctest: +ELLIPSIS
-    <div class="dml-progress">... <progress value="3" max="1" ...></progress> epoch 3/1 ...
+    >>> bar.total, bar.desc = 10, "SGDClassifier"
+    >>> html = bar.render(3, {"objective": 0.25, "validation_score": 0.9})
+    >>> '<progress value="3" max="10"' in html, "epoch 3/10" in html, "val 0.9" in html
+    (True, True, True)
     """
 
     def __init__(self, width: str = "20em"):
