@@ -89,8 +89,8 @@ class NotebookProgress:
 
     >>> bar = NotebookProgress()
     >>> bar.total, bar.desc = 10, "SGDClassifier"
-    >>> html = bar.render(3, {"objective": 0.25, "validation_score": 0.9})
-    >>> '<progress value="3" max="10"' in html, "epoch 3/10" in html, "val 0.9" in html
+    >>> page = bar.render(3, {"objective": 0.25, "validation_score": 0.9})
+    >>> '<progress value="3" max="10"' in page, "epoch 3/10" in page, "val 0.9" in page
     (True, True, True)
     """
 
