@@ -1199,4 +1199,6 @@ def make_ratings(n_users=1000, n_items=500, n_ratings=10000, *, rank=10, noise=0
     parts = [dask.delayed(_ratings_chunk, pure=True)(seed, j, int(s), n_users, n_items, rank,
                                                      noise, mean)
              for j, s in enumerate(sizes)]
-    return dd.from_delayed(parts, meta=meta, verify_meta=False)
+    # verify_meta stays on: without it Dask aliases the delayed keys, and converting the frame to
+    # Dask arrays then fails on a distributed cluster ("lost dependencies").
+    return dd.from_delayed(parts, meta=meta)
