@@ -10,8 +10,8 @@ Clusters:
 * the notebooks reach a cluster through ``dml.runtime.connect()``, which honours
   ``$DML_SCHEDULER_ADDRESS``. Most tests point it at an in-process ``LocalCluster`` of this test
   process (TCP, so that the kernel process can connect) shared by the module;
-* one test leaves the variable unset, so the notebook starts (and closes) its own embedded cluster
-  as a user's would;
+* the quickstart runs with the variable unset instead, so it starts (and closes) its own embedded
+  cluster as a user's would;
 * one runs the quickstart on the multi-process cluster (``dask scheduler`` / ``dask worker``).
 
 The kernel's working directory is a temporary directory, so nothing a notebook writes lands in the
@@ -46,6 +46,10 @@ EXPECTED_FIGURES = {
 
 #: Notebooks that read the shared data sets (MovieLens, UCI Adult) through dml.datasets.data_dir.
 NEEDS_SHARED_DATA = {"02-recommender.ipynb", "03-forest-and-search.ipynb"}
+
+#: The notebook run on its own embedded cluster instead of the shared in-process one (starting
+#: worker processes costs time, so each notebook runs on one of the two, not both).
+EMBEDDED = "01-quickstart.ipynb"
 
 KERNEL_NAME = "dml-notebook-tests"
 #: Per-cell limit: every notebook is meant to run in well under a minute on 2 cores.
@@ -145,7 +149,7 @@ def test_notebook_directory_is_complete_and_stored_without_outputs():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in EXPECTED_FIGURES if n != "04-clustering.ipynb"])
+@pytest.mark.parametrize("name", [n for n in EXPECTED_FIGURES if n != EMBEDDED])
 def test_notebook_on_inprocess_cluster(name, kernel_dir, tcp_inprocess_cluster, tmp_path,
                                        monkeypatch):
     if name in NEEDS_SHARED_DATA:
@@ -159,12 +163,14 @@ def test_notebook_on_inprocess_cluster(name, kernel_dir, tcp_inprocess_cluster, 
 @pytest.mark.slow
 def test_notebook_on_its_embedded_cluster(kernel_dir, tmp_path, monkeypatch):
     """No $DML_SCHEDULER_ADDRESS: connect() starts a local cluster in the kernel, and the
-    notebook's client.close() shuts it down."""
-    name = "04-clustering.ipynb"
+    notebook's client.close() shuts it down. The quickstart, because that is how most users
+    will first run it."""
+    name = EMBEDDED
     nb = run_notebook(name, tmp_path, monkeypatch, address=None)
     check_executed(nb, name)
     text = "".join(o.get("text", "") for o in outputs(nb) if o.get("output_type") == "stream")
     assert "workers at tcp://127.0.0.1:" in text
+    assert not list(tmp_path.rglob("*.dml"))
 
 
 @pytest.mark.slow
