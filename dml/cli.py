@@ -893,7 +893,9 @@ def arrays_to_frame(X, y, columns, target):
                         None if y is None else np.empty(0, y.dtype), columns, target)
     parts = [delayed(_frame_block, pure=True)(xb, yb, columns, target)
              for xb, yb in zip(xparts, yparts)]
-    return dd.from_delayed(parts, meta=meta, verify_meta=False)
+    # verify_meta stays on: without it Dask aliases the delayed keys, and converting the frame
+    # back to Dask arrays then fails on a distributed cluster ("lost dependencies").
+    return dd.from_delayed(parts, meta=meta)
 
 
 def _generate(job: Job):

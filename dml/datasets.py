@@ -1106,7 +1106,10 @@ def load_adult(path=None, *, as_frame=True, npartitions=None):
                       **header, **_split_reads(file, npartitions))
     clean = _exact_partitions(raw.map_partitions(_strip_adult, meta=raw._meta), npartitions)
     # Known categories need the distinct values: one pass over the file, small results.
-    uniques = dask.compute(*[clean[c].dropna().unique() for c in _ADULT_CATEGORICAL + ["income"]])
+    # split_out=1: a tree reduction; Dask's default (a P2P shuffle per column on a distributed
+    # cluster) is needless for a few dozen values and floods the log with shuffle warnings.
+    uniques = dask.compute(*[clean[c].dropna().unique(split_out=1)
+                             for c in _ADULT_CATEGORICAL + ["income"]])
     found = dict(zip(_ADULT_CATEGORICAL + ["income"], (sorted(map(str, u)) for u in uniques)))
     unknown = sorted(set(found.pop("income")) - set(_INCOME))
     if unknown:
@@ -1196,4 +1199,6 @@ def make_ratings(n_users=1000, n_items=500, n_ratings=10000, *, rank=10, noise=0
     parts = [dask.delayed(_ratings_chunk, pure=True)(seed, j, int(s), n_users, n_items, rank,
                                                      noise, mean)
              for j, s in enumerate(sizes)]
-    return dd.from_delayed(parts, meta=meta, verify_meta=False)
+    # verify_meta stays on: without it Dask aliases the delayed keys, and converting the frame to
+    # Dask arrays then fails on a distributed cluster ("lost dependencies").
+    return dd.from_delayed(parts, meta=meta)

@@ -360,3 +360,19 @@ def test_debug_flag_before_or_after_the_command():
     assert parser.parse_args(["--debug", "demo"]).debug
     assert parser.parse_args(["demo", "--debug"]).debug
     assert not parser.parse_args(["demo"]).debug
+
+
+def test_arrays_to_frame_converts_back_to_arrays_on_a_cluster(inprocess_client):
+    """Regression: the frame of a generated data set, built with ``from_delayed(verify_meta=
+    False)``, could not be turned back into Dask arrays on a distributed cluster ("lost
+    dependencies")."""
+    import dask.array as da
+
+    from dml.cli import arrays_to_frame
+
+    X = da.from_array(np.arange(20.0).reshape(10, 2), chunks=(4, 2))
+    y = da.from_array(np.arange(10) % 2, chunks=4)
+    frame = arrays_to_frame(X, y, ["a", "b"], "label")
+    labels = frame["label"].to_dask_array(lengths=True)
+    assert labels.chunks[0] == (4, 4, 2)
+    np.testing.assert_array_equal(labels.compute(), np.arange(10) % 2)

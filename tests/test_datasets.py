@@ -495,3 +495,24 @@ def test_loader_errors(tmp_path):
                                         + "1,a,2,b,3,c,d,e,f,g,4,5,6,h,maybe\n")
     with pytest.raises(ValueError, match=r"income column .* labels \['maybe'\]"):
         ds.load_adult(tmp_path)
+
+
+def test_load_adult_finds_categories_without_a_shuffle(inprocess_client, shared_data, caplog):
+    """The distinct values come from a tree reduction, not a P2P shuffle per column (whose
+    scheduler warnings would flood a notebook's output)."""
+    with caplog.at_level("WARNING", logger="distributed.shuffle"):
+        df = ds.load_adult(shared_data / "adult", npartitions=4)
+    assert list(df.sex.cat.categories) == ["Female", "Male"]
+    assert not [r for r in caplog.records if "Shuffle" in r.getMessage()]
+
+
+def test_make_ratings_converts_to_arrays_on_a_cluster(inprocess_client):
+    """The generated frame's columns become Dask arrays on a distributed cluster.
+
+    Regression: built with ``from_delayed(verify_meta=False)``, the frame's alias tasks made
+    ``to_dask_array()`` fail with "lost dependencies" on a distributed scheduler."""
+    ratings = ds.make_ratings(n_users=50, n_items=40, n_ratings=500, npartitions=2,
+                              random_state=0)
+    values = ratings["rating"].to_dask_array(lengths=True)
+    assert values.chunks[0] == (250, 250)
+    np.testing.assert_array_equal(values.compute(), ratings["rating"].compute().to_numpy())

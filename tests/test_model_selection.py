@@ -302,3 +302,20 @@ def test_cli_job_search_section(inprocess_client, tmp_path, capsys):
     bad.write_text(job.read_text().replace("var_smoothing: [1.0e-9, 1.0]", "nope: [1]"))
     assert main(["train", str(bad)]) == 2
     assert "has no parameter 'nope'" in capsys.readouterr().err
+
+
+def test_split_dataframe_parts_convert_to_arrays_on_a_cluster(inprocess_client):
+    """Split DataFrame/Series parts stay usable as Dask arrays on a distributed cluster.
+
+    Regression: the parts used to be built with ``from_delayed(verify_meta=False)``, whose alias
+    tasks made ``to_dask_array()`` fail with "lost dependencies" on a distributed scheduler (seen
+    when GridSearchCV mixed encoded arrays with split Series labels)."""
+    df = pd.DataFrame({"a": np.arange(40.0), "y": np.arange(40) % 2})
+    ddf = dd.from_pandas(df, npartitions=4)
+    X_train, X_test, y_train, y_test = train_test_split(ddf[["a"]], ddf["y"], test_size=0.25,
+                                                        random_state=0)
+    labels = y_train.to_dask_array(lengths=True)
+    assert labels.chunks[0] == tuple(len(p) for p in y_train.partitions)
+    np.testing.assert_array_equal(labels.compute(), y_train.compute().to_numpy())
+    np.testing.assert_array_equal(X_test.to_dask_array().compute().ravel(),
+                                  X_test["a"].compute().to_numpy())

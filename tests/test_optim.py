@@ -446,3 +446,29 @@ def test_verbose_logs_and_shows_progress(caplog, capsys):
     tc = TrainConfig(max_iter=2, tol=None, progress=seen.append)
     _fit(X, y, block_rows=50, train_cfg=tc)
     assert [r["epoch"] for r in seen] == [1, 2]
+
+
+def test_notebook_progress_outside_a_kernel_falls_back_to_text(capsys):
+    """progress="notebook" in a script (no Jupyter kernel) shows the text line instead."""
+    from dml.optim.progress import NotebookProgress, TextProgress, in_notebook, make_progress
+
+    assert not in_notebook()
+    assert isinstance(make_progress("notebook", verbose=0), TextProgress)
+    X, y = _data(n=100)
+    _fit(X, y, block_rows=50, train_cfg=TrainConfig(max_iter=2, tol=None, progress="notebook"))
+    assert "epoch 2/2" in capsys.readouterr().err
+    with pytest.raises(TypeError, match="'notebok'"):
+        make_progress("notebok", verbose=0)
+    assert isinstance(NotebookProgress(), NotebookProgress)
+
+
+def test_notebook_progress_renders_an_html_bar():
+    """The bar's HTML: a <progress> element, the epoch count, the record's numbers, escaped."""
+    from dml.optim.progress import NotebookProgress
+
+    bar = NotebookProgress()
+    bar.total, bar.desc = 4, "<MLP>"
+    page = bar.render(3, {"objective": 0.5, "validation_score": 0.75})
+    assert '<progress value="3" max="4"' in page and "epoch 3/4" in page
+    assert "objective 0.5" in page and "val 0.75" in page
+    assert "&lt;MLP&gt;" in page and "<MLP>" not in page

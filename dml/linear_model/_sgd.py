@@ -202,8 +202,8 @@ class SGDClassifier(_SGDClassifierBase):
     checkpoint_every : int, default 1
     persist : {"auto", True, False}, default "auto"
         Keep the prepared blocks in worker memory ("auto": when they take at most half of it).
-    progress : None, False, "text", callable or object
-        Progress display (see :mod:`dml.optim.progress`).
+    progress : None, False, "text", "notebook", callable or object
+        Progress display (see :mod:`dml.optim.progress`); "notebook": an HTML bar in Jupyter.
     callbacks : list of callables, optional
         ``callback(state, record)`` after every epoch; returning True stops training.
 

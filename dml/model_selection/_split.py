@@ -185,8 +185,11 @@ def take_rows(X, indices):
                   for p, li in zip(parts, local)]
         return da.concatenate(pieces, axis=0) if len(pieces) > 1 else pieces[0]
     parts = X.to_delayed(optimize_graph=False)
+    # verify_meta must stay on: without it Dask (2026.8) aliases the delayed keys, and on a
+    # distributed cluster any later .to_dask_array()/.values of the result fails with
+    # FutureCancelledError "lost dependencies". The check itself is one dtype comparison per part.
     return dd.from_delayed([delayed(_iloc, pure=True)(p, li) for p, li in zip(parts, local)],
-                           meta=X._meta, verify_meta=False)
+                           meta=X._meta)
 
 
 def train_test_split(*arrays, test_size=None, train_size=None, random_state=None,

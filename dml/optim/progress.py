@@ -3,16 +3,21 @@
 The loop calls ``progress.start(total, initial, desc)``, ``progress.update(record)`` after each
 epoch (``record`` is the epoch's history entry) and ``progress.close()``. Anything with those
 three methods can be passed as an estimator's ``progress`` (a notebook widget, a tqdm wrapper);
-a plain callable is called with each record. :class:`TextProgress` is the built-in display: one
-self-overwriting line on stderr, no dependency.
+a plain callable is called with each record. Two displays are built in: :class:`TextProgress`,
+one self-overwriting line on stderr (``progress="text"``, or the default with ``verbose``), and
+:class:`NotebookProgress`, an HTML bar updated in place in a Jupyter notebook
+(``progress="notebook"``). Both are chosen by name so that estimators keep plain, clonable and
+saveable hyper-parameters.
 """
 from __future__ import annotations
 
+import html
 import logging
 import sys
 import time
 
-__all__ = ["TextProgress", "CallbackProgress", "make_progress", "log_epoch", "logger"]
+__all__ = ["TextProgress", "NotebookProgress", "CallbackProgress", "make_progress", "log_epoch",
+           "in_notebook", "logger"]
 
 logger = logging.getLogger("dml.optim")
 
@@ -54,6 +59,86 @@ class TextProgress:
         stream.flush()
 
 
+def in_notebook() -> bool:
+    """True when running in a Jupyter kernel (where rich HTML output is rendered)."""
+    # IPython is imported only if it is already loaded: a kernel always has it, a script should
+    # not pay for importing it.
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    shell = ipython.get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class NotebookProgress:
+    """An HTML progress bar in a notebook cell, updated in place after every epoch.
+
+    Uses IPython's ``display(..., display_id=True)`` and ``DisplayHandle.update``, so it needs
+    no widget library and also renders in saved notebooks and headless runs (nbclient,
+    nbconvert). The finished bar stays in the cell's output.
+
+    Parameters
+    ----------
+    width : str, default "20em"
+        CSS width of the bar.
+
+    Examples
+    --------
+    The HTML of the bar after 3 of 10 epochs (in a notebook, ``start`` shows it and every
+    ``update`` replaces it):
+
+    >>> bar = NotebookProgress()
+    >>> bar.total, bar.desc = 10, "SGDClassifier"
+    >>> page = bar.render(3, {"objective": 0.25, "validation_score": 0.9})
+    >>> '<progress value="3" max="10"' in page, "epoch 3/10" in page, "val 0.9" in page
+    (True, True, True)
+    """
+
+    def __init__(self, width: str = "20em"):
+        self.width = width
+        self.total = 1
+        self.desc = ""
+        self._t0 = 0.0
+        self._done0 = 0
+        self._handle = None
+
+    def render(self, epoch: int, record: dict | None = None) -> str:
+        """The bar's HTML after ``epoch`` epochs (``record``: that epoch's history entry)."""
+        record = record or {}
+        text = f"epoch {epoch}/{self.total}"
+        if record.get("objective") is not None:
+            text += f" &middot; objective {record['objective']:.6g}"
+        if record.get("validation_score") is not None:
+            text += f" &middot; val {record['validation_score']:.4g}"
+        if epoch > self._done0:
+            rate = (time.perf_counter() - self._t0) / (epoch - self._done0)
+            text += f" &middot; {rate:.2f} s/epoch"
+        return (f'<div class="dml-progress"><code>{html.escape(self.desc)}</code> '
+                f'<progress value="{epoch}" max="{self.total}" style="width: {self.width}">'
+                f"</progress> {text}</div>")
+
+    def _show(self, content: str) -> None:
+        from IPython.display import HTML, display
+
+        if self._handle is None:
+            self._handle = display(HTML(content), display_id=True)
+        else:
+            self._handle.update(HTML(content))
+
+    def start(self, total: int, initial: int = 0, desc: str = "") -> None:
+        self.total, self._done0, self.desc = max(int(total), 1), int(initial), desc
+        self._t0 = time.perf_counter()
+        self._handle = None
+        self._show(self.render(self._done0))
+
+    def update(self, record: dict) -> None:
+        self._show(self.render(int(record.get("epoch", 0)), record))
+
+    def close(self) -> None:
+        # Nothing to tear down: the last update is the final state of the bar.
+        pass
+
+
 class CallbackProgress:
     """Adapts a plain ``callable(record)`` to the progress protocol."""
 
@@ -71,17 +156,23 @@ class CallbackProgress:
 
 
 def make_progress(progress, verbose) -> object | None:
-    """``progress`` as a display object: None → TextProgress when verbose, False → none."""
+    """``progress`` as a display object: None → TextProgress when verbose, False → none.
+
+    ``"notebook"`` gives a :class:`NotebookProgress` inside a Jupyter kernel and falls back to
+    :class:`TextProgress` elsewhere, so the same code runs as a script.
+    """
     if progress is False:
         return None
-    if progress is None or progress == "text":
+    if isinstance(progress, str) and progress == "notebook":
+        return NotebookProgress() if in_notebook() else TextProgress()
+    if progress is None or (isinstance(progress, str) and progress == "text"):
         return TextProgress() if (verbose or progress == "text") else None
     if all(hasattr(progress, m) for m in ("start", "update", "close")):
         return progress
     if callable(progress):
         return CallbackProgress(progress)
-    raise TypeError("progress must be None, False, 'text', a callable(record) or an object with "
-                    f"start/update/close methods; got {type(progress).__name__}")
+    raise TypeError("progress must be None, False, 'text', 'notebook', a callable(record) or an "
+                    f"object with start/update/close methods; got {progress!r}")
 
 
 def log_epoch(name: str, record: dict, level: int = logging.INFO) -> None:
