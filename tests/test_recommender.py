@@ -109,6 +109,38 @@ def test_cold_start_recommend_and_history(tmp_path):
     np.testing.assert_array_equal(mf2.user_factors_, mf.user_factors_)
 
 
+@pytest.mark.parametrize("solver", ["sgd", "als"])
+def test_recommend_equals_numpy_ranking(solver):
+    # recommend() must be exactly "sort μ + b_u + b_i + p_u·q_i over the unseen items", computed
+    # here from the fitted arrays and the *training frame* (not seen_indptr_), so a mismatch in
+    # the id ↔ dense-index mapping, the bias/factor pairing or the seen-item exclusion shows up.
+    # String ids sort differently from their numbers ("u10" < "u2"), so the mapping is not the
+    # identity.
+    df = make_ratings(50, 40, 700, rank=3, noise=0.3, random_state=8).compute()
+    df["user"] = "u" + df["user"].astype(str)
+    df["item"] = "i" + df["item"].astype(str)
+    mf = MatrixFactorization(3, solver=solver, n_epochs=3, n_blocks=3, random_state=0).fit(df)
+    users = np.array(sorted(set(df["user"]))[::3] + ["nobody"])
+    k = 7
+    items, scores = mf.recommend(users, k=k)
+    P, Q = mf.user_factors_, mf.item_factors_
+    for row, user in enumerate(users):
+        s = mf.global_mean_ + mf.item_bias_.copy()
+        if user != "nobody":
+            j = list(mf.user_ids_).index(user)
+            s += mf.user_bias_[j] + Q @ P[j]
+            seen = set(df.loc[df["user"] == user, "item"])
+            s[[t for t, item in enumerate(mf.item_ids_) if item in seen]] = -np.inf
+        top = np.argsort(-s, kind="stable")[:k]
+        assert items[row].tolist() == mf.item_ids_[top].tolist()
+        np.testing.assert_allclose(scores[row], s[top], rtol=1e-12)
+        # The scores are the model's predictions for those (user, item) pairs.
+        if user != "nobody":
+            np.testing.assert_allclose(
+                mf.predict(pd.DataFrame({"user": [user] * k, "item": items[row]})), scores[row],
+                rtol=1e-12)
+
+
 def test_save_load_roundtrip(tmp_path):
     df = make_ratings(30, 20, 300, rank=2, random_state=6).compute()
     df["item"] = "i" + df["item"].astype(str)
