@@ -209,6 +209,24 @@ def test_multinomial_option_for_two_classes(binary):
     np.testing.assert_allclose(soft.predict_proba(X), bino.predict_proba(X), atol=1e-6)
 
 
+@pytest.mark.parametrize("K", [2, 3])
+def test_softmax_hessian_equals_finite_differences(K):
+    # The full K(d+1) × K(d+1) softmax Hessian, cross-class blocks −p_k p_l x xᵀ included,
+    # against central differences of the reduced gradient (weighted rows, with intercepts).
+    from dml.linear_model._problem import LinearProblem
+    from dml.optim.losses import Softmax
+
+    rng = np.random.default_rng(K)
+    X, y, w = rng.normal(size=(60, 4)), rng.integers(0, K, 60), rng.uniform(0.5, 2.0, 60)
+    problem = LinearProblem(4, Softmax(), task="multinomial", n_outputs=K, classes=np.arange(K))
+    x0 = rng.normal(size=problem.n_params)
+    eps = 1e-6
+    fd = np.array([(problem.batch_loss_grad(x0 + eps * e, X, y, w)[1]
+                    - problem.batch_loss_grad(x0 - eps * e, X, y, w)[1]) / (2 * eps)
+                   for e in np.eye(problem.n_params)])
+    np.testing.assert_allclose(problem.batch_hess(x0, X, y, w), fd, atol=1e-7)
+
+
 def test_two_class_multinomial_uses_newton_and_reaches_the_optimum():
     # 110 features: 222 softmax parameters (over the "auto" Newton limit) but 111 binomial ones.
     # The forced two-class softmax is the binomial model with 2C split as ±½, so "auto" must
