@@ -10,7 +10,7 @@ penalised). Solvers:
   (K (d + 1))² entries, so it suits up to a few hundred parameters;
 * ``"lbfgs"``: scipy's L-BFGS-B, one pass per function evaluation; for many parameters;
 * ``"auto"`` (default): ``"newton"`` up to :data:`NEWTON_MAX_PARAMS` parameters, else
-  ``"lbfgs"``;
+  ``"lbfgs"`` (a two-class ``multi_class="multinomial"`` fit has d + 1: see ``multi_class``);
 * ``"sgd"``: the partition-parallel mini-batch engine (:mod:`dml.optim`) for data too large for
   tens of passes, or for an l1 / elastic-net penalty (``l1_ratio > 0``). Its defaults (Adam
   with an adaptive step, batches of up to 256 rows) reach the exact optimum's log-loss to
@@ -65,7 +65,10 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
     multi_class : {"auto", "multinomial"}, default "auto"
         "auto": the binomial loss for two classes, softmax for more. "multinomial": softmax
         also for two classes (``coef_`` then has two rows; the model is the binomial one with
-        half the penalty on each row). scikit-learn ≥ 1.8 has no such option.
+        half the penalty on each row). The exact solvers fit it as that binomial model with
+        ``2 C`` and return ``coef_ = [−v/2, v/2]`` (likewise the intercepts): the same optimum
+        with half the parameters, so ``"auto"`` picks Newton as for the binomial model.
+        scikit-learn ≥ 1.8 has no such option.
     batch_size, learning_rate, eta0, power_t, optimizer, momentum, average, local_steps, \
 shuffle, early_stopping, validation_fraction, n_iter_no_change, checkpoint_dir, \
 checkpoint_every
@@ -186,15 +189,25 @@ checkpoint_every
         K = len(classes)
         cw = compute_class_weight(self.class_weight, classes, stats.wsum, name)
         multinomial = K > 2 or self.multi_class == "multinomial"
-        problem = LinearProblem(blocks.n_features, Softmax() if multinomial else Log(),
-                                task="multinomial" if multinomial else "binary",
-                                n_outputs=K if multinomial else 1,
+        # Two-class softmax is over-parameterised: only w₁ − w₀ and b₁ − b₀ enter the loss, and
+        # ½(‖w₀‖² + ‖w₁‖²) is smallest at w₁ = −w₀ = v/2, where it is ½‖v‖²/2. Its optimum is
+        # therefore the binomial one with 2C, split as ±½. The exact solvers fit that model:
+        # half the parameters (so "auto" picks Newton as for the binomial model) and one Gram
+        # block instead of three per Hessian, with the same optimum, objective and gradient.
+        split = multinomial and K == 2 and self.solver != "sgd"
+        softmax = multinomial and not split
+        problem = LinearProblem(blocks.n_features, Softmax() if softmax else Log(),
+                                task="multinomial" if softmax else "binary",
+                                n_outputs=K if softmax else 1,
                                 fit_intercept=self.fit_intercept, classes=classes,
                                 class_weight=cw, estimator=name)
         init = None
-        if self.warm_start and hasattr(self, "coef_") and \
-                self.coef_.shape == (problem.K, problem.d):
-            init = problem.pack(self.coef_, self.intercept_)
+        if self.warm_start and hasattr(self, "coef_"):
+            if split and self.coef_.shape == (2, problem.d):
+                init = problem.pack(self.coef_[1] - self.coef_[0],
+                                    self.intercept_[1] - self.intercept_[0])
+            elif self.coef_.shape == (problem.K, problem.d):
+                init = problem.pack(self.coef_, self.intercept_)
         self.classes_ = classes
         solver = self.solver
         if solver == "auto":
@@ -205,7 +218,8 @@ checkpoint_every
             # scikit-learn's scaling: the mean over the (class-)weighted sample weights.
             weights = stats.wsum if cw is None else stats.wsum * cw
             normaliser = float(weights.sum())
-            alpha = 0.0 if self.C == np.inf else 1.0 / (self.C * normaliser)
+            C = 2.0 * self.C if split else self.C
+            alpha = 0.0 if C == np.inf else 1.0 / (C * normaliser)
             penalty = Penalty("l2" if alpha else "none", alpha, penalised=problem.penalised)
             params, n_iter, history = run_exact(
                 self, blocks, problem, penalty, normaliser, solver=solver, tol=self.tol,
@@ -215,6 +229,8 @@ checkpoint_every
         self.solver_ = solver
         self.multinomial_ = multinomial
         W, b = problem.unpack(params)
+        if split:  # the two softmax rows of the binomial model (see above)
+            W, b = 0.5 * np.vstack([-W, W]), 0.5 * np.concatenate([-b, b])
         self.coef_ = np.array(W, dtype=np.float64)
         self.intercept_ = np.array(b, dtype=np.float64)
         return self
