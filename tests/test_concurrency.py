@@ -13,6 +13,7 @@ DESIGN principle 4: the model depends only on the data, its partitioning and ``r
 from __future__ import annotations
 
 import gc
+import warnings
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -219,3 +220,25 @@ def test_twenty_concurrent_fits_equal_solo_fits_and_leave_nothing_behind(cluster
         del solo, together, a, b
         gc.collect()
         _wait_until_empty(client)
+
+
+def test_concurrent_fits_leave_the_warning_filters_alone():
+    """The client-side k-means|| reduction silences scikit-learn's duplicate-point warning;
+    from several threads at once that must not leave the process's warning filters changed
+    (``warnings.catch_warnings`` saves and restores a process-wide list, so overlapping uses
+    from threads can restore each other's state: the process then ignores every warning)."""
+    from dml.cluster import _init
+
+    rng = np.random.default_rng(0)
+    # Duplicated candidates: the path that suppresses scikit-learn's ConvergenceWarning.
+    cand = np.repeat(rng.normal(size=(4, 3)), 30, axis=0)
+    weights = rng.random(len(cand))
+    before = list(warnings.filters)
+
+    def work(i):
+        for j in range(30):
+            _init.weighted_kmeans_plusplus(cand, weights, 6, seed=i * 100 + j)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(work, range(8)))
+    assert warnings.filters == before
