@@ -312,3 +312,29 @@ def test_matrix_factorization_out_of_core(small_cluster, ratings_data, inprocess
                         in_memory(path, ["user", "item", "rating"]))
     for attr in ("user_factors_", "item_factors_", "user_bias_", "item_bias_"):
         np.testing.assert_array_equal(getattr(got, attr), getattr(ref, attr), err_msg=attr)
+
+
+def test_forest_streaming_path_equals_the_persisted_one(inprocess_client, monkeypatch):
+    """At the CI scale the forest's binned blocks (uint8) still fit, so the streaming path (no
+    persisted bins, node assignments or bootstrap counts) is checked here on its own: the
+    persist budget is set to zero and the trees must not change."""
+    import dask.array as da
+
+    import dml.optim.data
+    from dml.ensemble import RandomForestClassifier
+
+    tb = _classification_part(7, 3000)
+    X = tb.select(FEATURES).to_pandas().to_numpy()
+    y = tb.column("y").to_numpy()
+
+    def fit():
+        return RandomForestClassifier(n_estimators=3, max_depth=4, trees_per_pass=2,
+                                      oob_score=True, random_state=0).fit(
+            da.from_array(X, chunks=(500, -1)), da.from_array(y, chunks=500))
+
+    persisted = fit()
+    monkeypatch.setattr(dml.optim.data, "PERSIST_FRACTION", 0.0)
+    streamed = fit()
+    for key in persisted.nodes_:
+        np.testing.assert_array_equal(streamed.nodes_[key], persisted.nodes_[key], err_msg=key)
+    assert streamed.oob_score_ == persisted.oob_score_
