@@ -209,7 +209,7 @@ def test_sgd_classifier_out_of_core(small_cluster, classification_data, inproces
     path, nbytes = classification_data
 
     def make():
-        return SGDClassifier(loss="log_loss", max_iter=2, tol=None, batch_size=512,
+        return SGDClassifier(loss="log_loss", max_iter=2, tol=None, batch_size=1024,
                              random_state=0)
 
     columns, fit_on, fit = _supervised(make, path)
@@ -226,7 +226,7 @@ def test_mlp_classifier_out_of_core(small_cluster, classification_data, inproces
     path, nbytes = classification_data
 
     def make():
-        return MLPClassifier(hidden_layer_sizes=(8,), max_iter=1, batch_size=512, tol=0.0,
+        return MLPClassifier(hidden_layer_sizes=(8,), max_iter=1, batch_size=1024, tol=0.0,
                              random_state=0)
 
     columns, fit_on, fit = _supervised(make, path)
@@ -278,7 +278,8 @@ def test_random_forest_out_of_core(small_cluster, classification_data, inprocess
     path, nbytes = classification_data
 
     def make():
-        return RandomForestClassifier(n_estimators=2, max_depth=3, trees_per_pass=2,
+        # Depth 2: three passes over the data (plus sketch and binning) keep CI time down.
+        return RandomForestClassifier(n_estimators=2, max_depth=2, trees_per_pass=2,
                                       random_state=0)
 
     columns, fit_on, fit = _supervised(make, path)
@@ -294,10 +295,11 @@ def test_random_forest_out_of_core(small_cluster, classification_data, inprocess
 
 @pytest.mark.xfail(run=False, reason=(
     "MatrixFactorization cannot stream yet: its (user block, item block) cells are a shuffle of "
-    "all ratings persisted on the workers. With data larger than the cluster, Dask must spill "
-    "them, and with ~285 MiB of imports per worker the first worker paused at 80% memory and "
-    "never resumed (measured at DML_OOC_SCALE=1.25): the fit hangs. Needs cells written to "
-    "storage (e.g. a disk-backed Dask shuffle to Parquet) and re-read each sub-epoch."))
+    "all ratings persisted on the workers, so data larger than the cluster must be spilled by "
+    "Dask. Measured at DML_OOC_SCALE=1.25: with 448 MiB workers a worker paused at 80% and "
+    "never resumed (hang); with 512 MiB workers one was killed by its nanny at 95% and the other "
+    "stayed paused (hang). It needs the cells written to storage and re-read per sub-epoch, "
+    "and seen_items_ (every training (user, item) pair, kept on the client) to be optional."))
 def test_matrix_factorization_out_of_core(small_cluster, ratings_data, inprocess_client, in_memory):
     from dml.recommender import MatrixFactorization
 
