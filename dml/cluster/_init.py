@@ -18,6 +18,7 @@ lowest row) is deterministic.
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 
 import numpy as np
@@ -28,6 +29,9 @@ from dml.cluster._lloyd import chunk_rows, largest
 
 __all__ = ["row_uniforms", "stream_key", "random_init", "kmeans_plusplus_init",
            "kmeans_parallel_candidates", "weighted_kmeans_plusplus"]
+
+#: Serialises the warning-silencing block of :func:`weighted_kmeans_plusplus` across threads.
+_WARNINGS_LOCK = threading.Lock()
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xBF58476D1CE4E5B9)
@@ -304,7 +308,10 @@ def weighted_kmeans_plusplus(candidates: np.ndarray, weights: np.ndarray, k: int
     init, _ = kmeans_plusplus(cand, k, sample_weight=wts, random_state=rs)
     if len(cand) == k:
         return init
-    with warnings.catch_warnings():
+    # warnings.catch_warnings saves and restores the process-wide filter list: fits running in
+    # several threads at once could restore each other's "ignore" and leave every warning of
+    # the process silenced (tests/test_concurrency.py). One at a time keeps the list intact.
+    with _WARNINGS_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # duplicate candidates: scikit-learn's ConvergenceWarning
         km = _SkKMeans(k, init=init, n_init=1, random_state=rs).fit(cand, sample_weight=wts)
     return km.cluster_centers_

@@ -26,6 +26,7 @@ from sklearn.exceptions import ConvergenceWarning
 from dml._blocks import Blocks, block_rng, compute, seed_from
 from dml.base import DaskEstimatorMixin, check_is_fitted
 from dml.cluster import _init, _lloyd
+from dml.optim.data import should_persist
 
 __all__ = ["KMeans"]
 
@@ -226,7 +227,12 @@ def prepare(blocks: Blocks, name: str = "KMeans") -> Prepared:
     sums = blocks.map_reduce(_lloyd.block_sums, compute_now=False)
     mean = delayed(_mean_of, pure=True)(sums, d)
     placement = input_placement(blocks.parts)
-    if placement is None:
+    if not should_persist(blocks, "auto"):
+        # Larger than the cluster's memory (DESIGN principle 3): the prepared blocks stay lazy
+        # and every pass re-reads them from the source instead of persisting them all.
+        (mean,) = compute(mean)
+        parts = [delayed(_lloyd.prepare_block, pure=True)(p, mean) for p in blocks.parts]
+    elif placement is None:
         parts = [delayed(_lloyd.prepare_block, pure=True)(p, mean) for p in blocks.parts]
         *parts, mean = dask.persist(*parts, mean)
     else:

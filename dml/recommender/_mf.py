@@ -104,13 +104,15 @@ def _split_partition(df, user_ids, item_ids, ub, ib, B):
     cell = (np.searchsorted(ub, u, side="right") - 1) * B + np.searchsorted(ib, i, side="right") - 1
     order = np.argsort(cell, kind="stable")
     cuts = np.searchsorted(cell[order], np.arange(B * B + 1))
-    return [(u[order[a:b]], i[order[a:b]], r[order[a:b]]) for a, b in zip(cuts[:-1], cuts[1:])]
+    return tuple((u[order[a:b]], i[order[a:b]], r[order[a:b]])
+                 for a, b in zip(cuts[:-1], cuts[1:]))
 
 
-def _gather_cell(pieces, index):
-    u = np.concatenate([p[index][0] for p in pieces])
-    i = np.concatenate([p[index][1] for p in pieces])
-    r = np.concatenate([p[index][2] for p in pieces])
+def _gather_cell(pieces):
+    """One cell from its piece of every partition (only those pieces travel to the task)."""
+    u = np.concatenate([p[0] for p in pieces])
+    i = np.concatenate([p[1] for p in pieces])
+    r = np.concatenate([p[2] for p in pieces])
     order = np.lexsort((r, i, u))
     return u[order], i[order], r[order]
 
@@ -435,9 +437,14 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         mu = float(total / n) if self.biases else 0.0
         ub, ib = _bounds(nu, B), _bounds(ni, B)
         d_users, d_items = dask.delayed(users, pure=True), dask.delayed(items, pure=True)
-        split = [dask.delayed(_split_partition, pure=True)(p, d_users, d_items, ub, ib, B)
+        # nout=B*B: one key per (partition, cell) piece, so a cell task fetches its own pieces
+        # only. Passing the whole list of split partitions made every cell task pull the entire
+        # data set to its worker (principle 3: nothing gathers the full data to one process).
+        split = [dask.delayed(_split_partition, pure=True, nout=B * B)(p, d_users, d_items, ub,
+                                                                       ib, B)
                  for p in parts]
-        cells = [dask.delayed(_gather_cell, pure=True)(split, c) for c in range(B * B)]
+        cells = [dask.delayed(_gather_cell, pure=True)([sp[c] for sp in split])
+                 for c in range(B * B)]
         val = None
         if validation_data is not None:
             val = [dask.delayed(_val_partition, pure=True)(p, d_users, d_items)

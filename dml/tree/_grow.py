@@ -370,11 +370,13 @@ def _minus(parent, child, crit):
 
 
 def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
-               need_assign=False):
+               need_assign=False, persist_assign=True):
     """Grow ``n_trees`` trees together; returns (trees, importances, final assignments).
 
     ``n_root`` is the weighted row count that ``min_impurity_decrease`` is relative to (per
-    tree: its root weight when None).
+    tree: its root weight when None). With ``persist_assign=False`` (data larger than the
+    cluster's memory) the node assignments are not kept on the workers: each level recomputes
+    them from the root along with the (re-read) binned block.
     """
     crit = spec.criterion
     trees = [_Tree() for _ in range(n_trees)]
@@ -399,8 +401,10 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
     while pending:
         if route is not None:
             params = broadcast(_only_new_splits(route, new_split))
-            assign = list(persist(*[delayed(route_kernel, pure=True)(p, a, params)
-                                    for p, a in zip(binned, assign)]))
+            assign = [delayed(route_kernel, pure=True)(p, a, params)
+                      for p, a in zip(binned, assign)]
+            if persist_assign:
+                assign = list(persist(*assign))
         to_count = [key for key in pending if key not in derived]
         M_nodes = max(len(tr.left) for tr in trees)
         feat_of = {}
@@ -512,6 +516,8 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
         level += 1
     if need_assign and route is not None and new_split.any():
         params = broadcast(_only_new_splits(route, new_split))
-        assign = list(persist(*[delayed(route_kernel, pure=True)(p, a, params)
-                                for p, a in zip(binned, assign)]))
+        assign = [delayed(route_kernel, pure=True)(p, a, params)
+                  for p, a in zip(binned, assign)]
+        if persist_assign:
+            assign = list(persist(*assign))
     return trees, importances, assign

@@ -226,9 +226,15 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
                              "classifier needs at least two classes")
         cw = _class_weights(est.class_weight, classes, blocks, name)
     binned = blocks.map_parts(bin_kernel, edges, categorical, categories, classes, cw, name)
-    binned = list(dask.persist(*binned))
     n = blocks.n_samples if blocks._lengths is not None else None
     n_rows = n if n is not None else sk["n"]
+    per_pass = getattr(est, "trees_per_pass", None) or DEFAULT_TREES_PER_PASS
+    # Persist the binned blocks (and per-pass node assignments, bootstrap counts) only when they
+    # fit; otherwise every level re-reads and re-bins its blocks from the source (DESIGN
+    # principle 3: data larger than the cluster streams instead of filling worker memory).
+    keep = _fits_in_memory(int(n_rows), d, min(per_pass, n_trees))
+    if keep:
+        binned = list(dask.persist(*binned))
     mss = est.min_samples_split
     msl = est.min_samples_leaf
     spec = GrowSpec(
@@ -241,7 +247,6 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
         min_impurity_decrease=est.min_impurity_decrease,
         max_features=resolve_max_features(max_features, d), n_bins=n_bins,
         is_cat=categorical, edges=edges, seed=seed)
-    per_pass = getattr(est, "trees_per_pass", None) or DEFAULT_TREES_PER_PASS
     all_trees, importances, oob_parts = [], [], []
     for start in range(0, n_trees, per_pass):
         ids = np.arange(start, min(n_trees, start + per_pass))
@@ -249,8 +254,10 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
         if bootstrap:
             boot = [delayed(boot_kernel, pure=True)(i, p, seed, ids)
                     for i, p in enumerate(binned)]
-            boot = list(dask.persist(*boot))
-        trees, imp, assign = grow_trees(binned, boot, len(ids), ids, spec, need_assign=oob)
+            if keep:
+                boot = list(dask.persist(*boot))
+        trees, imp, assign = grow_trees(binned, boot, len(ids), ids, spec, need_assign=oob,
+                                        persist_assign=keep)
         all_trees.extend(trees)
         importances.append(imp)
         if oob:
@@ -290,6 +297,16 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
             est.oob_score_ = 1.0 - sse / float(((ys - ys.mean()) ** 2).sum()) \
                 if len(ys) > 1 else np.nan
     return est
+
+
+def _fits_in_memory(n_rows: int, d: int, trees_per_pass: int) -> bool:
+    """Whether the binned blocks (uint8 bins, y, weights) plus the per-pass node assignments
+    (int32) and bootstrap counts (uint8) of ``n_rows`` rows take at most the cluster's
+    persist budget (:data:`dml.optim.data.PERSIST_FRACTION` of its memory)."""
+    from dml.optim.data import PERSIST_FRACTION, cluster_memory
+
+    nbytes = n_rows * (d + 16 + 5 * trees_per_pass)
+    return nbytes <= PERSIST_FRACTION * cluster_memory()
 
 
 def _criterion(est, classify):

@@ -1,0 +1,344 @@
+"""Out-of-core fits (issue 11, part 1): data several times larger than the cluster's memory.
+
+A dedicated multi-process cluster (``dask scheduler`` + two ``dask worker`` processes with a
+small ``--memory-limit``) fits every estimator family on a Parquet dataset about three times
+larger than the workers' *total* memory limit, read with :func:`dml.datasets.read_parquet`, so
+the blocks must stream from disk on every pass (DESIGN principle 3). Each fit must
+
+* finish with the same worker processes (same PIDs, no worker removed by the scheduler): no
+  worker was killed by its nanny for exceeding the memory limit;
+* equal the fit of the same estimator on the same data and partitioning held in memory (the
+  Parquet dataset persisted on the in-process cluster).
+
+Scale: ``DML_OOC_SCALE`` is the data size divided by the workers' total memory limit (default
+1.25, so that CI stays within its time budget; ``DML_OOC_SCALE=3`` is the full check of issue 11,
+3 GiB on disk per dataset and many minutes). Each worker has ``WORKER_MIB`` MiB: a worker that has
+imported dml's estimators (pandas, pyarrow, scikit-learn, numba) already holds about 285 MiB, so
+256 MiB workers would be killed by their nanny before reading any data.
+
+The datasets are written one Parquet part file at a time from per-part random generators, so
+the test process never holds more than one part.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from distributed import Client
+
+from conftest import ProcessCluster
+
+pytestmark = [pytest.mark.out_of_core, pytest.mark.multiprocess, pytest.mark.slow]
+
+#: Data size / total worker memory limit.
+RATIO = float(os.environ.get("DML_OOC_SCALE", "1.25"))
+N_WORKERS = 2
+#: 285 MiB of imports plus room for a few blocks in flight: with 448 MiB workers spent much of
+#: the fit paused at Dask's 80% threshold (measured), which only slowed it down.
+WORKER_MIB = 512
+DATA_BYTES = int(RATIO * N_WORKERS * WORKER_MIB * 2**20)
+#: In-memory bytes of one Parquet part (one block): small next to a worker's free memory.
+PART_BYTES = 8 * 2**20
+N_FEATURES = 20
+
+
+# --------------------------------------------------------------------------------------------
+# Data, written part by part
+# --------------------------------------------------------------------------------------------
+
+def _write_parts(path: Path, n_parts: int, make_part) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    for k in range(n_parts):
+        # One table per file, one row group: one Dask partition per file, in file order.
+        pq.write_table(make_part(k), path / f"part-{k:05d}.parquet", compression=None,
+                       row_group_size=1 << 30)
+    return path
+
+
+def _classification_part(k: int, rows: int) -> pa.Table:
+    rng = np.random.default_rng([11, k])
+    X = rng.normal(size=(rows, N_FEATURES))
+    # Two linear classes plus a shift per class so that k-means and naive Bayes see structure.
+    w = np.linspace(-1.0, 1.0, N_FEATURES)
+    y = (X @ w + rng.normal(scale=1.0, size=rows) > 0).astype(np.int64)
+    X[:, :4] += 3.0 * y[:, None]
+    cols = {f"f{j}": X[:, j] for j in range(N_FEATURES)}
+    cols["y"] = y
+    return pa.table(cols)
+
+
+def _ratings_part(k: int, rows: int, n_users: int, n_items: int) -> pa.Table:
+    rng = np.random.default_rng([12, k])
+    u = rng.integers(0, n_users, rows)
+    i = rng.integers(0, n_items, rows)
+    # A low-rank signal: user and item effects from fixed hashes of the ids.
+    r = 3.0 + np.sin(u * 0.37) + np.cos(i * 0.11) + rng.normal(scale=0.3, size=rows)
+    return pa.table({"user": u, "item": i, "rating": r})
+
+
+@pytest.fixture(scope="module")
+def classification_data(tmp_path_factory):
+    row_bytes = 8 * (N_FEATURES + 1)
+    rows = PART_BYTES // row_bytes
+    n_parts = -(-DATA_BYTES // (rows * row_bytes))
+    path = _write_parts(tmp_path_factory.mktemp("ooc") / "classification", n_parts,
+                        lambda k: _classification_part(k, rows))
+    return path, n_parts * rows * row_bytes
+
+
+@pytest.fixture(scope="module")
+def ratings_data(tmp_path_factory):
+    row_bytes = 24
+    rows = PART_BYTES // row_bytes
+    n_parts = -(-DATA_BYTES // (rows * row_bytes))
+    path = _write_parts(tmp_path_factory.mktemp("ooc") / "ratings", n_parts,
+                        lambda k: _ratings_part(k, rows, 2000, 500))
+    return path, n_parts * rows * row_bytes
+
+
+# --------------------------------------------------------------------------------------------
+# Clusters
+# --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_cluster(tmp_path_factory):
+    pc = ProcessCluster(tmp_path_factory.mktemp("ooc-cluster"), n_workers=N_WORKERS,
+                        memory_limit=f"{WORKER_MIB}MiB")
+    try:
+        pc.start()
+        yield pc
+    finally:
+        pc.stop()
+
+
+def _worker_pids(client):
+    return client.run(os.getpid)
+
+
+def _removed_workers(dask_scheduler):
+    # Every worker that ever left the scheduler (killed, restarted by its nanny, or closed).
+    return sum(1 for topic in ("worker-remove",) for _ in dask_scheduler.get_events(topic))
+
+
+def _limits(client):
+    return {w: int(i["memory_limit"]) for w, i in client.scheduler_info(n_workers=-1)["workers"].items()}
+
+
+def fit_out_of_core(cluster, data_bytes, fit):
+    """``fit()`` on the small cluster; asserts no worker died; returns (model, seconds)."""
+    with Client(cluster.address, set_as_default=False) as client:
+        limits = _limits(client)
+        assert len(limits) == N_WORKERS
+        assert data_bytes > sum(limits.values()), (data_bytes, limits)
+        assert data_bytes >= RATIO * 0.99 * sum(limits.values()), (data_bytes, limits)
+        pids = _worker_pids(client)
+        removed = client.run_on_scheduler(_removed_workers)
+        t0 = time.perf_counter()
+        with client.as_current():
+            model = fit()
+        seconds = time.perf_counter() - t0
+        print(f"out-of-core fit: {seconds:.1f}s")
+        assert _worker_pids(client) == pids, \
+            "a worker process was replaced during the fit:\n" + cluster.log("worker-0") + \
+            cluster.log("worker-1")
+        assert client.run_on_scheduler(_removed_workers) == removed
+        for i in range(N_WORKERS):
+            log = cluster.log(f"worker-{i}")
+            assert "exceeded 95% memory budget" not in log, log
+    return model, seconds
+
+
+def fit_in_memory(client, fit_on, X):
+    """The same fit on ``X``: the same partitions persisted in memory on the in-process cluster.
+
+    BLAS is limited to one thread, as in the ``dask worker`` processes (the nanny sets
+    ``OMP_NUM_THREADS=1``), so floating-point results do not depend on the thread count.
+    """
+    from threadpoolctl import threadpool_limits
+
+    t0 = time.perf_counter()
+    with client.as_current(), threadpool_limits(1):
+        model = fit_on(X)
+    print(f"in-memory fit: {time.perf_counter() - t0:.1f}s")
+    return model
+
+
+@pytest.fixture(scope="module")
+def in_memory(_inprocess_client):
+    """The Parquet datasets read once and persisted on the in-process cluster (module-wide, so
+    the reference fits do not re-read them)."""
+    cache = {}
+
+    def get(path, columns):
+        key = (str(path), tuple(columns))
+        if key not in cache:
+            with _inprocess_client.as_current():
+                cache[key] = _read(path, columns)().persist()
+        return cache[key]
+
+    yield get
+    cache.clear()
+
+
+def _read(path, columns):
+    from dml.datasets import read_parquet
+
+    return lambda: read_parquet(str(path), columns=columns)
+
+
+FEATURES = [f"f{j}" for j in range(N_FEATURES)]
+
+
+def _supervised(make, path, columns=FEATURES + ["y"]):
+    read = _read(path, columns)
+    return columns, (lambda X: make().fit(X, "y")), (lambda: make().fit(read(), "y"))
+
+
+# --------------------------------------------------------------------------------------------
+# One test per estimator family
+# --------------------------------------------------------------------------------------------
+
+def test_sgd_classifier_out_of_core(small_cluster, classification_data, inprocess_client, in_memory):
+    from dml.linear_model import SGDClassifier
+
+    path, nbytes = classification_data
+
+    def make():
+        return SGDClassifier(loss="log_loss", max_iter=2, tol=None, batch_size=1024,
+                             random_state=0)
+
+    columns, fit_on, fit = _supervised(make, path)
+    got, _ = fit_out_of_core(small_cluster, nbytes, fit)
+    ref = fit_in_memory(inprocess_client, fit_on, in_memory(path, columns))
+    assert got.n_iter_ == ref.n_iter_ == 2
+    np.testing.assert_array_equal(got.coef_, ref.coef_)
+    np.testing.assert_array_equal(got.intercept_, ref.intercept_)
+
+
+def test_mlp_classifier_out_of_core(small_cluster, classification_data, inprocess_client, in_memory):
+    from dml.neural_network import MLPClassifier
+
+    path, nbytes = classification_data
+
+    def make():
+        return MLPClassifier(hidden_layer_sizes=(8,), max_iter=1, batch_size=1024, tol=0.0,
+                             random_state=0)
+
+    columns, fit_on, fit = _supervised(make, path)
+    got, _ = fit_out_of_core(small_cluster, nbytes, fit)
+    ref = fit_in_memory(inprocess_client, fit_on, in_memory(path, columns))
+    assert got.n_iter_ == ref.n_iter_ == 1
+    for a, b in zip(got.coefs_ + got.intercepts_, ref.coefs_ + ref.intercepts_):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_gaussian_nb_out_of_core(small_cluster, classification_data, inprocess_client, in_memory):
+    from dml.naive_bayes import GaussianNB
+
+    path, nbytes = classification_data
+    columns, fit_on, fit = _supervised(GaussianNB, path)
+    got, _ = fit_out_of_core(small_cluster, nbytes, fit)
+    ref = fit_in_memory(inprocess_client, fit_on, in_memory(path, columns))
+    # Counting and sums in a fixed tree order: exact.
+    for attr in ("class_count_", "theta_", "var_", "class_prior_"):
+        np.testing.assert_array_equal(getattr(got, attr), getattr(ref, attr), err_msg=attr)
+
+
+def make_kmeans():
+    from dml.cluster import KMeans
+
+    # init="random" is one pass; k-means|| and k-means++ keep per-row distances of every block
+    # alive between their steps (one graph), which is not a streaming pass.
+    return KMeans(n_clusters=3, init="random", n_init=1, max_iter=2, tol=0.0, random_state=0)
+
+
+def test_kmeans_out_of_core(small_cluster, classification_data, inprocess_client, in_memory):
+    from dml.cluster import KMeans
+
+    path, nbytes = classification_data
+    # The frame with its y column on both sides (KMeans leaves a y column name out of X), so
+    # the in-memory reference reuses the module's persisted frame. Note: a first run with 448
+    # MiB workers (pausing at 80% all the time), 16 MiB parts and max_iter=3 gave centres that
+    # differed from the in-memory fit in the last bit (relative 2e-15); not reproduced since,
+    # cause not found. Exact equality is what principle 4 asks, so it is kept.
+    columns, fit_on, fit = _supervised(make_kmeans, path)
+    got, _ = fit_out_of_core(small_cluster, nbytes, fit)
+    ref = fit_in_memory(inprocess_client, fit_on, in_memory(path, columns))
+    assert got.n_iter_ == ref.n_iter_ == 2
+    np.testing.assert_array_equal(got.cluster_centers_, ref.cluster_centers_)
+    assert got.inertia_ == ref.inertia_
+
+
+def test_random_forest_out_of_core(small_cluster, classification_data, inprocess_client, in_memory):
+    from dml.ensemble import RandomForestClassifier
+
+    path, nbytes = classification_data
+
+    def make():
+        # Depth 2: three passes over the data (plus sketch and binning) keep CI time down.
+        return RandomForestClassifier(n_estimators=2, max_depth=2, trees_per_pass=2,
+                                      random_state=0)
+
+    columns, fit_on, fit = _supervised(make, path)
+    got, _ = fit_out_of_core(small_cluster, nbytes, fit)
+    ref = fit_in_memory(inprocess_client, fit_on, in_memory(path, columns))
+    # Histograms are counts: the trees are identical.
+    assert got.nodes_.keys() == ref.nodes_.keys()
+    for key in got.nodes_:
+        np.testing.assert_array_equal(got.nodes_[key], ref.nodes_[key], err_msg=key)
+    X = _classification_part(10**6, 2000).to_pandas()[FEATURES]
+    np.testing.assert_array_equal(got.predict_proba(X), ref.predict_proba(X))
+
+
+@pytest.mark.xfail(run=False, reason=(
+    "MatrixFactorization cannot stream yet: its (user block, item block) cells are a shuffle of "
+    "all ratings persisted on the workers, so data larger than the cluster must be spilled by "
+    "Dask. Measured at DML_OOC_SCALE=1.25: with 448 MiB workers a worker paused at 80% and "
+    "never resumed (hang); with 512 MiB workers one was killed by its nanny at 95% and the other "
+    "stayed paused (hang). It needs the cells written to storage and re-read per sub-epoch, "
+    "and seen_items_ (every training (user, item) pair, kept on the client) to be optional."))
+def test_matrix_factorization_out_of_core(small_cluster, ratings_data, inprocess_client, in_memory):
+    from dml.recommender import MatrixFactorization
+
+    path, nbytes = ratings_data
+    read = _read(path, ["user", "item", "rating"])
+
+    def make():
+        return MatrixFactorization(n_factors=4, n_epochs=1, n_blocks=4, random_state=0)
+
+    got, _ = fit_out_of_core(small_cluster, nbytes, lambda: make().fit(read()))
+    ref = fit_in_memory(inprocess_client, lambda X: make().fit(X),
+                        in_memory(path, ["user", "item", "rating"]))
+    for attr in ("user_factors_", "item_factors_", "user_bias_", "item_bias_"):
+        np.testing.assert_array_equal(getattr(got, attr), getattr(ref, attr), err_msg=attr)
+
+
+def test_forest_streaming_path_equals_the_persisted_one(inprocess_client, monkeypatch):
+    """At the CI scale the forest's binned blocks (uint8) still fit, so the streaming path (no
+    persisted bins, node assignments or bootstrap counts) is checked here on its own: the
+    persist budget is set to zero and the trees must not change."""
+    import dask.array as da
+
+    import dml.optim.data
+    from dml.ensemble import RandomForestClassifier
+
+    tb = _classification_part(7, 3000)
+    X = tb.select(FEATURES).to_pandas().to_numpy()
+    y = tb.column("y").to_numpy()
+
+    def fit():
+        return RandomForestClassifier(n_estimators=3, max_depth=4, trees_per_pass=2,
+                                      oob_score=True, random_state=0).fit(
+            da.from_array(X, chunks=(500, -1)), da.from_array(y, chunks=500))
+
+    persisted = fit()
+    monkeypatch.setattr(dml.optim.data, "PERSIST_FRACTION", 0.0)
+    streamed = fit()
+    for key in persisted.nodes_:
+        np.testing.assert_array_equal(streamed.nodes_[key], persisted.nodes_[key], err_msg=key)
+    assert streamed.oob_score_ == persisted.oob_score_
