@@ -179,7 +179,9 @@ def test_demo_quick_on_embedded_cluster(tmp_path):
         elif row.get("ARI", "-") != "-":  # clustering: agreement with the generating blobs
             assert float(row["ARI"]) > 0.9, line
         else:
-            assert float(row["RMSE"]) > 0 and float(row["R2"]) > 0, line
+            # Every regression row explains most of the variance (the generated ratings are
+            # rank 5 + noise 0.3: a test R2 near 0 means the demo data or the model broke).
+            assert float(row["RMSE"]) > 0 and float(row["R2"]) > 0.8, line
     assert list(tmp_path.iterdir()) == []  # the demo writes no files
 
 
