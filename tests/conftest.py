@@ -185,3 +185,22 @@ def client(request):
     c = request.getfixturevalue(name)
     with c.as_current():
         yield c
+
+
+@pytest.fixture(autouse=True)
+def _dask_scheduler_config_is_restored():
+    """Fail the test that leaves Dask's global scheduler setting changed.
+
+    ``Client.as_current()`` and default clients set ``dask.config`` process-wide; a test that
+    leaves ``scheduler="dask.distributed"`` behind (e.g. threads entering and leaving
+    ``as_current`` out of order) makes every later test without a client fail with "no Client
+    active", far from the cause.
+    """
+    import dask
+
+    before = dask.config.get("scheduler", None)
+    yield
+    after = dask.config.get("scheduler", None)
+    if after != before:
+        dask.config.set(scheduler=before)
+        pytest.fail(f"the test left dask.config 'scheduler' as {after!r} (was {before!r})")

@@ -12,6 +12,7 @@ DESIGN principle 4: the model depends only on the data, its partitioning and ``r
 """
 from __future__ import annotations
 
+import contextvars
 import gc
 import warnings
 import time
@@ -202,15 +203,19 @@ def test_twenty_concurrent_fits_equal_solo_fits_and_leave_nothing_behind(cluster
     with Client(cluster.address, set_as_default=False) as client:
         with client.as_current():
             solo = [fit(seed) for fit, seed in JOBS]
+            # A new thread has no current client. Each job runs in a copy of this thread's
+            # context (the current client is a context variable), not inside its own
+            # `as_current()`: that also sets the process-wide dask config, and twenty threads
+            # entering and leaving it out of order left `scheduler="dask.distributed"` behind
+            # for every later test ("no Client active").
+            contexts = [contextvars.copy_context() for _ in JOBS]
 
-        def run(job):
-            fit, seed = job
-            # A new thread has no current client: make this one current there.
-            with client.as_current():
-                return fit(seed)
+        def run(job_and_context):
+            (fit, seed), context = job_and_context
+            return context.run(fit, seed)
 
         with ThreadPoolExecutor(len(JOBS)) as pool:
-            together = list(pool.map(run, JOBS))
+            together = list(pool.map(run, zip(JOBS, contexts)))
         for (fit, seed), a, b in zip(JOBS, together, solo):
             assert_same_model(a, b, f"{getattr(fit, '__name__', fit)}({seed})")
         # Release everything the fits returned (KMeans keeps its labels_ persisted for Dask
