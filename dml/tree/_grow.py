@@ -23,11 +23,10 @@ score the same, missing values go to the child with the larger weight.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from dask import delayed, persist
 
 from dml._blocks import block_rng, broadcast, compute, tree_reduce
-from dml.tree._binning import MISSING
+from dml.tree import _kernels
 
 _EPS = np.finfo(np.float64).eps
 
@@ -95,46 +94,7 @@ def boot_kernel(index, part, seed, tree_ids):
 def route_kernel(part, assign, route):
     """Move the rows of the nodes split at the previous level to their child."""
     feature, thr, mleft, left, right, cat_idx, bitsets = route
-    xb = part[0]
-    t_all = np.arange(assign.shape[1])[None, :]
-    f = feature[t_all, assign]
-    r, t = np.nonzero(f >= 0)
-    if r.size == 0:
-        return assign
-    a = assign[r, t]
-    b = xb[r, f[r, t]]
-    miss = b == MISSING
-    go = np.where(miss, mleft[t, a], b <= thr[t, a])
-    ci = cat_idx[t, a]
-    cat = (ci >= 0) & ~miss
-    if cat.any():
-        go[cat] = bitsets[ci[cat], b[cat]]
-    new = assign.copy()
-    new[r, t] = np.where(go, left[t, a], right[t, a])
-    return new
-
-
-def _sparse_sum(key, weights, size, cls=None, C=1):
-    """Sums per occupied key: ``(keys, sums)`` with sums of shape (u, C) for class counts
-    (``cls`` given, one weight vector) or (u, len(weights)) otherwise."""
-    if size * C <= max(4 * key.size, 1 << 16):
-        idx = key if cls is None else key * C + cls
-        h = np.stack([np.bincount(idx, weights=wc, minlength=size * C) for wc in weights],
-                     axis=-1)
-        if cls is not None:
-            h = h.reshape(size, C)
-        nz = np.flatnonzero(h.any(axis=1))
-        return nz.astype(np.int64), h[nz]
-    # Deep levels: many nodes but few rows each; hashing beats a mostly empty dense grid.
-    codes, uniq = pd.factorize(key)
-    u = len(uniq)
-    if cls is None:
-        h = np.stack([np.bincount(codes, weights=wc, minlength=u) for wc in weights], axis=-1)
-    else:
-        h = np.bincount(codes * C + cls, weights=weights[0], minlength=u * C).reshape(u, C)
-    uniq = np.asarray(uniq, dtype=np.int64)
-    o = np.argsort(uniq)
-    return uniq[o], h[o]
+    return _kernels.route(part[0], assign, feature, thr, mleft, left, right, cat_idx, bitsets)
 
 
 def hist_kernel(part, assign, boot, slot_map, feat_sel, nb, n_channels, classify):
@@ -144,29 +104,12 @@ def hist_kernel(part, assign, boot, slot_map, feat_sel, nb, n_channels, classify
     (slot, feature, bin) cells and their channel sums (class weights, or w, w·y, w·y²).
     """
     xb, y, w = part
-    S, F = feat_sel.shape
-    B = nb + 1
-    slots = slot_map[np.arange(assign.shape[1])[None, :], assign]
-    r, t = np.nonzero(slots >= 0)
-    s = slots[r, t]
-    wt = w[r] if boot is None else w[r] * boot[r, t]
-    keep = wt > 0
-    r, s, wt = r[keep], s[keep], wt[keep]
-    if F == xb.shape[1] and (feat_sel == np.arange(F)).all():
-        bins = xb[r]
-    else:
-        bins = xb[r[:, None], feat_sel[s]]
-    if nb < MISSING:
-        lut = np.arange(256, dtype=np.int64)
-        lut[MISSING] = nb
-        bins = lut[bins]
-    key = ((s[:, None].astype(np.int64) * F + np.arange(F)) * B + bins).ravel()
-    wr = np.repeat(wt, F)
-    size = S * F * B
-    yr = np.repeat(y[r], F)
-    if classify:
-        return _sparse_sum(key, [wr], size, cls=yr, C=n_channels)
-    return _sparse_sum(key, [wr, wr * yr, wr * yr * yr], size)
+    slots = _kernels.slots_of_rows(assign, slot_map)
+    has_boot = boot is not None
+    bt = boot if has_boot else np.zeros((1, 1), dtype=np.uint8)
+    return _kernels.hist_sparse(xb, y, np.asarray(w, dtype=np.float64), bt, has_boot, slots,
+                                np.ascontiguousarray(feat_sel, dtype=np.int64), int(nb),
+                                int(n_channels), bool(classify))
 
 
 def combine_sparse(parts):
