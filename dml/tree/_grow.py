@@ -119,6 +119,11 @@ def combine_sparse(parts):
         return parts[0]
     keys = np.concatenate([p[0] for p in parts])
     vals = np.concatenate([p[1] for p in parts])
+    if len(parts) <= 8:
+        # A linear merge of the sorted runs (tree_reduce combines at most 8 at a time).
+        offsets = np.cumsum([0] + [len(p[0]) for p in parts]).astype(np.int64)
+        return _kernels.merge_sum(keys.astype(np.int64, copy=False),
+                                  np.ascontiguousarray(vals, dtype=np.float64), offsets)
     # Sorted runs: a stable sort merges them in about linear time.
     o = np.argsort(keys, kind="stable")
     keys = keys[o]
