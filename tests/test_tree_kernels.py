@@ -158,3 +158,34 @@ def test_combine_sparse_equals_numpy():
         got, want = combine_sparse(parts), ref_combine(parts)
         assert np.array_equal(got[0], want[0])
         assert np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("crit", ["gini", "squared_error"])
+def test_split_scores_equal_numpy(crit):
+    from dml.tree._grow import node_weight, weighted_impurity
+    from dml.tree._kernels import split_scores
+
+    rng = np.random.default_rng(3)
+    N, C = 5000, (3 if crit == "squared_error" else 4)
+    T_ = rng.random((N, C)) * 50.0
+    if crit == "squared_error":
+        T_[:, 1] = rng.normal(size=N) * 40.0
+        T_[:, 2] = T_[:, 1] ** 2 / T_[:, 0] + rng.random(N) * 30.0
+    L = T_ * rng.random((N, 1)) * 0.8
+    Mv = T_ * rng.random((N, 1)) * 0.2
+    Mv[rng.random(N) < 0.3] = 0.0
+    L[:50] = T_[:50]  # empty right side
+    parent = weighted_impurity(T_, crit)
+    has_m = node_weight(Mv, crit) > 0
+    msl = 3
+
+    def score(left):  # the NumPy formulation of _best_splits
+        right = T_ - left
+        nl, nr = node_weight(left, crit), node_weight(right, crit)
+        g = parent - weighted_impurity(left, crit) - weighted_impurity(right, crit)
+        ok = (nl >= msl) & (nr >= msl) & (nl > 0) & (nr > 0)
+        return np.where(ok, g, -np.inf)
+
+    g1, g2 = split_scores(L, T_, Mv, has_m, parent, msl, crit == "squared_error")
+    assert np.array_equal(g1, score(L))
+    assert np.array_equal(g2, np.where(has_m, score(L + Mv), -np.inf))
