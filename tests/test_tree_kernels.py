@@ -189,3 +189,43 @@ def test_split_scores_equal_numpy(crit):
     g1, g2 = split_scores(L, T_, Mv, has_m, parent, msl, crit == "squared_error")
     assert np.array_equal(g1, score(L))
     assert np.array_equal(g2, np.where(has_m, score(L + Mv), -np.inf))
+
+
+@pytest.mark.parametrize("crit", ["gini", "squared_error"])
+def test_fused_best_splits_equal_numpy_path(crit):
+    # The NumPy path runs when some feature is categorical; marking one that no node uses
+    # categorical leaves the arithmetic unchanged, so both paths must agree bit for bit.
+    from dml.tree._grow import GrowSpec, _best_splits
+
+    rng = np.random.default_rng(4)
+    S, d, F, nb = 300, 9, 3, 12
+    C = 3 if crit == "squared_error" else 2
+    feat_sel = np.sort(np.argsort(rng.random((S, d - 1)), axis=1)[:, :F], axis=1)
+    s_i, k_i, b_i = (a.ravel() for a in np.meshgrid(np.arange(S), np.arange(F), np.arange(nb),
+                                                    indexing="ij"))
+    keep = rng.random(len(s_i)) < 0.4
+    s_i, k_i, b_i = s_i[keep], k_i[keep], b_i[keep]
+    vals = rng.random((len(s_i), C)) * rng.choice([0.3, 1.7, 5.0], size=(len(s_i), 1))
+    if crit == "squared_error":
+        vals[:, 1] = rng.normal(size=len(s_i)) * vals[:, 0]
+        vals[:, 2] = vals[:, 1] ** 2 / vals[:, 0] + rng.random(len(s_i))
+    M = rng.random((S, F, C)) * (rng.random((S, F, 1)) < 0.3)
+    if crit == "squared_error":
+        M[..., 2] = M[..., 1] ** 2 / np.where(M[..., 0] > 0, M[..., 0], 1) + M[..., 0]
+    tot = np.zeros((S, C))
+    for c in range(C):
+        z = k_i == 0
+        tot[:, c] = np.bincount(s_i[z], weights=vals[z, c], minlength=S)
+    tot += M[:, 0]
+    kw = dict(classify=crit == "gini", n_channels=C, criterion=crit, max_depth=None,
+              min_samples_split=2, min_samples_leaf=1, min_impurity_decrease=0.0,
+              max_features=F, n_bins=np.full(d, nb), edges=[np.arange(nb - 1.0)] * d, seed=0)
+    fused = _best_splits(s_i, k_i, b_i, vals, M, tot, feat_sel,
+                         GrowSpec(is_cat=np.zeros(d, bool), **kw), np.full(S, 10.0))
+    is_cat = np.zeros(d, bool)
+    is_cat[d - 1] = True  # never selected
+    ref = _best_splits(s_i, k_i, b_i, vals, M, tot, feat_sel, GrowSpec(is_cat=is_cat, **kw),
+                       np.full(S, 10.0))
+    assert fused[0].any()
+    for a, b in zip(fused[:7], ref[:7]):
+        assert np.array_equal(a, b)

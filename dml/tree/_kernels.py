@@ -260,3 +260,79 @@ def split_scores(L, T_, Mv, has_m, parent, msl, squared_error):
             else:
                 g2[i] = g
     return g1, g2
+
+
+@numba.njit(cache=True, nogil=True)
+def best_candidates(s_i, k_i, vals, tot, M, parent, msl, squared_error):
+    """The best candidate split of every node, in one pass over its sparse histogram cells.
+
+    ``s_i, k_i, vals``: the occupied non-missing cells sorted by (node, feature, bin); ``tot``
+    (nodes, C), ``M`` (nodes, F, C): totals and missing bins; ``parent`` (nodes,): weighted
+    impurities. Per cell the left statistics are ``csum - csum[before the feature's first
+    cell]`` with ``csum`` the running sum over all cells (as ``np.cumsum`` then a subtraction:
+    not a per-feature restart, which would round differently), scored with the missing rows
+    right (``g1``) and left (``g2``) as :func:`split_scores`. Ties go to the first cell.
+
+    Returns
+    -------
+    best : ndarray of int64
+        Index of the best cell of each node present, in node order.
+    g1, g2 : ndarray of float64
+        Their gains.
+    Lb : ndarray of float64, shape (len(best), C)
+        Their left statistics (missing rows excluded).
+    """
+    N, C = vals.shape
+    S = tot.shape[0]
+    best = np.empty(S, dtype=np.int64)
+    g1b = np.empty(S, dtype=np.float64)
+    g2b = np.empty(S, dtype=np.float64)
+    gbest = np.empty(S, dtype=np.float64)
+    Lb = np.empty((S, C), dtype=np.float64)
+    csum = np.zeros(C, dtype=np.float64)
+    before = np.zeros(C, dtype=np.float64)
+    L = np.empty(C, dtype=np.float64)
+    left = np.empty(C, dtype=np.float64)
+    right = np.empty(C, dtype=np.float64)
+    nn = -1
+    for i in range(N):
+        s = s_i[i]
+        if i == 0 or s != s_i[i - 1] or k_i[i] != k_i[i - 1]:
+            for c in range(C):
+                before[c] = csum[c] if i > 0 else 0.0
+        for c in range(C):
+            csum[c] = csum[c] + vals[i, c] if i > 0 else vals[i, c]
+            L[c] = csum[c] - before[c]
+        k = k_i[i]
+        has_m, _ = _weight_impurity(M[s, k], squared_error)
+        g1 = -np.inf
+        g2 = -np.inf
+        for side in range(2):
+            if side == 1 and not has_m > 0:
+                break
+            for c in range(C):
+                lc = L[c] + M[s, k, c] if side == 1 else L[c]
+                left[c] = lc
+                right[c] = tot[s, c] - lc
+            nl, il = _weight_impurity(left, squared_error)
+            nr, ir = _weight_impurity(right, squared_error)
+            ok = (nl >= msl) and (nr >= msl) and (nl > 0) and (nr > 0)
+            g = (parent[s] - il) - ir if ok else -np.inf
+            if side == 0:
+                g1 = g
+            else:
+                g2 = g
+        g = g1 if g1 >= g2 else g2
+        if i == 0 or s != s_i[i - 1]:
+            nn += 1
+            gbest[nn] = -np.inf
+            best[nn] = -1
+        if best[nn] < 0 or g > gbest[nn]:
+            best[nn] = i
+            gbest[nn] = g
+            g1b[nn] = g1
+            g2b[nn] = g2
+            for c in range(C):
+                Lb[nn, c] = L[c]
+    nn += 1
+    return best[:nn].copy(), g1b[:nn].copy(), g2b[:nn].copy(), Lb[:nn].copy()
