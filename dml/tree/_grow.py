@@ -132,8 +132,19 @@ def combine_sparse(parts):
     return keys[starts], np.add.reduceat(vals[o], starts, axis=0)
 
 
-def _call_hist(part, assign, boot, *args):
-    return hist_kernel(part, assign, boot, *args)
+#: The per-level histograms are merged in this many key ranges, each its own reduction, so that
+#: the merge (deep levels: about as many cells as rows × trees × features) runs on all workers
+#: rather than on one. Each key still sums the same blocks in the same order: the result does
+#: not depend on it.
+MERGE_RANGES = 4
+
+
+def _call_hist_ranges(part, assign, boot, key_bounds, *args):
+    """:func:`hist_kernel`'s result cut at ``key_bounds`` into ``len(key_bounds) - 1`` pieces."""
+    keys, vals = hist_kernel(part, assign, boot, *args)
+    cut = np.searchsorted(keys, key_bounds)
+    return tuple((keys[cut[i]:cut[i + 1]], vals[cut[i]:cut[i + 1]])
+                 for i in range(len(key_bounds) - 1))
 
 
 # --------------------------------------------------------------------------------------------
@@ -418,9 +429,16 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
             slot_map[t, n] = s_
         feat_sel = np.stack([feat_of[key] for key in to_count])
         args = [broadcast(slot_map), broadcast(feat_sel), nb, C, spec.classify]
-        parts = [delayed(_call_hist, pure=True)(p, a, bt, *args)
+        # Slot ranges: whole slots per range, so the concatenated ranges are the sorted result.
+        R = MERGE_RANGES
+        key_bounds = (np.linspace(0, len(to_count), R + 1).astype(np.int64) * (F * B))
+        key_bounds[-1] = np.iinfo(np.int64).max
+        parts = [delayed(_call_hist_ranges, pure=True, nout=R)(p, a, bt, key_bounds, *args)
                  for p, a, bt in zip(binned, assign, boots)]
-        keys_, vals_ = compute(tree_reduce(parts, combine_sparse))[0]
+        merged = compute(*[tree_reduce([pt[r] for pt in parts], combine_sparse)
+                           for r in range(R)])
+        keys_ = np.concatenate([m[0] for m in merged])
+        vals_ = np.concatenate([m[1] for m in merged])
         hists = dict(zip(to_count, _split_node_hist(keys_, vals_, len(to_count), F * B)))
         for key, (parent, small) in derived.items():
             hists[key] = _minus(parent, hists[small], crit)
