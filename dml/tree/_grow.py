@@ -439,16 +439,22 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
                            for r in range(R)])
         keys_ = np.concatenate([m[0] for m in merged])
         vals_ = np.concatenate([m[1] for m in merged])
-        hists = dict(zip(to_count, _split_node_hist(keys_, vals_, len(to_count), F * B)))
-        for key, (parent, small) in derived.items():
-            hists[key] = _minus(parent, hists[small], crit)
-        derived = {}
         keys = pending
         P = len(keys)
-        lens = [len(hists[kk][0]) for kk in keys]
-        loc = np.concatenate([hists[kk][0] for kk in keys]) if P else np.zeros(0, np.int64)
-        vals = np.concatenate([hists[kk][1] for kk in keys]) if P else np.zeros((0, C))
-        s_i = np.repeat(np.arange(P), lens)
+        if subtract:
+            hists = dict(zip(to_count, _split_node_hist(keys_, vals_, len(to_count), F * B)))
+            for key, (parent, small) in derived.items():
+                hists[key] = _minus(parent, hists[small], crit)
+            derived = {}
+            lens = [len(hists[kk][0]) for kk in keys]
+            loc = np.concatenate([hists[kk][0] for kk in keys]) if P else np.zeros(0, np.int64)
+            vals = np.concatenate([hists[kk][1] for kk in keys]) if P else np.zeros((0, C))
+            s_i = np.repeat(np.arange(P), lens)
+        else:
+            # Every pending node was counted (to_count is pending) and the merged keys are
+            # sorted by slot: the result is already the concatenation, no per-node split.
+            s_i, loc = np.divmod(keys_, F * B)
+            vals = vals_
         k_i, b_i = np.divmod(loc, B)
         feat_sel = np.stack([feat_of[kk] for kk in keys])
         tot = np.zeros((P, C))
