@@ -23,11 +23,10 @@ score the same, missing values go to the child with the larger weight.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from dask import delayed, persist
 
 from dml._blocks import block_rng, broadcast, compute, tree_reduce
-from dml.tree._binning import MISSING
+from dml.tree import _kernels
 
 _EPS = np.finfo(np.float64).eps
 
@@ -49,8 +48,9 @@ def _chan_sum(stats, f=None):
     out = None
     for c in range(stats.shape[-1]):
         v = stats[..., c] if f is None else f(stats[..., c])
-        out = v.copy() if out is None else out + v
-    return out
+        # ``out + v`` makes a new array, so the first channel need not be copied.
+        out = v if out is None else out + v
+    return out.copy() if f is None and stats.shape[-1] == 1 else out
 
 
 def weighted_impurity(stats: np.ndarray, criterion: str) -> np.ndarray:
@@ -95,46 +95,7 @@ def boot_kernel(index, part, seed, tree_ids):
 def route_kernel(part, assign, route):
     """Move the rows of the nodes split at the previous level to their child."""
     feature, thr, mleft, left, right, cat_idx, bitsets = route
-    xb = part[0]
-    t_all = np.arange(assign.shape[1])[None, :]
-    f = feature[t_all, assign]
-    r, t = np.nonzero(f >= 0)
-    if r.size == 0:
-        return assign
-    a = assign[r, t]
-    b = xb[r, f[r, t]]
-    miss = b == MISSING
-    go = np.where(miss, mleft[t, a], b <= thr[t, a])
-    ci = cat_idx[t, a]
-    cat = (ci >= 0) & ~miss
-    if cat.any():
-        go[cat] = bitsets[ci[cat], b[cat]]
-    new = assign.copy()
-    new[r, t] = np.where(go, left[t, a], right[t, a])
-    return new
-
-
-def _sparse_sum(key, weights, size, cls=None, C=1):
-    """Sums per occupied key: ``(keys, sums)`` with sums of shape (u, C) for class counts
-    (``cls`` given, one weight vector) or (u, len(weights)) otherwise."""
-    if size * C <= max(4 * key.size, 1 << 16):
-        idx = key if cls is None else key * C + cls
-        h = np.stack([np.bincount(idx, weights=wc, minlength=size * C) for wc in weights],
-                     axis=-1)
-        if cls is not None:
-            h = h.reshape(size, C)
-        nz = np.flatnonzero(h.any(axis=1))
-        return nz.astype(np.int64), h[nz]
-    # Deep levels: many nodes but few rows each; hashing beats a mostly empty dense grid.
-    codes, uniq = pd.factorize(key)
-    u = len(uniq)
-    if cls is None:
-        h = np.stack([np.bincount(codes, weights=wc, minlength=u) for wc in weights], axis=-1)
-    else:
-        h = np.bincount(codes * C + cls, weights=weights[0], minlength=u * C).reshape(u, C)
-    uniq = np.asarray(uniq, dtype=np.int64)
-    o = np.argsort(uniq)
-    return uniq[o], h[o]
+    return _kernels.route(part[0], assign, feature, thr, mleft, left, right, cat_idx, bitsets)
 
 
 def hist_kernel(part, assign, boot, slot_map, feat_sel, nb, n_channels, classify):
@@ -144,29 +105,12 @@ def hist_kernel(part, assign, boot, slot_map, feat_sel, nb, n_channels, classify
     (slot, feature, bin) cells and their channel sums (class weights, or w, w·y, w·y²).
     """
     xb, y, w = part
-    S, F = feat_sel.shape
-    B = nb + 1
-    slots = slot_map[np.arange(assign.shape[1])[None, :], assign]
-    r, t = np.nonzero(slots >= 0)
-    s = slots[r, t]
-    wt = w[r] if boot is None else w[r] * boot[r, t]
-    keep = wt > 0
-    r, s, wt = r[keep], s[keep], wt[keep]
-    if F == xb.shape[1] and (feat_sel == np.arange(F)).all():
-        bins = xb[r]
-    else:
-        bins = xb[r[:, None], feat_sel[s]]
-    if nb < MISSING:
-        lut = np.arange(256, dtype=np.int64)
-        lut[MISSING] = nb
-        bins = lut[bins]
-    key = ((s[:, None].astype(np.int64) * F + np.arange(F)) * B + bins).ravel()
-    wr = np.repeat(wt, F)
-    size = S * F * B
-    yr = np.repeat(y[r], F)
-    if classify:
-        return _sparse_sum(key, [wr], size, cls=yr, C=n_channels)
-    return _sparse_sum(key, [wr, wr * yr, wr * yr * yr], size)
+    slots = _kernels.slots_of_rows(assign, slot_map)
+    has_boot = boot is not None
+    bt = boot if has_boot else np.zeros((1, 1), dtype=np.uint8)
+    return _kernels.hist_sparse(xb, y, np.asarray(w, dtype=np.float64), bt, has_boot, slots,
+                                np.ascontiguousarray(feat_sel, dtype=np.int64), int(nb),
+                                int(n_channels), bool(classify))
 
 
 def combine_sparse(parts):
@@ -176,6 +120,11 @@ def combine_sparse(parts):
         return parts[0]
     keys = np.concatenate([p[0] for p in parts])
     vals = np.concatenate([p[1] for p in parts])
+    if len(parts) <= 8:
+        # A linear merge of the sorted runs (tree_reduce combines at most 8 at a time).
+        offsets = np.cumsum([0] + [len(p[0]) for p in parts]).astype(np.int64)
+        return _kernels.merge_sum(keys.astype(np.int64, copy=False),
+                                  np.ascontiguousarray(vals, dtype=np.float64), offsets)
     # Sorted runs: a stable sort merges them in about linear time.
     o = np.argsort(keys, kind="stable")
     keys = keys[o]
@@ -183,8 +132,19 @@ def combine_sparse(parts):
     return keys[starts], np.add.reduceat(vals[o], starts, axis=0)
 
 
-def _call_hist(part, assign, boot, *args):
-    return hist_kernel(part, assign, boot, *args)
+#: The per-level histograms are merged in this many key ranges, each its own reduction, so that
+#: the merge (deep levels: about as many cells as rows × trees × features) runs on all workers
+#: rather than on one. Each key still sums the same blocks in the same order: the result does
+#: not depend on it.
+MERGE_RANGES = 4
+
+
+def _call_hist_ranges(part, assign, boot, key_bounds, *args):
+    """:func:`hist_kernel`'s result cut at ``key_bounds`` into ``len(key_bounds) - 1`` pieces."""
+    keys, vals = hist_kernel(part, assign, boot, *args)
+    cut = np.searchsorted(keys, key_bounds)
+    return tuple((keys[cut[i]:cut[i + 1]], vals[cut[i]:cut[i + 1]])
+                 for i in range(len(key_bounds) - 1))
 
 
 # --------------------------------------------------------------------------------------------
@@ -282,6 +242,8 @@ def _best_splits(s_i, k_i, b_i, vals, M, tot, feat_sel, spec: GrowSpec, n_root):
     crit = spec.criterion
     S, F = feat_sel.shape
     C = tot.shape[1]
+    if crit in ("gini", "squared_error") and not np.any(spec.is_cat):
+        return _best_splits_fused(s_i, k_i, b_i, vals, M, tot, spec, n_root)
     seg = s_i * F + k_i
     cat_entry = spec.is_cat[feat_sel[s_i, k_i]]
     if cat_entry.any():
@@ -313,8 +275,15 @@ def _best_splits(s_i, k_i, b_i, vals, M, tot, feat_sel, spec: GrowSpec, n_root):
         ok = (nl >= msl) & (nr >= msl) & (nl > 0) & (nr > 0)
         return np.where(ok, g, -np.inf)
 
-    g1 = score(L)                                  # missing right
-    g2 = np.where(has_m, score(L + Mv), -np.inf)   # missing left
+    if crit in ("gini", "squared_error"):
+        # One fused pass instead of a dozen full-size temporaries (entropy keeps NumPy's log2).
+        g1, g2 = _kernels.split_scores(np.ascontiguousarray(L), np.ascontiguousarray(T_),
+                                       np.ascontiguousarray(Mv, dtype=np.float64), has_m,
+                                       np.ascontiguousarray(parent, dtype=np.float64), msl,
+                                       crit == "squared_error")
+    else:
+        g1 = score(L)                                  # missing right
+        g2 = np.where(has_m, score(L + Mv), -np.inf)   # missing left
     g = np.maximum(g1, g2)
     gain = np.full(S, -np.inf)
     k = np.zeros(S, dtype=np.int64)
@@ -349,6 +318,39 @@ def _best_splits(s_i, k_i, b_i, vals, M, tot, feat_sel, spec: GrowSpec, n_root):
     right = tot - left
     valid = np.isfinite(gain) & (gain / n_root + _EPS >= spec.min_impurity_decrease)
     return valid, gain, k, p, mleft, left, right, cats
+
+
+def _best_splits_fused(s_i, k_i, b_i, vals, M, tot, spec: GrowSpec, n_root):
+    """:func:`_best_splits` without categorical features, for gini and squared error: the
+    candidate scan is one numba pass (:func:`dml.tree._kernels.best_candidates`) instead of
+    a dozen full-size NumPy temporaries; same operations, same results."""
+    crit = spec.criterion
+    S, C = tot.shape
+    gain = np.full(S, -np.inf)
+    k = np.zeros(S, dtype=np.int64)
+    p = np.zeros(S, dtype=np.int64)
+    mleft = np.zeros(S, dtype=bool)
+    left = np.zeros((S, C))
+    if len(s_i):
+        best, g1, g2, Lb = _kernels.best_candidates(
+            np.ascontiguousarray(s_i, dtype=np.int64), np.ascontiguousarray(k_i, dtype=np.int64),
+            np.ascontiguousarray(vals, dtype=np.float64),
+            np.ascontiguousarray(tot, dtype=np.float64), np.ascontiguousarray(M, dtype=np.float64),
+            np.ascontiguousarray(weighted_impurity(tot, crit)), max(spec.min_samples_leaf, 0),
+            crit == "squared_error")
+        sl = s_i[best]
+        gain[sl] = np.maximum(g1, g2)
+        k[sl], p[sl] = k_i[best], b_i[best]
+        Mb = M[sl, k_i[best]]
+        use_left = g2 > g1
+        tie = (g2 == g1) | ~(node_weight(Mb, crit) > 0)
+        heavier_left = node_weight(Lb, crit) >= node_weight(tot[sl] - Lb - Mb, crit)
+        ml = np.where(tie, heavier_left, use_left)
+        mleft[sl] = ml
+        left[sl] = np.where(ml[:, None], Lb + Mb, Lb)
+    right = tot - left
+    valid = np.isfinite(gain) & (gain / n_root + _EPS >= spec.min_impurity_decrease)
+    return valid, gain, k, p, mleft, left, right, [None] * S
 
 
 def _split_node_hist(keys, vals, n_slots, FB):
@@ -427,19 +429,32 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
             slot_map[t, n] = s_
         feat_sel = np.stack([feat_of[key] for key in to_count])
         args = [broadcast(slot_map), broadcast(feat_sel), nb, C, spec.classify]
-        parts = [delayed(_call_hist, pure=True)(p, a, bt, *args)
+        # Slot ranges: whole slots per range, so the concatenated ranges are the sorted result.
+        R = MERGE_RANGES
+        key_bounds = (np.linspace(0, len(to_count), R + 1).astype(np.int64) * (F * B))
+        key_bounds[-1] = np.iinfo(np.int64).max
+        parts = [delayed(_call_hist_ranges, pure=True, nout=R)(p, a, bt, key_bounds, *args)
                  for p, a, bt in zip(binned, assign, boots)]
-        keys_, vals_ = compute(tree_reduce(parts, combine_sparse))[0]
-        hists = dict(zip(to_count, _split_node_hist(keys_, vals_, len(to_count), F * B)))
-        for key, (parent, small) in derived.items():
-            hists[key] = _minus(parent, hists[small], crit)
-        derived = {}
+        merged = compute(*[tree_reduce([pt[r] for pt in parts], combine_sparse)
+                           for r in range(R)])
+        keys_ = np.concatenate([m[0] for m in merged])
+        vals_ = np.concatenate([m[1] for m in merged])
         keys = pending
         P = len(keys)
-        lens = [len(hists[kk][0]) for kk in keys]
-        loc = np.concatenate([hists[kk][0] for kk in keys]) if P else np.zeros(0, np.int64)
-        vals = np.concatenate([hists[kk][1] for kk in keys]) if P else np.zeros((0, C))
-        s_i = np.repeat(np.arange(P), lens)
+        if subtract:
+            hists = dict(zip(to_count, _split_node_hist(keys_, vals_, len(to_count), F * B)))
+            for key, (parent, small) in derived.items():
+                hists[key] = _minus(parent, hists[small], crit)
+            derived = {}
+            lens = [len(hists[kk][0]) for kk in keys]
+            loc = np.concatenate([hists[kk][0] for kk in keys]) if P else np.zeros(0, np.int64)
+            vals = np.concatenate([hists[kk][1] for kk in keys]) if P else np.zeros((0, C))
+            s_i = np.repeat(np.arange(P), lens)
+        else:
+            # Every pending node was counted (to_count is pending) and the merged keys are
+            # sorted by slot: the result is already the concatenation, no per-node split.
+            s_i, loc = np.divmod(keys_, F * B)
+            vals = vals_
         k_i, b_i = np.divmod(loc, B)
         feat_sel = np.stack([feat_of[kk] for kk in keys])
         tot = np.zeros((P, C))
@@ -474,20 +489,32 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
         l_ok, l_imp = _can_split_many(left, depth_sel, spec)
         r_ok, r_imp = _can_split_many(right, depth_sel, spec)
         wl, wr = node_weight(left, crit), node_weight(right, crit)
-        for j in np.nonzero(valid)[0]:
-            i = sel[j]
+        vj = np.nonzero(valid)[0]
+        # Python scalars, read once: NumPy scalar indexing per split dominated this loop (tens
+        # of thousands of splits per level at depth 10+ of 50 trees). Same values.
+        sel_l = sel[vj].tolist()
+        f_l = feat_sel[sel[vj], k[vj]].tolist()
+        dep_l = depth_sel[vj].tolist()
+        ml_l = mleft[vj].tolist()
+        pos_l = p[vj].tolist()
+        gain_l = gain[vj].tolist()
+        limp_l, rimp_l = l_imp[vj].tolist(), r_imp[vj].tolist()
+        lok_l, rok_l = l_ok[vj].tolist(), r_ok[vj].tolist()
+        is_cat = np.asarray(spec.is_cat, dtype=bool).tolist()
+        for q, j in enumerate(vj.tolist()):
+            i = sel_l[q]
             t, n = keys[i]
             tr = trees[t]
-            f = int(feat_sel[i, k[j]])
-            dep = int(depth_sel[j])
+            f = f_l[q]
+            dep = dep_l[q]
             tr.feature[n] = f
-            tr.mleft[n] = bool(mleft[j])
-            pos = int(p[j])
-            if spec.is_cat[f]:
+            tr.mleft[n] = ml_l[q]
+            pos = pos_l[q]
+            if is_cat[f]:
                 chosen, occupied = cats[j]
                 bits = np.zeros(256, dtype=bool)
                 bits[chosen] = True
-                if mleft[j]:
+                if ml_l[q]:
                     bits[:nb] = True
                     bits[np.setdiff1d(occupied, chosen)] = False
                 tr.cat_index[n] = len(tr.bitsets)
@@ -496,16 +523,16 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
                 tr.thr_bin[n] = pos
                 e = spec.edges[f]
                 tr.threshold[n] = float(e[pos]) if pos < len(e) else np.inf
-            importances[t, f] += gain[j]
-            ln = tr.add(left[j], dep, crit, float(l_imp[j]))
-            rn = tr.add(right[j], dep, crit, float(r_imp[j]))
+            importances[t, f] += gain_l[q]
+            ln = tr.add(left[j], dep, crit, limp_l[q])
+            rn = tr.add(right[j], dep, crit, rimp_l[q])
             tr.left[n], tr.right[n] = ln, rn
             new_split[t, n] = True
-            if l_ok[j]:
+            if lok_l[q]:
                 next_pending.append((t, ln))
-            if r_ok[j]:
+            if rok_l[q]:
                 next_pending.append((t, rn))
-            if subtract and l_ok[j] and r_ok[j]:
+            if subtract and lok_l[q] and rok_l[q]:
                 small, big = (ln, rn) if wl[j] <= wr[j] else (rn, ln)
                 derived[(t, big)] = (hists[(t, n)], (t, small))
         pending = next_pending

@@ -1,0 +1,357 @@
+"""Numba kernels for the per-block work of tree growth: sparse node histograms and routing.
+
+They replace NumPy formulations that built index arrays of ``rows × trees × features`` entries
+and then counted them with ``np.bincount`` / ``pd.factorize`` (several passes over large
+temporaries, which dominated the forest's fit time). The loops here visit each entry once.
+
+Floating-point sums are accumulated in the same order as the NumPy formulations did (for each
+histogram cell, its rows in increasing row order, starting from 0.0), so the histograms, and
+therefore the grown trees, are bitwise the same.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from dml.tree._binning import MISSING as _MISSING  # numba freezes the global as a constant
+
+
+@numba.njit(cache=True, nogil=True)
+def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
+    """Sparse histograms of one block's rows in every requested slot.
+
+    Parameters
+    ----------
+    xb : ndarray of uint8, shape (n, d)
+        Binned block (255 = missing).
+    y : ndarray, shape (n,)
+        Class index (intp) when ``classify``, else the float64 target.
+    w : ndarray of float64, shape (n,)
+        Row weights.
+    boot : ndarray of uint8, shape (n, T)
+        Bootstrap multiplicities (ignored unless ``has_boot``).
+    has_boot : bool
+    slots_of : ndarray of int32, shape (n, T)
+        Slot (histogram) of each row in each tree, -1 when its node is not counted.
+    feat_sel : ndarray of int, shape (S, F)
+        Features counted in each slot.
+    nb : int
+        Bins per feature besides missing; missing values are counted in bin ``nb``.
+    C : int
+        Channels: the number of classes, or 3 for regression (w, w·y, w·y²).
+    classify : bool
+
+    Returns
+    -------
+    keys : ndarray of int64
+        ``(slot · F + k) · (nb + 1) + bin`` of the occupied cells, sorted.
+    sums : ndarray of float64, shape (len(keys), C)
+        Their channel sums.
+    """
+    n, T = slots_of.shape
+    S, F = feat_sel.shape
+    B = nb + 1
+    # Counting sort of the (row, tree) entries by slot; within a slot the rows stay in
+    # increasing order (a slot belongs to one tree), the summation order of the NumPy version.
+    count = np.zeros(S + 1, dtype=np.int64)
+    for r in range(n):
+        for t in range(T):
+            s = slots_of[r, t]
+            if s >= 0:
+                wt = w[r] * boot[r, t] if has_boot else w[r]
+                if wt > 0:
+                    count[s + 1] += 1
+    for s in range(S):
+        count[s + 1] += count[s]
+    m = count[S]
+    rows = np.empty(m, dtype=np.int64)
+    wts = np.empty(m, dtype=np.float64)
+    fill = count[:S].copy()
+    for r in range(n):
+        for t in range(T):
+            s = slots_of[r, t]
+            if s >= 0:
+                wt = w[r] * boot[r, t] if has_boot else w[r]
+                if wt > 0:
+                    rows[fill[s]] = r
+                    wts[fill[s]] = wt
+                    fill[s] += 1
+    # One slot at a time into a small dense grid (features × bins × channels); only the cells
+    # touched are read out, sorted, and reset.
+    cap = min(m * F, S * F * B)
+    keys = np.empty(cap, dtype=np.int64)
+    sums = np.empty((cap, C), dtype=np.float64)
+    grid = np.zeros((F * B, C), dtype=np.float64)
+    seen = np.zeros(F * B, dtype=np.bool_)
+    touched = np.empty(F * B, dtype=np.int64)
+    out = 0
+    for s in range(S):
+        nt = 0
+        for e in range(count[s], count[s + 1]):
+            r = rows[e]
+            wt = wts[e]
+            for k in range(F):
+                b = np.int64(xb[r, feat_sel[s, k]])
+                if b == _MISSING:
+                    b = nb
+                cell = k * B + b
+                if not seen[cell]:
+                    seen[cell] = True
+                    touched[nt] = cell
+                    nt += 1
+                if classify:
+                    grid[cell, np.int64(y[r])] += wt
+                else:
+                    yr = np.float64(y[r])
+                    wy = wt * yr
+                    grid[cell, 0] += wt
+                    grid[cell, 1] += wy
+                    grid[cell, 2] += wy * yr
+        if nt <= 64:
+            # Deep levels: a handful of cells per slot; sorting in place avoids an allocation
+            # per slot (there are tens of thousands).
+            for i in range(1, nt):
+                v = touched[i]
+                j = i - 1
+                while j >= 0 and touched[j] > v:
+                    touched[j + 1] = touched[j]
+                    j -= 1
+                touched[j + 1] = v
+        elif nt * 16 >= F * B:
+            # Many cells: reading the flags in order is cheaper than sorting.
+            j = 0
+            for cell in range(F * B):
+                if seen[cell]:
+                    touched[j] = cell
+                    j += 1
+        else:
+            touched[:nt] = np.sort(touched[:nt])
+        base = np.int64(s) * F * B
+        for i in range(nt):
+            cell = touched[i]
+            keys[out] = base + cell
+            for c in range(C):
+                sums[out, c] = grid[cell, c]
+                grid[cell, c] = 0.0
+            seen[cell] = False
+            out += 1
+    # Contiguous leading slices: no copy (the unused tail is freed with the result).
+    return keys[:out], sums[:out]
+
+
+@numba.njit(cache=True, nogil=True)
+def slots_of_rows(assign, slot_map):
+    """``slot_map[t, assign[r, t]]`` for every row and tree."""
+    n, T = assign.shape
+    out = np.empty((n, T), dtype=np.int32)
+    for r in range(n):
+        for t in range(T):
+            out[r, t] = slot_map[t, assign[r, t]]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def route(xb, assign, feature, thr, mleft, left, right, cat_idx, bitsets):
+    """New node assignment: rows of nodes with a split (``feature >= 0``) move to a child.
+
+    A missing value follows ``mleft``; a categorical split sends the categories in its bitset
+    row left; a numeric one sends ``bin <= thr`` left.
+    """
+    n, T = assign.shape
+    new = assign.copy()
+    for r in range(n):
+        for t in range(T):
+            a = assign[r, t]
+            f = feature[t, a]
+            if f < 0:
+                continue
+            b = xb[r, f]
+            if b == _MISSING:
+                go = mleft[t, a]
+            else:
+                ci = cat_idx[t, a]
+                if ci >= 0:
+                    go = bitsets[ci, b]
+                else:
+                    go = np.int64(b) <= thr[t, a]
+            new[r, t] = left[t, a] if go else right[t, a]
+    return new
+
+
+@numba.njit(cache=True, nogil=True)
+def merge_sum(keys, vals, offsets):
+    """Sum sparse histograms given as sorted runs ``keys[offsets[p]:offsets[p + 1]]`` (unique
+    keys within a run) key by key; the result's keys are sorted.
+
+    A key found in runs ``p0 < p1 < ...`` gets ``v0 + ((0 + v1) + v2 + ...)``: exactly what
+    ``np.add.reduceat`` over a stable sort of the concatenation computed (NumPy reduces the
+    elements after the first with its pairwise sum, which is sequential below 8 terms; callers
+    pass at most 8 runs), so the merged histograms are bitwise those of the NumPy version.
+    """
+    P = offsets.shape[0] - 1
+    C = vals.shape[1]
+    m = keys.shape[0]
+    out_k = np.empty(m, dtype=np.int64)
+    out_v = np.empty((m, C), dtype=np.float64)
+    pos = offsets[:P].copy()
+    acc = np.empty(C, dtype=np.float64)
+    o = 0
+    while True:
+        best = -1
+        bk = np.int64(0)
+        for p in range(P):
+            if pos[p] < offsets[p + 1]:
+                k = keys[pos[p]]
+                if best < 0 or k < bk:
+                    best = p
+                    bk = k
+        if best < 0:
+            break
+        cnt = 0
+        for p in range(P):  # run order: the order of the stable sort
+            i = pos[p]
+            if i < offsets[p + 1] and keys[i] == bk:
+                if cnt == 0:
+                    for c in range(C):
+                        out_v[o, c] = vals[i, c]
+                        acc[c] = 0.0
+                else:
+                    for c in range(C):
+                        acc[c] += vals[i, c]
+                cnt += 1
+                pos[p] = i + 1
+        if cnt > 1:
+            for c in range(C):
+                out_v[o, c] = out_v[o, c] + acc[c]
+        out_k[o] = bk
+        o += 1
+    return out_k[:o], out_v[:o]  # leading slices, no copy
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _weight_impurity(v, squared_error):
+    """``(node weight, n · impurity)`` of one statistics row, with NumPy's operation order:
+    channel sums left to right, ``n - Σ v² / n`` (gini) or ``max(q - s² / w, 0)``."""
+    if squared_error:
+        w = v[0]
+        out = v[2] - (v[1] * v[1] / w if w > 0 else 0.0)
+        if out < 0.0:
+            out = 0.0
+        return w, out
+    n = v[0]
+    sq = v[0] * v[0]
+    for c in range(1, v.shape[0]):
+        n = n + v[c]
+        sq = sq + v[c] * v[c]
+    return n, (n - sq / n if n > 0 else 0.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def split_scores(L, T_, Mv, has_m, parent, msl, squared_error):
+    """Gains of every candidate split, missing values right (``g1``) and left (``g2``).
+
+    Row ``i``: the left statistics ``L[i]`` (non-missing rows up to the threshold), the node's
+    total ``T_[i]``, its missing-bin statistics ``Mv[i]`` and weighted impurity ``parent[i]``.
+    A side lighter than ``msl`` or empty gives ``-inf``; ``g2`` is ``-inf`` without missing
+    values. Equal, bit for bit, to the NumPy formulation in :func:`dml.tree._grow._best_splits`
+    (no fused multiply-adds: numba does not contract without ``fastmath``).
+    """
+    N, C = L.shape
+    g1 = np.empty(N, dtype=np.float64)
+    g2 = np.empty(N, dtype=np.float64)
+    left = np.empty(C, dtype=np.float64)
+    right = np.empty(C, dtype=np.float64)
+    for i in range(N):
+        for side in range(2):
+            if side == 1 and not has_m[i]:
+                g2[i] = -np.inf
+                continue
+            for c in range(C):
+                lc = L[i, c] + Mv[i, c] if side == 1 else L[i, c]
+                left[c] = lc
+                right[c] = T_[i, c] - lc
+            nl, il = _weight_impurity(left, squared_error)
+            nr, ir = _weight_impurity(right, squared_error)
+            ok = (nl >= msl) and (nr >= msl) and (nl > 0) and (nr > 0)
+            g = (parent[i] - il) - ir if ok else -np.inf
+            if side == 0:
+                g1[i] = g
+            else:
+                g2[i] = g
+    return g1, g2
+
+
+@numba.njit(cache=True, nogil=True)
+def best_candidates(s_i, k_i, vals, tot, M, parent, msl, squared_error):
+    """The best candidate split of every node, in one pass over its sparse histogram cells.
+
+    ``s_i, k_i, vals``: the occupied non-missing cells sorted by (node, feature, bin); ``tot``
+    (nodes, C), ``M`` (nodes, F, C): totals and missing bins; ``parent`` (nodes,): weighted
+    impurities. Per cell the left statistics are ``csum - csum[before the feature's first
+    cell]`` with ``csum`` the running sum over all cells (as ``np.cumsum`` then a subtraction:
+    not a per-feature restart, which would round differently), scored with the missing rows
+    right (``g1``) and left (``g2``) as :func:`split_scores`. Ties go to the first cell.
+
+    Returns
+    -------
+    best : ndarray of int64
+        Index of the best cell of each node present, in node order.
+    g1, g2 : ndarray of float64
+        Their gains.
+    Lb : ndarray of float64, shape (len(best), C)
+        Their left statistics (missing rows excluded).
+    """
+    N, C = vals.shape
+    S = tot.shape[0]
+    best = np.empty(S, dtype=np.int64)
+    g1b = np.empty(S, dtype=np.float64)
+    g2b = np.empty(S, dtype=np.float64)
+    gbest = np.empty(S, dtype=np.float64)
+    Lb = np.empty((S, C), dtype=np.float64)
+    csum = np.zeros(C, dtype=np.float64)
+    before = np.zeros(C, dtype=np.float64)
+    L = np.empty(C, dtype=np.float64)
+    left = np.empty(C, dtype=np.float64)
+    right = np.empty(C, dtype=np.float64)
+    nn = -1
+    for i in range(N):
+        s = s_i[i]
+        if i == 0 or s != s_i[i - 1] or k_i[i] != k_i[i - 1]:
+            for c in range(C):
+                before[c] = csum[c] if i > 0 else 0.0
+        for c in range(C):
+            csum[c] = csum[c] + vals[i, c] if i > 0 else vals[i, c]
+            L[c] = csum[c] - before[c]
+        k = k_i[i]
+        has_m, _ = _weight_impurity(M[s, k], squared_error)
+        g1 = -np.inf
+        g2 = -np.inf
+        for side in range(2):
+            if side == 1 and not has_m > 0:
+                break
+            for c in range(C):
+                lc = L[c] + M[s, k, c] if side == 1 else L[c]
+                left[c] = lc
+                right[c] = tot[s, c] - lc
+            nl, il = _weight_impurity(left, squared_error)
+            nr, ir = _weight_impurity(right, squared_error)
+            ok = (nl >= msl) and (nr >= msl) and (nl > 0) and (nr > 0)
+            g = (parent[s] - il) - ir if ok else -np.inf
+            if side == 0:
+                g1 = g
+            else:
+                g2 = g
+        g = g1 if g1 >= g2 else g2
+        if i == 0 or s != s_i[i - 1]:
+            nn += 1
+            gbest[nn] = -np.inf
+            best[nn] = -1
+        if best[nn] < 0 or g > gbest[nn]:
+            best[nn] = i
+            gbest[nn] = g
+            g1b[nn] = g1
+            g2b[nn] = g2
+            for c in range(C):
+                Lb[nn, c] = L[c]
+    nn += 1
+    return best[:nn].copy(), g1b[:nn].copy(), g2b[:nn].copy(), Lb[:nn].copy()
