@@ -247,6 +247,23 @@ def _weight_impurity(v, squared_error):
 
 
 @numba.njit(cache=True, nogil=True)
+def _side_gain(L, Mv, T_, missing_left, parent, msl, squared_error, left, right):
+    """Gain of one candidate: left statistics ``L`` (+ the missing bin ``Mv`` when the missing
+    rows go left), right = totals ``T_`` − left; ``-inf`` when a side is empty or lighter than
+    ``msl``. ``left``/``right`` are scratch rows. Shared by :func:`split_scores` and
+    :func:`best_candidates` so both score a split with the same operations, in the same order.
+    """
+    for c in range(L.shape[0]):
+        lc = L[c] + Mv[c] if missing_left else L[c]
+        left[c] = lc
+        right[c] = T_[c] - lc
+    nl, il = _weight_impurity(left, squared_error)
+    nr, ir = _weight_impurity(right, squared_error)
+    ok = (nl >= msl) and (nr >= msl) and (nl > 0) and (nr > 0)
+    return (parent - il) - ir if ok else -np.inf
+
+
+@numba.njit(cache=True, nogil=True)
 def split_scores(L, T_, Mv, has_m, parent, msl, squared_error):
     """Gains of every candidate split, missing values right (``g1``) and left (``g2``).
 
@@ -266,14 +283,8 @@ def split_scores(L, T_, Mv, has_m, parent, msl, squared_error):
             if side == 1 and not has_m[i]:
                 g2[i] = -np.inf
                 continue
-            for c in range(C):
-                lc = L[i, c] + Mv[i, c] if side == 1 else L[i, c]
-                left[c] = lc
-                right[c] = T_[i, c] - lc
-            nl, il = _weight_impurity(left, squared_error)
-            nr, ir = _weight_impurity(right, squared_error)
-            ok = (nl >= msl) and (nr >= msl) and (nl > 0) and (nr > 0)
-            g = (parent[i] - il) - ir if ok else -np.inf
+            g = _side_gain(L[i], Mv[i], T_[i], side == 1, parent[i], msl, squared_error,
+                           left, right)
             if side == 0:
                 g1[i] = g
             else:
@@ -329,14 +340,8 @@ def best_candidates(s_i, k_i, vals, tot, M, parent, msl, squared_error):
         for side in range(2):
             if side == 1 and not has_m > 0:
                 break
-            for c in range(C):
-                lc = L[c] + M[s, k, c] if side == 1 else L[c]
-                left[c] = lc
-                right[c] = tot[s, c] - lc
-            nl, il = _weight_impurity(left, squared_error)
-            nr, ir = _weight_impurity(right, squared_error)
-            ok = (nl >= msl) and (nr >= msl) and (nl > 0) and (nr > 0)
-            g = (parent[s] - il) - ir if ok else -np.inf
+            g = _side_gain(L, M[s, k], tot[s], side == 1, parent[s], msl, squared_error,
+                           left, right)
             if side == 0:
                 g1 = g
             else:
