@@ -49,6 +49,12 @@ def cluster_memory() -> int:
         return 8 * 2**30
 
 
+def fits_persist_budget(nbytes: int) -> bool:
+    """Whether ``nbytes`` of persisted blocks fit the cluster's persist budget
+    (:data:`PERSIST_FRACTION` of its worker memory)."""
+    return nbytes <= PERSIST_FRACTION * cluster_memory()
+
+
 def should_persist(blocks: Blocks, persist) -> bool:
     """Resolve ``persist`` ("auto", True or False) for these blocks."""
     if persist is True or persist is False:
@@ -56,8 +62,7 @@ def should_persist(blocks: Blocks, persist) -> bool:
     if persist != "auto":
         raise ValueError(f"persist must be 'auto', True or False, got {persist!r}")
     itemsize = 8
-    nbytes = blocks.n_samples * (blocks.n_features + 2) * itemsize
-    return nbytes <= PERSIST_FRACTION * cluster_memory()
+    return fits_persist_budget(blocks.n_samples * (blocks.n_features + 2) * itemsize)
 
 
 def n_validation(n_rows: int, fraction: float) -> int:

@@ -301,12 +301,10 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
 
 def _fits_in_memory(n_rows: int, d: int, trees_per_pass: int) -> bool:
     """Whether the binned blocks (uint8 bins, y, weights) plus the per-pass node assignments
-    (int32) and bootstrap counts (uint8) of ``n_rows`` rows take at most the cluster's
-    persist budget (:data:`dml.optim.data.PERSIST_FRACTION` of its memory)."""
-    from dml.optim.data import PERSIST_FRACTION, cluster_memory
+    (int32) and bootstrap counts (uint8) of ``n_rows`` rows fit the cluster's persist budget."""
+    from dml.optim.data import fits_persist_budget
 
-    nbytes = n_rows * (d + 16 + 5 * trees_per_pass)
-    return nbytes <= PERSIST_FRACTION * cluster_memory()
+    return fits_persist_budget(n_rows * (d + 16 + 5 * trees_per_pass))
 
 
 def _criterion(est, classify):
