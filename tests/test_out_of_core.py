@@ -44,7 +44,10 @@ RATIO = float(os.environ.get("DML_OOC_SCALE", "1.25"))
 N_WORKERS = int(os.environ.get("DML_OOC_WORKERS", "1"))
 #: 285 MiB of imports plus room for a few blocks in flight: with 448 MiB workers spent much of
 #: the fit paused at Dask's 80% threshold (measured), which only slowed it down.
-WORKER_MIB = 512
+#: 768, not 512: on a fresh clone the forest's numba kernels compile inside the worker (no
+#: cache yet); with 512 MiB that pushed unmanaged memory past the 80% pause threshold and the
+#: paused worker never resumed (seen in a fresh-clone `.ci/run`).
+WORKER_MIB = 768
 DATA_BYTES = int(RATIO * N_WORKERS * WORKER_MIB * 2**20)
 #: In-memory bytes of one Parquet part (one block): small next to a worker's free memory.
 PART_BYTES = 8 * 2**20
