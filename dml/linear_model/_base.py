@@ -302,6 +302,70 @@ class SGDMixin:
                 return resumed.seed
         return seed_from(self.random_state)
 
+    # ---- stacked fits: several candidates of a search trained in the same passes ----
+    #: Hyper-parameters that only change per-model scalars of an SGD step (penalty weights and
+    #: schedule constants): fits that differ in nothing else can be stacked. Empty: estimators
+    #: whose fit does more than one SGD run (solver choice, C → alpha) are never stacked.
+    _STACKABLE: tuple = ()
+
+    def _stack_key(self):
+        """Fits with equal keys can be trained together (:mod:`dml.optim.stacked`); None: alone.
+
+        Per-fit features (early stopping, checkpoints, callbacks, progress, verbose, warm start)
+        and random states that are objects (their repr is not their state) keep a fit alone.
+        """
+        params = self.get_params(deep=False)
+        if (not self._STACKABLE or params.get("early_stopping")
+                or params.get("checkpoint_dir") is not None or params.get("callbacks") or params.get("progress") or params.get("verbose")
+                or params.get("warm_start")
+                or not isinstance(params.get("random_state"), (int, np.integer, type(None)))):
+            return None
+        rest = tuple(sorted((k, repr(v)) for k, v in params.items() if k not in self._STACKABLE))
+        return (type(self).__qualname__, rest)
+
+    @classmethod
+    def _fit_stacked(cls, estimators, X, y, sample_weight=None):
+        """Fit estimators with equal :meth:`_stack_key` on the same (X, y) in shared passes.
+
+        Returns one entry per estimator: the fitted estimator, or the exception its own ``fit``
+        would have raised (a bad hyper-parameter, divergence). An error of the data itself
+        (raised before training) is raised. Each model equals its own ``fit`` up to rounding.
+        """
+        from dml.optim.stacked import train_stacked
+
+        lead = estimators[0]
+        blocks, problem = lead._fit_setup(X, y, sample_weight)
+        fitted = [a for a in ("n_features_in_", "feature_names_in_", "classes_")
+                  if hasattr(lead, a)]
+        out = [None] * len(estimators)
+        configs, tcs, members = [], [], []
+        if blocks.n_samples == 0:
+            raise ValueError(f"{cls.__name__}: the training data has 0 samples; at least one is "
+                             "required")
+        for i, est in enumerate(estimators):
+            for a in fitted:
+                setattr(est, a, getattr(lead, a))
+            try:
+                configs.append(est._sgd_config(problem, problem.loss))
+                tcs.append(est._train_config())
+                members.append(i)
+            except Exception as exc:  # noqa: BLE001 - reported as that candidate's failure
+                out[i] = exc
+        if not members:
+            return out
+        seed = seed_from(lead.random_state)
+        states = [initial_state(problem, c, seed) for c in configs]
+        data = prepare(problem, blocks, seed=seed, persist=lead.persist)
+        results = train_stacked(problem, data, configs, tcs, states)
+        for i, cfg, res in zip(members, configs, results):
+            est = estimators[i]
+            if isinstance(res, Exception):
+                out[i] = res
+                continue
+            est._set_coef(problem, est._finish_sgd(res, cfg))
+            out[i] = est
+        return out
+
     def _run_sgd(self, blocks: Blocks, problem, loss, *, init_params=None, partial=False,
                  overrides=None):
         """Fit (or, with ``partial``, one more epoch of) ``problem`` on ``blocks``."""
@@ -330,6 +394,10 @@ class SGDMixin:
                        persist=self.persist)
         state = train(problem, data, cfg, tc, state, fingerprint=fingerprint,
                       max_epochs=1 if partial else None)
+        return self._finish_sgd(state, cfg, partial=partial)
+
+    def _finish_sgd(self, state, cfg, *, partial=False):
+        """Record a finished SGD fit's state, history and counters; returns the parameters."""
         if not partial and state.stop_reason == "max_iter" and self.tol is not None:
             warnings.warn(f"{type(self).__name__}: maximum number of iterations ({self.max_iter}) "
                           "reached before convergence; consider increasing max_iter.",

@@ -151,6 +151,37 @@ class LinearProblem(Problem):
                 grad[Kd:] = G.sum(axis=0)
         return loss_sum, grad
 
+    def batch_loss_grad_stacked(self, P, X, Y, w):
+        """:meth:`batch_loss_grad` of the m parameter vectors in the rows of ``P`` on one batch.
+
+        Returns ``(loss sums of shape (m,), gradients of shape (m, n_params))``. All m·K decision
+        columns come from one product ``X @ Wᵀ`` and all gradients from one ``Gᵀ X``: a step
+        for m models costs about what a step for one does (the stacked trainer,
+        :mod:`dml.optim.stacked`).
+        """
+        if isinstance(self.loss, Softmax):
+            raise NotImplementedError("the softmax loss couples the outputs; fit one model at a "
+                                      "time")
+        m, K, d = P.shape[0], self.K, self.d
+        Kd = K * d
+        # Model-major columns: column j is output j % K of model j // K.
+        F = X @ P[:, :Kd].reshape(m * K, d).T
+        if self.fit_intercept:
+            F += P[:, Kd:].reshape(m * K)
+        T = self._targets(Y)
+        T = T[:, None] if T.ndim == 1 else np.tile(T, (1, m))
+        loss, G = self.loss.loss_grad(F, T)
+        if w is not None:
+            G = G * w[:, None]
+            sums = w @ loss
+        else:
+            sums = loss.sum(axis=0)
+        grad = np.empty((m, self.n_params), dtype=P.dtype)
+        grad[:, :Kd] = (G.T @ X).reshape(m, Kd)
+        if self.fit_intercept:
+            grad[:, Kd:] = G.sum(axis=0).reshape(m, K)
+        return sums.reshape(m, K).sum(axis=1), grad
+
     def batch_line_losses(self, base, direction, steps, X, Y, w):
         """Loss sums at ``base + s · direction``: f is linear in the parameters, so
         f(base + s d) = f(base) + s (f(d) − b_d) with one product for all steps."""

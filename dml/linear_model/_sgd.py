@@ -43,6 +43,7 @@ REGRESSION_LOSSES = ("squared_error", "huber", "epsilon_insensitive",
 
 class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, ClassifierMixin,
                          BaseEstimator):
+    _STACKABLE = ("alpha", "l1_ratio", "eta0", "power_t")
 
     def _loss(self):
         if self.loss not in CLASSIFICATION_LOSSES:
@@ -86,18 +87,23 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         -------
         self
         """
+        blocks, problem = self._fit_setup(X, y, sample_weight)
+        init = self._init_params(problem, coef_init, intercept_init)
+        params = self._run_sgd(blocks, problem, problem.loss, init_params=init)
+        self._set_coef(problem, params)
+        return self
+
+    def _fit_setup(self, X, y, sample_weight):
+        """Validate the data, find the classes and build the problem (``fit`` before training)."""
         blocks = self._fit_blocks(X, y, sample_weight)
         stats = discover_classes(blocks)
         check_classes(stats, type(self).__name__)
         cw = compute_class_weight(self.class_weight, stats.classes, stats.counts,
                                   type(self).__name__)
         problem = self._problem(blocks.n_features, stats.classes, cw)
-        init = self._init_params(problem, coef_init, intercept_init)
         self.classes_ = stats.classes
         self._sgd_state = None
-        params = self._run_sgd(blocks, problem, problem.loss, init_params=init)
-        self._set_coef(problem, params)
-        return self
+        return blocks, problem
 
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One pass of SGD over (X, y), continuing from the previous call.
@@ -352,6 +358,7 @@ class SGDRegressor(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regressor
     """
 
     _block_spec = BlockSpec(y_numeric=True)
+    _STACKABLE = ("alpha", "l1_ratio", "eta0", "power_t")
 
     def __init__(self, loss="squared_error", *, penalty="l2", alpha=1e-4, l1_ratio=0.15,
                  fit_intercept=True, max_iter=1000, tol=1e-3, shuffle=True, verbose=0,
@@ -404,18 +411,23 @@ class SGDRegressor(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regressor
 
     def fit(self, X, y, coef_init=None, intercept_init=None, sample_weight=None):
         """Fit by partition-parallel mini-batch SGD (see :meth:`SGDClassifier.fit`)."""
-        blocks = self._fit_blocks(X, y, sample_weight)
-        check_weights(blocks, type(self).__name__)
-        problem = self._problem(blocks.n_features)
+        blocks, problem = self._fit_setup(X, y, sample_weight)
         if coef_init is None and self.warm_start and hasattr(self, "coef_") \
                 and self.coef_.shape == (problem.d,):
             coef_init, intercept_init = self.coef_, self.intercept_
         init = None if coef_init is None else problem.pack(np.asarray(coef_init, float),
                                                            intercept_init)
-        self._sgd_state = None
         params = self._run_sgd(blocks, problem, problem.loss, init_params=init)
         self._set_coef(problem, params)
         return self
+
+    def _fit_setup(self, X, y, sample_weight):
+        """Validate the data and build the problem (``fit`` before training)."""
+        blocks = self._fit_blocks(X, y, sample_weight)
+        check_weights(blocks, type(self).__name__)
+        problem = self._problem(blocks.n_features)
+        self._sgd_state = None
+        return blocks, problem
 
     def partial_fit(self, X, y, sample_weight=None):
         """One pass of SGD over (X, y), continuing from the previous call."""

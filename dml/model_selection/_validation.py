@@ -13,7 +13,11 @@ Two ways to run a batch of fits, chosen per search (:func:`run_fits`):
   the same client; their graphs reach the scheduler together and their tasks interleave on the
   workers. Local input is first put on the workers once as a persisted Dask array. The rows of
   each fold are selected lazily (:func:`dml.model_selection.take_rows`) and, with
-  ``persist_folds=True``, persisted once and shared by all candidates.
+  ``persist_folds=True``, persisted once and shared by all candidates. Candidates of an SGD
+  estimator that differ only in penalty weights or step-size constants (``alpha``,
+  ``l1_ratio``, ``eta0``, ``power_t``) are *stacked*: one driver loop per fold trains them all
+  in the same passes over the fold (:mod:`dml.optim.stacked`), each ending with the model its
+  own fit would give (up to rounding).
 
 Without a distributed client the fits run one after another in this process (dml estimators then
 use Dask's threaded scheduler). Results are collected in (candidate, fold) order and every fit
@@ -349,22 +353,38 @@ def _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_param
         folds.append(parts)
 
     def one(job):
-        ci, fold = job
-        est = clone(estimator).set_params(**clone(candidates[ci], safe=False))
+        """The results of one fold's fits for a group of candidates (one driver loop)."""
+        group, fold = job
+        ests = [clone(estimator).set_params(**clone(candidates[ci], safe=False))
+                for ci in group]
         Xtr, ytr, Xte, yte = folds[fold]
         train, test = splits[fold]
-        return _fit_and_score_subsets(est, Xtr, ytr, Xte, yte, len(test), scorers,
-                                      {k: take_rows(v, train) if _is_row_param(v, X) else v
-                                       for k, v in (fit_params or {}).items()},
-                                      return_train_score, error_score, return_estimator)
+        fp = {k: take_rows(v, train) if _is_row_param(v, X) else v
+              for k, v in (fit_params or {}).items()}
+        if len(ests) > 1:
+            return _fit_and_score_stacked(ests, Xtr, ytr, Xte, yte, len(test), scorers, fp,
+                                          return_train_score, error_score, return_estimator)
+        return [_fit_and_score_subsets(ests[0], Xtr, ytr, Xte, yte, len(test), scorers, fp,
+                                       return_train_score, error_score, return_estimator)]
 
-    jobs = list(product(range(len(candidates)), range(len(splits))))
+    n_folds = len(splits)
+    jobs = list(product(_stack_groups(estimator, candidates, fit_params), range(n_folds)))
+    total = len(candidates) * n_folds
+    results = [None] * total
+    n_done = 0
+
+    def collect(job, out):
+        nonlocal n_done
+        group, fold = job
+        for ci, r in zip(group, out):
+            results[ci * n_folds + fold] = r
+        n_done += len(out)
+        if progress:
+            progress(n_done, total)
+
     if client is None:
-        results = []
-        for i, job in enumerate(jobs):
-            results.append(one(job))
-            if progress:
-                progress(i + 1, len(jobs))
+        for job in jobs:
+            collect(job, one(job))
         return results
 
     def in_client(job):
@@ -373,16 +393,70 @@ def _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_param
             return one(job)
 
     workers = min(len(jobs), n_jobs if n_jobs and n_jobs > 0 else 64)
-    results = [None] * len(jobs)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dml-search") as pool:
-        futs = {pool.submit(in_client, job): i for i, job in enumerate(jobs)}
+        futs = {pool.submit(in_client, job): job for job in jobs}
         from concurrent.futures import as_completed
 
-        for n_done, f in enumerate(as_completed(futs), 1):
-            results[futs[f]] = f.result()
-            if progress:
-                progress(n_done, len(jobs))
+        for f in as_completed(futs):
+            collect(futs[f], f.result())
     return results
+
+
+def _stack_groups(estimator, candidates, fit_params) -> list[list[int]]:
+    """Candidates whose fits can share their passes over a fold (same ``_stack_key``).
+
+    An SGD estimator's candidates that differ only in penalty weights or step-size constants
+    are trained together by :mod:`dml.optim.stacked` (one pass per epoch for all of them); every
+    other candidate is a group of its own. Groups keep the candidates' order.
+    """
+    if not hasattr(type(estimator), "_fit_stacked") or set(fit_params or {}) - {"sample_weight"}:
+        return [[ci] for ci in range(len(candidates))]
+    groups: dict = {}
+    for ci, params in enumerate(candidates):
+        try:
+            key = clone(estimator).set_params(**clone(params, safe=False))._stack_key()
+        except Exception:  # noqa: BLE001 - invalid parameters: the fit reports them on its own
+            key = None
+        groups.setdefault(("alone", ci) if key is None else key, []).append(ci)
+    return list(groups.values())
+
+
+def _fit_and_score_stacked(estimators, X_train, y_train, X_test, y_test, n_test, scorers,
+                           fit_params, return_train_score, error_score, return_estimator):
+    """:func:`_fit_and_score_subsets` for a stack of candidates trained in shared passes.
+
+    Each candidate's ``fit_time`` is the stack's training time divided by its size (they were
+    trained together); a candidate whose own fit fails gets its error, the others go on.
+    """
+    start = time.time()
+    try:
+        fitted = type(estimators[0])._fit_stacked(estimators, X_train, y_train, **fit_params)
+    except Exception as exc:  # noqa: BLE001 - an error of the data: every candidate fails with it
+        if error_score == "raise":
+            raise
+        fitted = [exc] * len(estimators)
+    fit_time = (time.time() - start) / len(estimators)
+    out = []
+    for est, res in zip(estimators, fitted):
+        result = {"fit_error": None, "n_test_samples": n_test, "fit_time": fit_time}
+        if isinstance(res, Exception):
+            if error_score == "raise":
+                raise res
+            result["score_time"] = 0.0
+            result["fit_error"] = "".join(traceback.format_exception(res))
+            result["test_scores"] = {name: error_score for name in scorers}
+            if return_train_score:
+                result["train_scores"] = {name: error_score for name in scorers}
+        else:
+            t = time.time()
+            result["test_scores"] = _score(scorers, est, X_test, y_test, error_score)
+            result["score_time"] = time.time() - t
+            if return_train_score:
+                result["train_scores"] = _score(scorers, est, X_train, y_train, error_score)
+        if return_estimator:
+            result["estimator"] = est
+        out.append(result)
+    return out
 
 
 def _block_rows(X) -> int:

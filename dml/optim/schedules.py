@@ -15,8 +15,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 __all__ = ["Schedule", "Constant", "InvScaling", "Optimal", "Adaptive", "make_schedule",
-           "optimal_t0", "SCHEDULES"]
+           "optimal_t0", "StackedRate", "SCHEDULES"]
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,6 @@ def optimal_t0(alpha: float, loss=None) -> float:
     typw = math.sqrt(1.0 / math.sqrt(alpha))
     d = 1.0
     if loss is not None:
-        import numpy as np
-
         d = float(np.asarray(loss.dloss(np.array([-typw]), np.array([1.0]))).ravel()[0])
     eta_init = typw / max(1.0, d)
     return 1.0 / (eta_init * alpha)
@@ -124,3 +124,40 @@ def make_schedule(learning_rate: str | Schedule = "constant", *, eta0: float = 0
     if learning_rate == "invscaling":
         return InvScaling(float(eta0), float(power_t))
     return Adaptive(float(eta0))
+
+
+class StackedRate:
+    """Step sizes of m schedules of one kind at once: ``rate(t, scale) -> (m, 1)``.
+
+    For the stacked trainer (:mod:`dml.optim.stacked`): the m models of a stack share the step
+    counter ``t`` but each has its own constants and its own ``scale``. The arithmetic is the
+    scalar schedules', element by element, so every model gets the step size its own fit would.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rate = StackedRate([Constant(0.1), Constant(0.2)])
+    >>> rate(5, np.ones(2)).ravel().tolist()
+    [0.1, 0.2]
+    """
+
+    def __init__(self, schedules):
+        self.schedules = tuple(schedules)
+        kinds = {type(s) for s in self.schedules}
+        self.kind = ("optimal" if kinds == {Optimal} else
+                     "constant" if kinds <= {Constant, Adaptive} else
+                     "invscaling" if kinds == {InvScaling} else "other")
+        names = {"optimal": ("alpha", "t0"), "constant": ("eta0",),
+                 "invscaling": ("eta0", "power_t")}.get(self.kind, ())
+        self.cols = {n: np.array([float(getattr(s, n)) for s in self.schedules])[:, None]
+                     for n in names}
+
+    def __call__(self, t, scale):
+        c = self.cols
+        if self.kind == "optimal":
+            return scale[:, None] / (c["alpha"] * (c["t0"] + t - 1))
+        if self.kind == "constant":
+            return c["eta0"] * scale[:, None]
+        if self.kind == "invscaling":
+            return scale[:, None] * c["eta0"] / (t ** c["power_t"])
+        return np.array([s(t, float(v)) for s, v in zip(self.schedules, scale)])[:, None]

@@ -34,7 +34,7 @@ from dml.optim import checkpoint as ckpt
 from dml.optim.progress import log_epoch, make_progress
 from dml.optim.state import TrainState
 
-__all__ = ["TrainConfig", "EpochResult", "run_epochs", "DivergedError", "check_diverged",
+__all__ = ["TrainConfig", "EpochResult", "run_epochs", "close_epoch", "DivergedError", "check_diverged",
            "StopTraining"]
 
 #: The adaptive schedule stops once η₀ · scale falls below this (scikit-learn's rule).
@@ -146,6 +146,33 @@ def _update_stopping(state: TrainState, res: EpochResult, config: TrainConfig) -
             state.stop_reason = "converged"
 
 
+def close_epoch(state: TrainState, res: EpochResult, config: TrainConfig, *, limit: int,
+                max_epochs: int | None, seconds: float) -> dict:
+    """Count the epoch whose result is ``res``: divergence test, history record, stopping rule.
+
+    Raises :class:`DivergedError`; returns the history record. Shared by :func:`run_epochs` and
+    the stacked trainer (:mod:`dml.optim.stacked`), which closes each model's epoch with it.
+    """
+    state.epoch += 1
+    if res.reference is not None and "reference_objective" not in state.extra:
+        state.extra["reference_objective"] = float(res.reference)
+    check_diverged(res.objective, state.epoch, config, state.extra.get("reference_objective"))
+    record = {"epoch": state.epoch, "objective": float(res.objective)}
+    if res.score is not None:
+        record["validation_score"] = float(res.score)
+    if res.learning_rate is not None:
+        record["learning_rate"] = float(res.learning_rate)
+    record.update(res.info)
+    record["seconds"] = seconds
+    state.history.append(record)
+    _update_stopping(state, res, config)
+    if res.converged:
+        state.stop_reason = "converged"
+    if state.stop_reason is None and state.epoch >= limit and max_epochs is None:
+        state.stop_reason = "max_iter"
+    return record
+
+
 def run_epochs(state: TrainState, epoch_fn: Callable[[TrainState], EpochResult],
                config: TrainConfig, *, fingerprint: dict | None = None,
                max_epochs: int | None = None) -> TrainState:
@@ -181,24 +208,8 @@ def run_epochs(state: TrainState, epoch_fn: Callable[[TrainState], EpochResult],
         while state.epoch < limit and state.stop_reason is None:
             t0 = time.perf_counter()
             res = epoch_fn(state)
-            state.epoch += 1
-            if res.reference is not None and "reference_objective" not in state.extra:
-                state.extra["reference_objective"] = float(res.reference)
-            check_diverged(res.objective, state.epoch, config,
-                           state.extra.get("reference_objective"))
-            record = {"epoch": state.epoch, "objective": float(res.objective)}
-            if res.score is not None:
-                record["validation_score"] = float(res.score)
-            if res.learning_rate is not None:
-                record["learning_rate"] = float(res.learning_rate)
-            record.update(res.info)
-            record["seconds"] = time.perf_counter() - t0
-            state.history.append(record)
-            _update_stopping(state, res, config)
-            if res.converged:
-                state.stop_reason = "converged"
-            if state.stop_reason is None and state.epoch >= limit and max_epochs is None:
-                state.stop_reason = "max_iter"
+            record = close_epoch(state, res, config, limit=limit, max_epochs=max_epochs,
+                                 seconds=time.perf_counter() - t0)
             due = state.epoch % config.checkpoint_every == 0 or state.stop_reason is not None
             if config.checkpoint_dir is not None and due:
                 ckpt.save(config.checkpoint_dir, state, fingerprint)

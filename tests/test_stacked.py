@@ -1,0 +1,175 @@
+"""Stacked SGD fits (dml.optim.stacked): several candidates trained in the same passes.
+
+The contract: each stacked model is the model its own ``fit`` gives (same epochs, same
+coefficients up to the rounding of one matrix product instead of several), a candidate that fails
+on its own fails alone, and a search over stackable candidates reports what separate fits would.
+"""
+from __future__ import annotations
+
+import warnings
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification, make_regression
+
+from dml.linear_model import Perceptron, SGDClassifier, SGDRegressor
+from dml.model_selection import GridSearchCV, KFold, cross_validate
+from dml.optim.stacked import check_stackable
+from dml.optim.engine import SGDConfig
+from dml.optim.training import TrainConfig
+
+
+def _separate(cls, params_list, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = []
+        for p in params_list:
+            try:
+                out.append(cls(**p).fit(X, y))
+            except Exception as exc:  # noqa: BLE001
+                out.append(exc)
+        return out
+
+
+def _stacked(cls, params_list, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return cls._fit_stacked([cls(**p) for p in params_list], X, y)
+
+
+def _assert_same_models(stacked, separate):
+    for s, r in zip(stacked, separate):
+        assert s.n_iter_ == r.n_iter_ and s.t_ == r.t_
+        # Rounding differences of order 1e-16 accumulate over the steps: compare on the scale
+        # of the model.
+        scale = max(np.abs(r.coef_).max(), np.abs(r.intercept_).max(), 1e-300)
+        np.testing.assert_allclose(s.coef_, r.coef_, rtol=0, atol=1e-9 * scale)
+        np.testing.assert_allclose(s.intercept_, r.intercept_, rtol=0, atol=1e-9 * scale)
+        np.testing.assert_allclose([h["objective"] for h in s.history_],
+                                   [h["objective"] for h in r.history_], rtol=1e-7)
+
+
+CASES = {
+    # tol=1e-3: the models stop after different numbers of epochs and leave the stack.
+    "binary-log-optimal-tol": (SGDClassifier, dict(loss="log_loss", max_iter=40, tol=1e-3),
+                               "alpha", [1e-4, 1e-3, 1e-2, 1e-1]),
+    "ovr-hinge-averaged": (SGDClassifier, dict(loss="hinge", max_iter=6, tol=None, average=5),
+                           "alpha", [1e-4, 1e-3, 1e-2]),
+    "elasticnet-l1-ratio": (SGDRegressor, dict(penalty="elasticnet", alpha=1e-2, max_iter=6,
+                                               tol=None, learning_rate="invscaling", eta0=0.02),
+                            "l1_ratio", [0.0, 0.5, 1.0]),
+    "regressor-eta0-momentum": (SGDRegressor, dict(learning_rate="constant", optimizer="momentum",
+                                                   max_iter=4, tol=None),
+                                "eta0", [1e-3, 3e-3, 1e-2]),
+    "adaptive-power-t": (SGDRegressor, dict(learning_rate="adaptive", eta0=0.01, max_iter=30,
+                                            tol=1e-2, n_iter_no_change=2),
+                         "alpha", [1e-5, 1e-1]),
+}
+
+
+def _data(cls, case):
+    if cls is SGDRegressor:
+        X, y = make_regression(n_samples=1500, n_features=8, noise=3.0, random_state=1)
+        return X / 10.0, y / 100.0
+    k = 3 if "ovr" in case else 2
+    return make_classification(n_samples=1500, n_features=8, n_informative=5, n_classes=k,
+                               random_state=0)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("chunks", [1500, 400, (700, 100, 700)])
+def test_stacked_models_equal_their_own_fits(case, chunks):
+    cls, base, name, values = CASES[case]
+    X, y = _data(cls, case)
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    yd = da.from_array(y, chunks=(Xd.chunks[0],))
+    params = [dict(base, random_state=3, **{name: v}) for v in values]
+    stacked = _stacked(cls, params, Xd, yd)
+    separate = _separate(cls, params, Xd, yd)
+    _assert_same_models(stacked, separate)
+    if case == "binary-log-optimal-tol":
+        assert len({m.n_iter_ for m in stacked}) > 1  # they did leave the stack at different epochs
+
+
+def test_stacked_on_the_cluster_equals_own_fits(client):
+    X, y = make_classification(n_samples=3000, n_features=10, random_state=0)
+    Xd = client.persist(da.from_array(X, chunks=(700, 10)))
+    yd = client.persist(da.from_array(y, chunks=700))
+    params = [dict(loss="log_loss", max_iter=5, tol=None, random_state=0, alpha=a)
+              for a in (1e-4, 1e-3, 1e-2)]
+    _assert_same_models(_stacked(SGDClassifier, params, Xd, yd),
+                        _separate(SGDClassifier, params, Xd, yd))
+
+
+def test_a_candidate_that_fails_fails_alone():
+    X, y = make_regression(n_samples=600, n_features=5, random_state=0)
+    Xd, yd = da.from_array(X, chunks=200), da.from_array(y, chunks=200)
+    params = [dict(learning_rate="constant", eta0=e, max_iter=5, tol=None, random_state=0)
+              for e in (1e-3, 1e3, 2e-3)]  # eta0=1e3 diverges
+    params.append(dict(params[0], alpha=-1.0))  # invalid on its own
+    stacked = _stacked(SGDRegressor, params, Xd, yd)
+    separate = _separate(SGDRegressor, params, Xd, yd)
+    assert isinstance(stacked[1], ArithmeticError) and "diverged" in str(stacked[1])
+    assert type(stacked[1]) is type(separate[1])
+    assert isinstance(stacked[3], ValueError) and "alpha" in str(stacked[3])
+    _assert_same_models([stacked[0], stacked[2]], [separate[0], separate[2]])
+
+
+def test_search_over_stackable_candidates_equals_separate_cross_validation(inprocess_client,
+                                                                          monkeypatch):
+    X, y = make_classification(n_samples=2000, n_features=12, random_state=0)
+    Xd = inprocess_client.persist(da.from_array(X, chunks=(500, 12)))
+    yd = inprocess_client.persist(da.from_array(y, chunks=500))
+    est = SGDClassifier(loss="log_loss", max_iter=5, tol=None, random_state=0)
+    alphas = [1e-4, 1e-3, 1e-2, 1e-1]
+    cv = KFold(4)
+    stacks = []
+    original = SGDClassifier._fit_stacked.__func__
+
+    def spy(cls, estimators, *args, **kwargs):
+        stacks.append(sorted(e.alpha for e in estimators))
+        return original(cls, estimators, *args, **kwargs)
+
+    monkeypatch.setattr(SGDClassifier, "_fit_stacked", classmethod(spy))
+    s = GridSearchCV(est, {"alpha": alphas, "loss": ["log_loss", "hinge"]}, cv=cv,
+                     scoring="accuracy").fit(Xd, yd)
+    # One stack per (loss, fold), each with the four alphas.
+    assert stacks == [alphas] * 8
+    for i, params in enumerate(s.cv_results_["params"]):
+        own = cross_validate(SGDClassifier(**dict(est.get_params(), **params)), Xd, yd, cv=cv,
+                             scoring="accuracy")["test_score"]
+        got = [s.cv_results_[f"split{k}_test_score"][i] for k in range(4)]
+        np.testing.assert_allclose(got, own, rtol=0, atol=1e-12)
+    # The refit is an ordinary fit with the best parameters.
+    best = SGDClassifier(**dict(est.get_params(), **s.best_params_)).fit(Xd, yd)
+    np.testing.assert_array_equal(s.best_estimator_.coef_, best.coef_)
+
+
+def test_search_error_score_for_a_failing_stacked_candidate(inprocess_client):
+    X, y = make_regression(n_samples=800, n_features=5, random_state=0)
+    est = SGDRegressor(learning_rate="constant", max_iter=3, tol=None, random_state=0)
+    with pytest.warns(Warning, match="fits failed"):
+        s = GridSearchCV(est, {"eta0": [1e-3, 1e3]}, cv=3, error_score=np.nan).fit(X, y)
+    scores = s.cv_results_["mean_test_score"]
+    assert np.isfinite(scores[0]) and np.isnan(scores[1])
+    assert s.best_params_ == {"eta0": 1e-3}
+    with pytest.raises(ArithmeticError, match="diverged"):
+        GridSearchCV(est, {"eta0": [1e-3, 1e3]}, cv=3, error_score="raise").fit(X, y)
+
+
+@pytest.mark.parametrize("extra", [dict(early_stopping=True), dict(verbose=1),
+                                   dict(checkpoint_dir="x"), dict(warm_start=True),
+                                   dict(random_state=np.random.RandomState(0))])
+def test_per_fit_features_are_not_stacked(extra):
+    assert SGDClassifier(**extra)._stack_key() is None
+    assert SGDClassifier(alpha=1.0)._stack_key() == SGDClassifier(alpha=2.0, eta0=3.0)._stack_key()
+    assert SGDClassifier(batch_size=8)._stack_key() != SGDClassifier()._stack_key()
+    assert Perceptron(eta0=0.5)._stack_key() == Perceptron(eta0=2.0)._stack_key()
+
+
+def test_check_stackable_refuses_different_passes():
+    with pytest.raises(ValueError, match="share"):
+        check_stackable([SGDConfig(batch_size=8), SGDConfig(batch_size=16)], [TrainConfig()] * 2)
+    with pytest.raises(ValueError, match="per-fit"):
+        check_stackable([SGDConfig()] * 2, [TrainConfig(early_stopping=True), TrainConfig()])
