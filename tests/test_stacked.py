@@ -14,7 +14,8 @@ import pytest
 from sklearn.datasets import make_classification, make_regression
 
 from dml.linear_model import Perceptron, SGDClassifier, SGDRegressor
-from dml.model_selection import GridSearchCV, KFold, cross_validate
+from dml.model_selection import (GridSearchCV, KFold, ShuffleSplit, StratifiedKFold,
+                                 cross_validate)
 from dml.optim.stacked import check_stackable
 from dml.optim.engine import SGDConfig
 from dml.optim.training import TrainConfig
@@ -128,22 +129,58 @@ def test_search_over_stackable_candidates_equals_separate_cross_validation(inpro
     original = SGDClassifier._fit_stacked.__func__
 
     def spy(cls, estimators, *args, **kwargs):
-        stacks.append(sorted(e.alpha for e in estimators))
+        stacks.append([sorted(e.alpha for e in row) for row in estimators])
         return original(cls, estimators, *args, **kwargs)
 
     monkeypatch.setattr(SGDClassifier, "_fit_stacked", classmethod(spy))
     s = GridSearchCV(est, {"alpha": alphas, "loss": ["log_loss", "hinge"]}, cv=cv,
                      scoring="accuracy").fit(Xd, yd)
-    # One stack per (loss, fold), each with the four alphas.
-    assert stacks == [alphas] * 8
-    for i, params in enumerate(s.cv_results_["params"]):
-        own = cross_validate(SGDClassifier(**dict(est.get_params(), **params)), Xd, yd, cv=cv,
-                             scoring="accuracy")["test_score"]
-        got = [s.cv_results_[f"split{k}_test_score"][i] for k in range(4)]
-        np.testing.assert_allclose(got, own, rtol=0, atol=1e-12)
-    # The refit is an ordinary fit with the best parameters.
+    # One grid per loss: the four folds and the whole data (for the refit) × the four alphas,
+    # in shared passes.
+    assert stacks == [[alphas] * 5] * 2
+    _assert_search_equals_own_fits(s, est, Xd, yd, cv)
+    # The refit (trained in the grid) is an ordinary fit with the best parameters.
     best = SGDClassifier(**dict(est.get_params(), **s.best_params_)).fit(Xd, yd)
-    np.testing.assert_array_equal(s.best_estimator_.coef_, best.coef_)
+    _assert_same_models([s.best_estimator_], [best])
+
+
+def _assert_search_equals_own_fits(search, est, Xd, yd, cv):
+    """Every (candidate, fold) score equals the accuracy of the candidate's own fit on the
+    fold's rows (``take_rows``), computed here one fit at a time."""
+    from dml.model_selection import take_rows
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, params in enumerate(search.cv_results_["params"]):
+            for k, (train, test) in enumerate(cv.split(Xd, yd)):
+                own = SGDClassifier(**dict(est.get_params(), **params)).fit(
+                    take_rows(Xd, train), take_rows(yd, train))
+                expected = float((own.predict(take_rows(Xd, test)).compute()
+                                  == take_rows(yd, test).compute()).mean())
+                assert search.cv_results_[f"split{k}_test_score"][i] == pytest.approx(
+                    expected, abs=1e-12), (params, k)
+
+
+def test_search_with_balanced_class_weights_stacks_per_fold(inprocess_client):
+    """class_weight="balanced" weighs classes by each fold's counts: the folds are separate
+    problems, so each fold gets its own stack — still the candidates' own fits."""
+    X, y = make_classification(n_samples=1200, n_features=6, weights=[0.7], random_state=0)
+    Xd = inprocess_client.persist(da.from_array(X, chunks=(300, 6)))
+    yd = inprocess_client.persist(da.from_array(y, chunks=300))
+    est = SGDClassifier(loss="hinge", max_iter=3, tol=None, class_weight="balanced",
+                        random_state=0)
+    cv = KFold(3)
+    s = GridSearchCV(est, {"alpha": [1e-4, 1e-2]}, cv=cv, scoring="accuracy").fit(Xd, yd)
+    _assert_search_equals_own_fits(s, est, Xd, yd, cv)
+    # cross_validate of one stackable estimator trains its folds in one grid too.
+    res = cross_validate(SGDClassifier(loss="hinge", max_iter=3, tol=None, random_state=0),
+                         Xd, yd, cv=cv, scoring="accuracy")
+    s2 = GridSearchCV(SGDClassifier(loss="hinge", max_iter=3, tol=None, random_state=0),
+                      {"alpha": [1e-4]}, cv=cv, scoring="accuracy").fit(Xd, yd)
+    _assert_search_equals_own_fits(s2, SGDClassifier(loss="hinge", max_iter=3, tol=None,
+                                                     random_state=0), Xd, yd, cv)
+    np.testing.assert_array_equal(res["test_score"],
+                                  [s2.cv_results_[f"split{k}_test_score"][0] for k in range(3)])
 
 
 def test_search_error_score_for_a_failing_stacked_candidate(inprocess_client):
@@ -173,3 +210,72 @@ def test_check_stackable_refuses_different_passes():
         check_stackable([SGDConfig(batch_size=8), SGDConfig(batch_size=16)], [TrainConfig()] * 2)
     with pytest.raises(ValueError, match="per-fit"):
         check_stackable([SGDConfig()] * 2, [TrainConfig(early_stopping=True), TrainConfig()])
+
+
+FOLD_CASES = {
+    "kfold-log": (SGDClassifier, dict(loss="log_loss", max_iter=4, tol=None), "alpha",
+                  [1e-4, 1e-2], lambda: KFold(4)),
+    "stratified-shuffled-tol": (SGDClassifier, dict(loss="hinge", max_iter=30, tol=1e-3),
+                                "alpha", [1e-4, 1e-3, 1e-1],
+                                lambda: StratifiedKFold(3, shuffle=True, random_state=0)),
+    "shufflesplit-ovr-local-steps-adam": (
+        SGDClassifier, dict(loss="log_loss", max_iter=3, tol=None, local_steps=4,
+                            optimizer="adam", learning_rate="constant", average=10),
+        "eta0", [1e-3, 1e-2], lambda: ShuffleSplit(3, test_size=0.3, random_state=0)),
+    "regressor-momentum-elasticnet": (
+        SGDRegressor, dict(penalty="elasticnet", optimizer="momentum", max_iter=4, tol=None,
+                           eta0=0.002), "l1_ratio", [0.1, 0.9], lambda: KFold(3)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOLD_CASES))
+@pytest.mark.parametrize("chunks,kind", [(400, "array"), ((700, 100, 700), "array"),
+                                         (400, "dataframe")])
+def test_fold_grid_models_equal_fits_on_each_folds_rows(case, chunks, kind):
+    """Including folds that leave a block empty: a Dask array's fold drops that block (the
+    later blocks' permutations shift), a DataFrame's keeps it as an empty partition."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from dml.model_selection import take_rows
+
+    cls, base, name, values, make_cv = FOLD_CASES[case]
+    X, y = _data(cls, "ovr" if "ovr" in case else case)
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    yd = da.from_array(y, chunks=(Xd.chunks[0],))
+    if kind == "dataframe":
+        Xd = dd.from_pandas(pd.DataFrame(X, columns=[f"c{j}" for j in range(X.shape[1])]),
+                            chunksize=chunks)
+        yd = dd.from_pandas(pd.Series(y, name="y"), chunksize=chunks)
+    splits = list(make_cv().split(X, y))
+    params = [dict(base, random_state=5, **{name: v}) for v in values]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grid = cls._fit_stacked([[cls(**p) for p in params] for _ in splits], Xd, yd,
+                                train_indices=[tr for tr, _ in splits])
+    for (train, _), row in zip(splits, grid):
+        separate = _separate(cls, params, take_rows(Xd, train), take_rows(yd, train))
+        _assert_same_models(row, separate)
+    if case.startswith("regressor") and chunks == 400:
+        # KFold(3) of 1,500 rows in blocks of 400: fold 0 leaves the first block empty.
+        assert set(range(400)) <= set(splits[0][1].tolist())
+
+
+def test_fold_grid_refuses_what_separate_problems_need():
+    from dml.linear_model._base import NotStackable
+
+    X, y = make_classification(n_samples=300, n_features=4, random_state=0)
+    order = np.argsort(y, kind="stable")
+    X, y = X[order], y[order]  # fold 0 of KFold(2) holds only class 0
+    Xd, yd = da.from_array(X, chunks=100), da.from_array(y, chunks=100)
+    splits = [(tr, te) for tr, te in KFold(2).split(X)]
+    est = dict(loss="log_loss", max_iter=2, tol=None, random_state=0)
+    with pytest.raises(NotStackable, match="class"):
+        SGDClassifier._fit_stacked([[SGDClassifier(**est)] for _ in splits], Xd, yd,
+                                   train_indices=[tr for tr, _ in splits])
+    with pytest.raises(NotStackable, match="class weights"):
+        SGDClassifier._fit_stacked([[SGDClassifier(class_weight="balanced", **est)]] * 2, Xd,
+                                   yd, train_indices=[tr for tr, _ in splits])
+    with pytest.raises(NotStackable, match="local"):
+        SGDClassifier._fit_stacked([[SGDClassifier(**est)]] * 2, X, y,
+                                   train_indices=[tr for tr, _ in splits])

@@ -17,7 +17,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 
-from dml._blocks import Blocks, seed_from
+from dml._blocks import Blocks, is_dask, seed_from
 from dml.base import check_is_fitted
 from dml.linear_model._problem import decision_kernel
 from dml.optim import checkpoint as ckpt
@@ -30,7 +30,7 @@ from dml.optim.state import TrainState
 from dml.optim.training import TrainConfig
 
 __all__ = ["discover_classes", "compute_class_weight", "LinearClassifierMixin",
-           "LinearRegressorMixin", "SGDMixin", "LabelStats"]
+           "LinearRegressorMixin", "SGDMixin", "LabelStats", "NotStackable"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,47 +324,73 @@ class SGDMixin:
         return (type(self).__qualname__, rest)
 
     @classmethod
-    def _fit_stacked(cls, estimators, X, y, sample_weight=None):
-        """Fit estimators with equal :meth:`_stack_key` on the same (X, y) in shared passes.
+    def _fit_stacked(cls, estimators, X, y, sample_weight=None, *, train_indices=None):
+        """Fit estimators with equal :meth:`_stack_key` in shared passes over (X, y).
 
-        Returns one entry per estimator: the fitted estimator, or the exception its own ``fit``
-        would have raised (a bad hyper-parameter, divergence). An error of the data itself
-        (raised before training) is raised. Each model equals its own ``fit`` up to rounding.
+        ``estimators`` is a list (every model trains on all of X), or with ``train_indices``
+        (one array of row indices per fold) a list per fold: model ``estimators[f][j]`` trains on
+        the rows ``train_indices[f]``, as if fitted on ``take_rows(X, train_indices[f])``; a
+        fold given as None trains on X itself (as ``fit(X, y)``).
+
+        Returns the same shape: per estimator the fitted estimator, or the exception its own
+        ``fit`` would have raised (a bad hyper-parameter, divergence). An error of the data
+        itself is raised; :class:`NotStackable` means the folds need separate problems (a fold
+        without some class, or class weights from fold counts): fit per fold instead. Each
+        model equals its own ``fit`` up to rounding (:mod:`dml.optim.stacked`).
         """
-        from dml.optim.stacked import train_stacked
+        from dml.optim.stacked import RowGroups, train_stacked
 
-        lead = estimators[0]
+        grid = [list(estimators)] if train_indices is None else [list(r) for r in estimators]
+        lead = grid[0][0]
+        if train_indices is not None and isinstance(getattr(lead, "class_weight", None), str):
+            raise NotStackable("class weights computed from each fold's class counts")
+        if train_indices is not None and not is_dask(X):
+            # A fold of local data is blocked anew by its own fit: no shared blocks.
+            raise NotStackable("folds of local data; pass Dask collections")
         blocks, problem = lead._fit_setup(X, y, sample_weight)
-        fitted = [a for a in ("n_features_in_", "feature_names_in_", "classes_")
-                  if hasattr(lead, a)]
-        out = [None] * len(estimators)
-        configs, tcs, members = [], [], []
         if blocks.n_samples == 0:
             raise ValueError(f"{cls.__name__}: the training data has 0 samples; at least one is "
                              "required")
-        for i, est in enumerate(estimators):
-            for a in fitted:
-                setattr(est, a, getattr(lead, a))
-            try:
-                configs.append(est._sgd_config(problem, problem.loss))
-                tcs.append(est._train_config())
-                members.append(i)
-            except Exception as exc:  # noqa: BLE001 - reported as that candidate's failure
-                out[i] = exc
-        if not members:
-            return out
-        seed = seed_from(lead.random_state)
-        states = [initial_state(problem, c, seed) for c in configs]
-        data = prepare(problem, blocks, seed=seed, persist=lead.persist)
-        results = train_stacked(problem, data, configs, tcs, states)
-        for i, cfg, res in zip(members, configs, results):
-            est = estimators[i]
-            if isinstance(res, Exception):
-                out[i] = res
-                continue
-            est._set_coef(problem, est._finish_sgd(res, cfg))
-            out[i] = est
-        return out
+        groups = None
+        if train_indices is not None:
+            import dask.array as da
+
+            groups = RowGroups.from_indices(blocks.lengths, train_indices, persist=_persister(),
+                                            drop_empty=isinstance(X, da.Array))
+            classes = getattr(problem, "classes", None)
+            if classes is not None and not _every_group_has(blocks, groups, classes):
+                raise NotStackable("a fold's training rows lack one of the classes")
+        fitted = [a for a in ("n_features_in_", "feature_names_in_", "classes_")
+                  if hasattr(lead, a)]
+        out = [[None] * len(row) for row in grid]
+        configs, tcs, cells = [], [], []
+        for g, row in enumerate(grid):
+            configs.append([]), tcs.append([]), cells.append([])
+            for j, est in enumerate(row):
+                for a in fitted:
+                    setattr(est, a, getattr(lead, a))
+                try:
+                    configs[g].append(est._sgd_config(problem, problem.loss))
+                    tcs[g].append(est._train_config())
+                    cells[g].append(j)
+                except Exception as exc:  # noqa: BLE001 - reported as that candidate's failure
+                    out[g][j] = exc
+        # A bad hyper-parameter fails its candidate in every fold alike: the folds keep the
+        # same members.
+        if cells[0]:
+            seed = seed_from(lead.random_state)
+            states = [[initial_state(problem, c, seed) for c in row] for row in configs]
+            data = prepare(problem, blocks, seed=seed, persist=lead.persist)
+            results = train_stacked(problem, data, configs, tcs, states, row_groups=groups)
+            for g, res_row in enumerate(results):
+                for j, cfg, res in zip(cells[g], configs[g], res_row):
+                    est = grid[g][j]
+                    if isinstance(res, Exception):
+                        out[g][j] = res
+                        continue
+                    est._set_coef(problem, est._finish_sgd(res, cfg))
+                    out[g][j] = est
+        return out[0] if train_indices is None else out
 
     def _run_sgd(self, blocks: Blocks, problem, loss, *, init_params=None, partial=False,
                  overrides=None):
@@ -409,6 +435,40 @@ class SGDMixin:
             int(getattr(self, "n_iter_", 0)) + 1
         self.t_ = int(state.opt.t)
         return final_params(state, cfg)
+
+
+class NotStackable(Exception):
+    """The fits cannot share their passes; fit them separately (see ``_fit_stacked``)."""
+
+
+def _persister():
+    """``client.persist`` of the current distributed client, or None (local scheduler)."""
+    try:
+        from distributed import Client
+
+        return Client.current(allow_global=True).persist
+    except (ImportError, ValueError):
+        return None
+
+
+def _labels_present(part, mask, classes):
+    X, y, w = part
+    idx = np.searchsorted(classes, np.asarray(y))
+    present = np.zeros((mask.shape[1], len(classes)), dtype=bool)
+    for g in range(mask.shape[1]):
+        present[g, np.unique(idx[mask[:, g]])] = True
+    return present
+
+
+def _every_group_has(blocks, groups, classes) -> bool:
+    """Whether every group's training rows contain every class (one pass over y)."""
+    import dask
+    from dask import delayed
+
+    parts = [delayed(_labels_present, pure=True)(p, mk, classes)
+             for p, mk in zip(blocks.parts, groups.masks)]
+    present = np.logical_or.reduce(dask.compute(*parts))
+    return bool(present.all())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -151,36 +151,42 @@ class LinearProblem(Problem):
                 grad[Kd:] = G.sum(axis=0)
         return loss_sum, grad
 
-    def batch_loss_grad_stacked(self, P, X, Y, w):
-        """:meth:`batch_loss_grad` of the m parameter vectors in the rows of ``P`` on one batch.
+    def stack_targets(self, Y) -> np.ndarray:
+        """Per-row targets in the loss's convention, for :meth:`batch_loss_grad_stacked`."""
+        return self._targets(Y)
 
-        Returns ``(loss sums of shape (m,), gradients of shape (m, n_params))``. All m·K decision
-        columns come from one product ``X @ Wᵀ`` and all gradients from one ``Gᵀ X``: a step
-        for m models costs about what a step for one does (the stacked trainer,
-        :mod:`dml.optim.stacked`).
+    def batch_loss_grad_stacked(self, P, X, T, w):
+        """:meth:`batch_loss_grad` of a grid of models, each group on its own batch.
+
+        ``P`` has shape (G, m, n_params): m models in each of G groups; group g's batch is
+        ``X[g]`` (B × d) with targets ``T[g]`` (from :meth:`stack_targets`) and row weights
+        ``w[g]`` (0 for padding rows; None when every row counts once). Returns the loss sums (G, m) and the gradients
+        (G, m, n_params). All decision values of a group come from one product ``X Wᵀ`` and all
+        its gradients from one ``Gᵀ X``: a step for G·m models costs about what a step for one
+        does (the stacked trainer, :mod:`dml.optim.stacked`).
         """
         if isinstance(self.loss, Softmax):
             raise NotImplementedError("the softmax loss couples the outputs; fit one model at a "
                                       "time")
-        m, K, d = P.shape[0], self.K, self.d
+        G, m = P.shape[:2]
+        K, d = self.K, self.d
         Kd = K * d
-        # Model-major columns: column j is output j % K of model j // K.
-        F = X @ P[:, :Kd].reshape(m * K, d).T
+        # Model-major columns: column j of group g is output j % K of model j // K.
+        F = np.matmul(X, P[:, :, :Kd].reshape(G, m * K, d).transpose(0, 2, 1))
         if self.fit_intercept:
-            F += P[:, Kd:].reshape(m * K)
-        T = self._targets(Y)
-        T = T[:, None] if T.ndim == 1 else np.tile(T, (1, m))
-        loss, G = self.loss.loss_grad(F, T)
-        if w is not None:
-            G = G * w[:, None]
-            sums = w @ loss
+            F += P[:, :, Kd:].reshape(G, 1, m * K)
+        T = T[:, :, None] if T.ndim == 2 else np.tile(T, (1, 1, m))
+        loss, D = self.loss.loss_grad(F, T)
+        if w is None:  # full batches of unweighted rows
+            sums = loss.sum(axis=1)
         else:
-            sums = loss.sum(axis=0)
-        grad = np.empty((m, self.n_params), dtype=P.dtype)
-        grad[:, :Kd] = (G.T @ X).reshape(m, Kd)
+            D = D * w[:, :, None]
+            sums = np.matmul(w[:, None, :], loss)[:, 0, :]
+        grad = np.empty((G, m, self.n_params), dtype=P.dtype)
+        grad[:, :, :Kd] = np.matmul(D.transpose(0, 2, 1), X).reshape(G, m, Kd)
         if self.fit_intercept:
-            grad[:, Kd:] = G.sum(axis=0).reshape(m, K)
-        return sums.reshape(m, K).sum(axis=1), grad
+            grad[:, :, Kd:] = D.sum(axis=1).reshape(G, m, K)
+        return sums.reshape(G, m, K).sum(axis=2), grad
 
     def batch_line_losses(self, base, direction, steps, X, Y, w):
         """Loss sums at ``base + s · direction``: f is linear in the parameters, so

@@ -66,6 +66,10 @@ class _SearchMixin:
         base = clone(self.estimator)
         all_params, all_out = [], []
         results = {}
+        # Stacked candidates come back already fitted on all of X (see run_fits): the refit of
+        # the best one is then taken from there.
+        refits = {} if self.refit else None
+        trained_refits = {}
 
         def evaluate_candidates(candidate_params, cv=None, more_results=None, **_):
             nonlocal results
@@ -77,7 +81,11 @@ class _SearchMixin:
                            return_train_score=self.return_train_score,
                            error_score=self.error_score, n_jobs=self.n_jobs,
                            persist_folds=getattr(self, "persist_folds", True),
-                           verbose=self.verbose)
+                           verbose=self.verbose, refits=refits)
+            # Candidate indices of this batch → indices in all_params.
+            for ci in list(refits or {}):
+                if ci < len(candidate_params):
+                    trained_refits[len(all_params) + ci] = refits.pop(ci)
             if not out:
                 raise ValueError("No fits were performed. Was the CV iterator empty? Were "
                                  "there no candidates?")
@@ -99,13 +107,19 @@ class _SearchMixin:
                 self.best_score_ = results[f"mean_test_{refit_metric}"][self.best_index_]
             self.best_params_ = results["params"][self.best_index_]
         if self.refit:
-            self.best_estimator_ = clone(base).set_params(**clone(self.best_params_, safe=False))
-            start = time.time()
-            if y is not None:
-                self.best_estimator_.fit(X, y, **params)
+            if self.best_index_ in trained_refits:
+                # Trained with the folds, in the same passes: what fit(X, y) gives (up to
+                # rounding); its time is its share of those passes.
+                self.best_estimator_, self.refit_time_ = trained_refits[self.best_index_]
             else:
-                self.best_estimator_.fit(X, **params)
-            self.refit_time_ = time.time() - start
+                self.best_estimator_ = clone(base).set_params(
+                    **clone(self.best_params_, safe=False))
+                start = time.time()
+                if y is not None:
+                    self.best_estimator_.fit(X, y, **params)
+                else:
+                    self.best_estimator_.fit(X, **params)
+                self.refit_time_ = time.time() - start
             if hasattr(self.best_estimator_, "feature_names_in_"):
                 self.feature_names_in_ = self.best_estimator_.feature_names_in_
         self.scorer_ = scorers if multimetric else scorers["score"]

@@ -13,11 +13,14 @@ Two ways to run a batch of fits, chosen per search (:func:`run_fits`):
   the same client; their graphs reach the scheduler together and their tasks interleave on the
   workers. Local input is first put on the workers once as a persisted Dask array. The rows of
   each fold are selected lazily (:func:`dml.model_selection.take_rows`) and, with
-  ``persist_folds=True``, persisted once and shared by all candidates. Candidates of an SGD
-  estimator that differ only in penalty weights or step-size constants (``alpha``,
-  ``l1_ratio``, ``eta0``, ``power_t``) are *stacked*: one driver loop per fold trains them all
-  in the same passes over the fold (:mod:`dml.optim.stacked`), each ending with the model its
-  own fit would give (up to rounding).
+  ``persist_folds=True``, persisted once and shared by all candidates.
+* **Stacked** (SGD estimators on Dask data): candidates that differ only in penalty weights or
+  step-size constants (``alpha``, ``l1_ratio``, ``eta0``, ``power_t``) are trained together
+  with every fold in one driver loop whose passes go over X itself: each block task runs the
+  steps of every (candidate, fold) model on that fold's rows of the block
+  (:mod:`dml.optim.stacked`). Each model ends as its own fit on ``take_rows(X, train)`` would
+  (up to rounding); the scorings then run concurrently. Folds that need problems of their own
+  (a fold without some class, ``class_weight="balanced"``) fall back to one stack per fold.
 
 Without a distributed client the fits run one after another in this process (dml estimators then
 use Dask's threaded scheduler). Results are collected in (candidate, fold) order and every fit
@@ -334,7 +337,7 @@ def _gather_in_order(client, futures, progress):
 
 def _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_params,
                  return_train_score, error_score, return_estimator, progress, n_jobs,
-                 persist_folds):
+                 persist_folds, refits=None):
     if client is not None and not is_dask(X):
         # The estimator's layout check first: the 2-D chunking below would otherwise fail on a
         # 1-D/3-D X with Dask's "Chunks do not add up" error.
@@ -343,40 +346,25 @@ def _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_param
         X = client.persist(da.from_array(np.asarray(X), chunks=(_block_rows(X), -1)))
         if y is not None and not isinstance(y, str):
             y = client.persist(da.from_array(np.asarray(y), chunks=(X.chunks[0],)))
-    folds = []
-    for train, test in splits:
-        parts = [take_rows(X, train), take_rows(y, train), take_rows(X, test), take_rows(y, test)]
-        if client is not None and persist_folds:
-            lazy = [p for p in parts if is_dask(p)]
-            done = iter(client.persist(lazy))
-            parts = [next(done) if is_dask(p) else p for p in parts]
-        folds.append(parts)
-
-    def one(job):
-        """The results of one fold's fits for a group of candidates (one driver loop)."""
-        group, fold = job
-        ests = [clone(estimator).set_params(**clone(candidates[ci], safe=False))
-                for ci in group]
-        Xtr, ytr, Xte, yte = folds[fold]
-        train, test = splits[fold]
-        fp = {k: take_rows(v, train) if _is_row_param(v, X) else v
-              for k, v in (fit_params or {}).items()}
-        if len(ests) > 1:
-            return _fit_and_score_stacked(ests, Xtr, ytr, Xte, yte, len(test), scorers, fp,
-                                          return_train_score, error_score, return_estimator)
-        return [_fit_and_score_subsets(ests[0], Xtr, ytr, Xte, yte, len(test), scorers, fp,
-                                       return_train_score, error_score, return_estimator)]
-
     n_folds = len(splits)
-    jobs = list(product(_stack_groups(estimator, candidates, fit_params), range(n_folds)))
+    groups = _stack_groups(estimator, candidates, fit_params)
+    # A stackable group trains all its (candidate, fold) models in shared passes over X (one
+    # driver loop); the other candidates run one driver loop per fold.
+    use_grid = is_dask(X) and n_folds > 1
+    jobs = [("grid", group, None) if key is not None and use_grid else ("fold", group, f)
+            for key, group in groups for f in ([None] if key is not None and use_grid
+                                               else range(n_folds))]
+    need_train = return_train_score or any(kind == "fold" for kind, _, _ in jobs)
+    folds = _fold_parts(client, X, y, splits, need_train, persist_folds)
+    ctx = _Ctx(estimator, candidates, X, y, splits, folds, scorers, fit_params or {},
+               return_train_score, error_score, return_estimator, client, refits)
     total = len(candidates) * n_folds
     results = [None] * total
     n_done = 0
 
-    def collect(job, out):
+    def collect(out):
         nonlocal n_done
-        group, fold = job
-        for ci, r in zip(group, out):
+        for ci, fold, r in out:
             results[ci * n_folds + fold] = r
         n_done += len(out)
         if progress:
@@ -384,79 +372,178 @@ def _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_param
 
     if client is None:
         for job in jobs:
-            collect(job, one(job))
+            collect(_run_job(ctx, job))
         return results
 
     def in_client(job):
         # Client threads do not inherit the caller's current client (a context variable).
         with client.as_current():
-            return one(job)
+            return _run_job(ctx, job)
 
     workers = min(len(jobs), n_jobs if n_jobs and n_jobs > 0 else 64)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dml-search") as pool:
-        futs = {pool.submit(in_client, job): job for job in jobs}
+        futs = [pool.submit(in_client, job) for job in jobs]
         from concurrent.futures import as_completed
 
         for f in as_completed(futs):
-            collect(futs[f], f.result())
+            collect(f.result())
     return results
 
 
-def _stack_groups(estimator, candidates, fit_params) -> list[list[int]]:
-    """Candidates whose fits can share their passes over a fold (same ``_stack_key``).
+class _Ctx:
+    """What every job of one batch of fits shares."""
 
-    An SGD estimator's candidates that differ only in penalty weights or step-size constants
-    are trained together by :mod:`dml.optim.stacked` (one pass per epoch for all of them); every
-    other candidate is a group of its own. Groups keep the candidates' order.
-    """
-    if not hasattr(type(estimator), "_fit_stacked") or set(fit_params or {}) - {"sample_weight"}:
-        return [[ci] for ci in range(len(candidates))]
-    groups: dict = {}
-    for ci, params in enumerate(candidates):
+    def __init__(self, estimator, candidates, X, y, splits, folds, scorers, fit_params,
+                 return_train_score, error_score, return_estimator, client, refits):
+        self.estimator, self.candidates, self.X, self.y = estimator, candidates, X, y
+        self.splits, self.folds, self.scorers, self.fit_params = splits, folds, scorers, fit_params
+        self.return_train_score, self.error_score = return_train_score, error_score
+        self.return_estimator, self.client, self.refits = return_estimator, client, refits
+
+    def make(self, ci):
+        return clone(self.estimator).set_params(**clone(self.candidates[ci], safe=False))
+
+    def fold_params(self, fold):
+        train = self.splits[fold][0]
+        return {k: take_rows(v, train) if _is_row_param(v, self.X) else v
+                for k, v in self.fit_params.items()}
+
+
+def _fold_parts(client, X, y, splits, need_train, persist_folds):
+    """Per fold [X_train, y_train, X_test, y_test] (the train parts None when not needed),
+    persisted once when there is a client and ``persist_folds``."""
+    folds = []
+    for train, test in splits:
+        parts = [take_rows(X, train) if need_train else None,
+                 take_rows(y, train) if need_train else None,
+                 take_rows(X, test), take_rows(y, test)]
+        if client is not None and persist_folds:
+            lazy = [p for p in parts if is_dask(p)]
+            done = iter(client.persist(lazy))
+            parts = [next(done) if is_dask(p) else p for p in parts]
+        folds.append(parts)
+    return folds
+
+
+def _run_job(ctx: _Ctx, job):
+    """Run one job; returns ``[(candidate, fold, result), ...]``."""
+    kind, group, fold = job
+    if kind == "grid":
+        from dml.linear_model._base import NotStackable
+
+        # With a refit to come, one more group trains every candidate on all of X: a step of
+        # the grid costs about the same with it, and the refit then costs nothing.
+        with_all = ctx.refits is not None
+        n_folds = len(ctx.splits)
+        ests = [[ctx.make(ci) for ci in group] for _ in range(n_folds + with_all)]
+        start = time.time()
         try:
-            key = clone(estimator).set_params(**clone(params, safe=False))._stack_key()
-        except Exception:  # noqa: BLE001 - invalid parameters: the fit reports them on its own
-            key = None
-        groups.setdefault(("alone", ci) if key is None else key, []).append(ci)
-    return list(groups.values())
-
-
-def _fit_and_score_stacked(estimators, X_train, y_train, X_test, y_test, n_test, scorers,
-                           fit_params, return_train_score, error_score, return_estimator):
-    """:func:`_fit_and_score_subsets` for a stack of candidates trained in shared passes.
-
-    Each candidate's ``fit_time`` is the stack's training time divided by its size (they were
-    trained together); a candidate whose own fit fails gets its error, the others go on.
-    """
+            fitted = type(ests[0][0])._fit_stacked(
+                ests, ctx.X, ctx.y, **ctx.fit_params,
+                train_indices=[train for train, _ in ctx.splits] + [None] * with_all)
+        except NotStackable:
+            # The folds need problems of their own (e.g. a fold without some class).
+            return [r for f in range(len(ctx.splits)) for r in _run_job(ctx, ("fold", group, f))]
+        except Exception as exc:  # noqa: BLE001 - an error of the data: every fit fails with it
+            if ctx.error_score == "raise":
+                raise
+            fitted = [[exc] * len(group) for _ in ests]
+        fit_time = (time.time() - start) / (len(group) * len(ests))
+        if with_all:
+            for ci, model in zip(group, fitted[-1]):
+                if not isinstance(model, Exception):
+                    ctx.refits[ci] = (model, fit_time)
+        cells = [(ci, f, ests[f][k], fitted[f][k]) for f in range(n_folds)
+                 for k, ci in enumerate(group)]
+        return _score_cells(ctx, cells, fit_time)
+    Xtr, ytr, Xte, yte = ctx.folds[fold]
+    if Xtr is None:  # a grid job that fell back to per-fold fits
+        train = ctx.splits[fold][0]
+        Xtr, ytr = take_rows(ctx.X, train), take_rows(ctx.y, train)
+    n_test = len(ctx.splits[fold][1])
+    if len(group) == 1:
+        r = _fit_and_score_subsets(ctx.make(group[0]), Xtr, ytr, Xte, yte, n_test, ctx.scorers,
+                                   ctx.fold_params(fold), ctx.return_train_score,
+                                   ctx.error_score, ctx.return_estimator)
+        return [(group[0], fold, r)]
+    ests = [ctx.make(ci) for ci in group]
     start = time.time()
     try:
-        fitted = type(estimators[0])._fit_stacked(estimators, X_train, y_train, **fit_params)
-    except Exception as exc:  # noqa: BLE001 - an error of the data: every candidate fails with it
-        if error_score == "raise":
+        fitted = type(ests[0])._fit_stacked(ests, Xtr, ytr, **ctx.fold_params(fold))
+    except Exception as exc:  # noqa: BLE001 - an error of the data: every candidate fails
+        if ctx.error_score == "raise":
             raise
-        fitted = [exc] * len(estimators)
-    fit_time = (time.time() - start) / len(estimators)
-    out = []
-    for est, res in zip(estimators, fitted):
+        fitted = [exc] * len(ests)
+    fit_time = (time.time() - start) / len(ests)
+    return _score_cells(ctx, [(ci, fold, e, r) for ci, e, r in zip(group, ests, fitted)],
+                        fit_time)
+
+
+def _score_cells(ctx: _Ctx, cells, fit_time):
+    """Results of stacked fits ``(candidate, fold, estimator, fitted or exception)``.
+
+    Each candidate's ``fit_time`` is the stack's training time divided by the number of models
+    trained together. The scorings run concurrently (each is a small computation whose time is
+    mostly the scheduler's round trip).
+    """
+    for _, _, _, res in cells:
+        if isinstance(res, Exception) and ctx.error_score == "raise":
+            raise res
+
+    def one(cell):
+        ci, fold, est, res = cell
+        n_test = len(ctx.splits[fold][1])
         result = {"fit_error": None, "n_test_samples": n_test, "fit_time": fit_time}
         if isinstance(res, Exception):
-            if error_score == "raise":
-                raise res
             result["score_time"] = 0.0
             result["fit_error"] = "".join(traceback.format_exception(res))
-            result["test_scores"] = {name: error_score for name in scorers}
-            if return_train_score:
-                result["train_scores"] = {name: error_score for name in scorers}
+            result["test_scores"] = {name: ctx.error_score for name in ctx.scorers}
+            if ctx.return_train_score:
+                result["train_scores"] = {name: ctx.error_score for name in ctx.scorers}
         else:
+            Xtr, ytr, Xte, yte = ctx.folds[fold]
             t = time.time()
-            result["test_scores"] = _score(scorers, est, X_test, y_test, error_score)
+            result["test_scores"] = _score(ctx.scorers, est, Xte, yte, ctx.error_score)
             result["score_time"] = time.time() - t
-            if return_train_score:
-                result["train_scores"] = _score(scorers, est, X_train, y_train, error_score)
-        if return_estimator:
+            if ctx.return_train_score:
+                result["train_scores"] = _score(ctx.scorers, est, Xtr, ytr, ctx.error_score)
+        if ctx.return_estimator:
             result["estimator"] = est
-        out.append(result)
-    return out
+        return ci, fold, result
+
+    if ctx.client is None or len(cells) == 1:
+        return [one(c) for c in cells]
+    client = ctx.client
+
+    def in_client(cell):
+        with client.as_current():
+            return one(cell)
+
+    with ThreadPoolExecutor(max_workers=min(len(cells), 16),
+                            thread_name_prefix="dml-score") as pool:
+        return list(pool.map(in_client, cells))
+
+
+def _stack_groups(estimator, candidates, fit_params) -> list:
+    """``[(key, [candidate indices])]``: candidates whose fits can share their passes.
+
+    An SGD estimator's candidates that differ only in penalty weights or step-size constants
+    share a ``_stack_key`` and are trained together by :mod:`dml.optim.stacked`; every other
+    candidate is a group of its own with key None. Groups keep the candidates' order.
+    """
+    stackable = (hasattr(type(estimator), "_fit_stacked")
+                 and not set(fit_params or {}) - {"sample_weight"})
+    groups: dict = {}
+    for ci, params in enumerate(candidates):
+        key = None
+        if stackable:
+            try:
+                key = clone(estimator).set_params(**clone(params, safe=False))._stack_key()
+            except Exception:  # noqa: BLE001 - invalid parameters: the fit reports them
+                key = None
+        groups.setdefault(("alone", ci) if key is None else key, []).append(ci)
+    return [(None if isinstance(k, tuple) and k[0] == "alone" else k, g)
+            for k, g in groups.items()]
 
 
 def _block_rows(X) -> int:
@@ -522,15 +609,20 @@ def _client():
 
 def run_fits(estimator, candidates, X, y, splits, scorers, *, fit_params=None,
              return_train_score=False, error_score=np.nan, return_estimator=False,
-             n_jobs=None, persist_folds=True, verbose=0):
-    """Fit and score every (candidate, fold) pair concurrently; results in that order."""
+             n_jobs=None, persist_folds=True, verbose=0, refits=None):
+    """Fit and score every (candidate, fold) pair concurrently; results in that order.
+
+    ``refits``: a dict to receive, per candidate index, the candidate fitted on all of X when
+    that came for free — stacked candidates train it in the same passes as their folds (a
+    search's refit then needs no fit of its own).
+    """
     client = _client()
     total = len(candidates) * len(splits)
     progress = _progress_printer(verbose, total)
     if uses_dask_path(estimator, X, y):
         out = _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_params,
                            return_train_score, error_score, return_estimator, progress, n_jobs,
-                           persist_folds)
+                           persist_folds, refits)
     elif client is not None:
         out = _run_tasks(client, estimator, candidates, X, y, splits, scorers, fit_params,
                          return_train_score, error_score, return_estimator, progress)

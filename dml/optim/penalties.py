@@ -110,56 +110,65 @@ class Penalty:
 
 
 class StackedPenalty:
-    """The penalties of m stacked models (rows of an (m, n_params) array) applied at once.
+    """The penalties of a grid of stacked models (an (G, m, n_params) array) applied at once.
 
-    Each model keeps its own l1 and l2 weights (columns of shape (m, 1)); the penalised entries
-    are shared. The arithmetic is :class:`Penalty`'s, element by element, so each row gets the
-    update its own penalty would give it.
+    ``penalties[g][j]`` is model j of group g's :class:`Penalty`; its l1 and l2 weights become
+    arrays of shape (G, m, 1) and the penalised entries are shared. The arithmetic is
+    :class:`Penalty`'s, element by element, so each model gets the update its own penalty would
+    give it.
 
     Examples
     --------
     >>> import numpy as np
-    >>> sp = StackedPenalty([Penalty("l2", 1.0), Penalty("l2", 0.5)])
-    >>> sp.value(np.array([[2.0], [2.0]])).tolist()
-    [2.0, 1.0]
+    >>> sp = StackedPenalty([[Penalty("l2", 1.0), Penalty("l2", 0.5)]])
+    >>> sp.value(np.full((1, 2, 1), 2.0)).tolist()
+    [[2.0, 1.0]]
     """
 
     def __init__(self, penalties):
-        penalties = list(penalties)
-        self.penalised = penalties[0].penalised
-        self.l2 = np.array([p.l2 for p in penalties], dtype=np.float64)[:, None]
-        self.l1 = np.array([p.l1 for p in penalties], dtype=np.float64)[:, None]
+        penalties = [list(row) for row in penalties]
+        self.penalised = penalties[0][0].penalised
+        self.l2 = np.array([[p.l2 for p in row] for row in penalties], dtype=np.float64)[..., None]
+        self.l1 = np.array([[p.l1 for p in row] for row in penalties], dtype=np.float64)[..., None]
         self.any_l2, self.any_l1 = bool(self.l2.any()), bool(self.l1.any())
+
+    def subset(self, groups) -> "StackedPenalty":
+        """The penalties of the given groups only."""
+        out = object.__new__(StackedPenalty)
+        out.penalised, out.l2, out.l1 = self.penalised, self.l2[groups], self.l1[groups]
+        out.any_l2, out.any_l1 = bool(out.l2.any()), bool(out.l1.any())
+        return out
 
     def _cols(self):
         sel = self.penalised
         return slice(None) if sel is None else sel
 
     def value(self, P: np.ndarray) -> np.ndarray:
-        """``α R(w)`` of every row, shape (m,)."""
-        # Row by row with Penalty.value's operations: the objective decides when a model stops,
-        # so it must be the number its own fit would compute.
-        W = P[:, self._cols()]
-        out = np.zeros(P.shape[0])
-        for i, w in enumerate(W):
-            if self.l2[i, 0]:
-                out[i] += 0.5 * self.l2[i, 0] * float(np.dot(w, w))
-            if self.l1[i, 0]:
-                out[i] += self.l1[i, 0] * float(np.abs(w).sum())
+        """``α R(w)`` of every model, shape (G, m)."""
+        # Model by model with Penalty.value's operations: the objective decides when a model
+        # stops, so it must be the number its own fit would compute.
+        W = P[..., self._cols()]
+        out = np.zeros(P.shape[:2])
+        for g, j in np.ndindex(*out.shape):
+            w = W[g, j]
+            if self.l2[g, j, 0]:
+                out[g, j] += 0.5 * self.l2[g, j, 0] * float(np.dot(w, w))
+            if self.l1[g, j, 0]:
+                out[g, j] += self.l1[g, j, 0] * float(np.abs(w).sum())
         return out
 
     def add_grad(self, P: np.ndarray, G: np.ndarray) -> None:
         if self.any_l2:
             cols = self._cols()
-            G[:, cols] += self.l2 * P[:, cols]
+            G[..., cols] += self.l2 * P[..., cols]
 
     def prox(self, P: np.ndarray, lr: np.ndarray) -> None:
-        """Soft-threshold row i by ``lr[i] · l1[i]`` (lr of shape (m, 1))."""
+        """Soft-threshold model (g, j) by ``lr[g, j] · l1[g, j]`` (lr of shape (G, m, 1))."""
         if not self.any_l1:
             return
         cols = self._cols()
-        W = P[:, cols]
-        P[:, cols] = np.sign(W) * np.maximum(np.abs(W) - lr * self.l1, 0.0)
+        W = P[..., cols]
+        P[..., cols] = np.sign(W) * np.maximum(np.abs(W) - lr * self.l1, 0.0)
 
 
 def make_penalty(penalty, alpha: float, l1_ratio: float = 0.15, penalised=None) -> Penalty:

@@ -127,37 +127,51 @@ def make_schedule(learning_rate: str | Schedule = "constant", *, eta0: float = 0
 
 
 class StackedRate:
-    """Step sizes of m schedules of one kind at once: ``rate(t, scale) -> (m, 1)``.
+    """Step sizes of a grid of schedules of one kind: ``rate(t, scale) -> (G, m, 1)``.
 
-    For the stacked trainer (:mod:`dml.optim.stacked`): the m models of a stack share the step
-    counter ``t`` but each has its own constants and its own ``scale``. The arithmetic is the
-    scalar schedules', element by element, so every model gets the step size its own fit would.
+    For the stacked trainer (:mod:`dml.optim.stacked`): ``schedules[g][j]`` is model j of group
+    g's schedule; the models of a group share the step counter ``t[g]`` and each model has its
+    own ``scale[g, j]``. The arithmetic is the scalar schedules', element by element, so every
+    model gets the step size its own fit would.
 
     Examples
     --------
     >>> import numpy as np
-    >>> rate = StackedRate([Constant(0.1), Constant(0.2)])
-    >>> rate(5, np.ones(2)).ravel().tolist()
+    >>> rate = StackedRate([[Constant(0.1), Constant(0.2)]])
+    >>> rate(np.array([5]), np.ones((1, 2))).ravel().tolist()
     [0.1, 0.2]
     """
 
     def __init__(self, schedules):
-        self.schedules = tuple(schedules)
-        kinds = {type(s) for s in self.schedules}
+        self.schedules = [list(row) for row in schedules]
+        kinds = {type(s) for row in self.schedules for s in row}
         self.kind = ("optimal" if kinds == {Optimal} else
                      "constant" if kinds <= {Constant, Adaptive} else
                      "invscaling" if kinds == {InvScaling} else "other")
         names = {"optimal": ("alpha", "t0"), "constant": ("eta0",),
                  "invscaling": ("eta0", "power_t")}.get(self.kind, ())
-        self.cols = {n: np.array([float(getattr(s, n)) for s in self.schedules])[:, None]
-                     for n in names}
+        self.cols = {n: np.array([[float(getattr(s, n)) for s in row]
+                                  for row in self.schedules])[..., None] for n in names}
+
+    def subset(self, groups) -> "StackedRate":
+        """The schedules of the given groups only."""
+        return StackedRate([self.schedules[g] for g in groups])
 
     def __call__(self, t, scale):
+        """Step sizes at step ``t[g]`` of each group: shape (G, m, 1)."""
+        return self.many(np.asarray(t)[None, :], scale)[0]
+
+    def many(self, t, scale):
+        """Step sizes at steps ``t[i, g]`` (W steps × G groups) at once: shape (W, G, m, 1)."""
         c = self.cols
+        t = np.asarray(t)[:, :, None, None]
+        scale = scale[None, :, :, None]
         if self.kind == "optimal":
-            return scale[:, None] / (c["alpha"] * (c["t0"] + t - 1))
+            return scale / (c["alpha"] * (c["t0"] + t - 1))
         if self.kind == "constant":
-            return c["eta0"] * scale[:, None]
+            return np.broadcast_to(c["eta0"] * scale, (t.shape[0],) + c["eta0"].shape)
         if self.kind == "invscaling":
-            return scale[:, None] * c["eta0"] / (t ** c["power_t"])
-        return np.array([s(t, float(v)) for s, v in zip(self.schedules, scale)])[:, None]
+            return scale * c["eta0"] / (t ** c["power_t"])
+        return np.array([[[s(int(tg), float(v)) for s, v in zip(row, sc)]
+                          for row, tg, sc in zip(self.schedules, ti[:, 0, 0], scale[0, ..., 0])]
+                         for ti in t])[..., None]

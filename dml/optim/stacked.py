@@ -1,26 +1,32 @@
-"""Several fits of one problem on the same data, trained together: one pass per epoch for all.
+"""Many fits of one problem trained together: one pass over the blocks per epoch for all.
 
 A hyper-parameter search fits the same estimator with different penalty strengths or step sizes
-on the same training rows. Those fits visit the same blocks in the same order with the same
-mini-batches (the order depends on the seed, the epoch and the block, never on the
-hyper-parameters), so they can share the passes: the parameters of the m models are the rows of
-an (m, n_params) array and every mini-batch step computes all m decision functions with one
-matrix product (:meth:`LinearProblem.batch_loss_grad_stacked`). A step for m models costs about
-what a step for one costs, and a round is one task per block for all of them.
+on the training rows of every fold. Within a fold, those fits visit the same blocks in the same
+order with the same mini-batches (the order depends on the seed, the epoch and the block, never
+on the hyper-parameters); across folds, each fold's training rows of a block are a subset of that
+block. So all the fits can share the passes over the data:
 
-What may differ between stacked models are the per-model scalars of a step: the penalty weights
-(alpha, l1_ratio) and the schedule's constants (eta0, power_t, the ``optimal`` t₀ and alpha).
-The problem, optimiser, batch size, local steps, shuffling, averaging, seed and data are shared;
-the caller groups fits so that they are (e.g. ``SGDMixin._stack_key``).
+* the models form a grid of G *groups* (the folds) of m models (the candidates); their
+  parameters are one (G, m, n_params) array;
+* a round is one task per block of the whole data set. Each task takes, for every group, the
+  group's training rows of the block (a boolean row mask per group, :class:`RowGroups`) in that
+  group's own epoch order, and runs every group's mini-batch steps side by side: one batched
+  matrix product computes all decision values (:meth:`LinearProblem.batch_loss_grad_stacked`),
+  so a step for G·m models costs about what a step for one costs;
+* every model keeps its own :class:`~dml.optim.state.TrainState`, stopping rule, history and
+  divergence test (:func:`dml.optim.training.close_epoch`): a model that converges or diverges
+  leaves the grid and the others go on.
 
-Each model keeps its own :class:`~dml.optim.state.TrainState`, stopping rule, history and
-divergence test (:func:`dml.optim.training.close_epoch`, as in a single fit): a model that
-converges or diverges leaves the stack and the others go on, so each model ends where its own
-fit would have ended. The parameters equal those of separate fits up to the rounding of the
-matrix products (one product for m models instead of one per model).
+The computation of model (g, j) is exactly its own fit's — on the blocks of ``take_rows(X,
+train_g)`` (the same block indices, hence the same epoch permutations; the same epoch plan,
+step counter, schedule, averaging weights and reduction tree) — except for the rounding of the
+matrix products, so the results equal separate fits up to rounding.
 
-Checkpoints, callbacks, progress displays and early stopping on a validation part are per-fit
-features; fits that use them are not stacked.
+What may differ between models are the per-model scalars of a step: penalty weights (alpha,
+l1_ratio) and schedule constants (eta0, power_t, the ``optimal`` t₀). The problem, optimiser,
+batch size, local steps, shuffling, averaging and seed are shared (:func:`check_stackable`);
+checkpoints, callbacks, progress displays and validation-based early stopping are per-fit
+features, so fits that use them are not stacked.
 """
 from __future__ import annotations
 
@@ -29,17 +35,71 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
+from dask import delayed
 
 from dml._blocks import block_rng, tree_add
 from dml.optim.data import TrainingData
 from dml.optim.engine import SGDConfig, epoch_plan
-from dml.optim.optimizers import update_average
 from dml.optim.penalties import StackedPenalty
 from dml.optim.schedules import StackedRate
-from dml.optim.training import (DivergedError, EpochResult, TrainConfig, close_epoch,
-                                diverged_message)
+from dml.optim.training import (DivergedError, EpochResult, close_epoch, diverged_message)
 
-__all__ = ["train_stacked", "check_stackable"]
+__all__ = ["train_stacked", "check_stackable", "RowGroups"]
+
+#: Bytes of gathered batch rows a task holds at a time (all groups together).
+_WINDOW_BYTES = 4 << 20
+
+
+@dataclass
+class RowGroups:
+    """Which rows of every block each group trains on.
+
+    Attributes
+    ----------
+    masks : list
+        Per block, a (delayed or persisted) boolean array of shape (block rows, G).
+    lengths : ndarray of shape (n_blocks, G)
+        Training rows of each group in each block.
+    block_index : ndarray of shape (n_blocks, G)
+        The index block b has among group g's own blocks, which seeds its epoch permutations:
+        the group's own fit sees the blocks of ``take_rows(X, rows)``, where a Dask array
+        drops the blocks left empty (``da.concatenate`` keeps no zero-length chunks) and a
+        Dask DataFrame keeps them.
+    """
+
+    masks: list
+    lengths: np.ndarray
+    block_index: np.ndarray
+
+    @classmethod
+    def from_indices(cls, block_lengths, train_indices, persist=None, drop_empty=True):
+        """Groups from each group's training row indices (e.g. the folds of a splitter).
+
+        An entry None means all rows, in the blocks as they are (a fit on X itself, e.g. a
+        search's refit). ``persist`` (e.g. ``client.persist``) puts the masks on the workers
+        once; ``drop_empty``: whether the groups' own blocks leave out empty ones (Dask arrays).
+        """
+        block_lengths = np.asarray(block_lengths, dtype=np.int64)
+        n = int(block_lengths.sum())
+        full = np.zeros((n, len(train_indices)), dtype=bool)
+        for g, idx in enumerate(train_indices):
+            if idx is None:
+                full[:, g] = True
+            else:
+                full[np.asarray(idx, dtype=np.int64), g] = True
+        bounds = np.concatenate([[0], np.cumsum(block_lengths)])
+        masks = [delayed(full[a:b].copy(), pure=False) for a, b in zip(bounds[:-1], bounds[1:])]
+        if persist is not None:
+            masks = list(persist(masks))
+        lengths = np.array([full[a:b].sum(axis=0) for a, b in zip(bounds[:-1], bounds[1:])],
+                           dtype=np.int64).reshape(len(block_lengths), len(train_indices))
+        block_index = np.repeat(np.arange(len(block_lengths))[:, None], len(train_indices),
+                                axis=1)
+        if drop_empty:
+            dropped = np.cumsum(lengths > 0, axis=0) - 1
+            subsets = [g for g, idx in enumerate(train_indices) if idx is not None]
+            block_index[:, subsets] = dropped[:, subsets]
+        return cls(masks, lengths, block_index)
 
 
 def check_stackable(configs, train_configs) -> None:
@@ -60,103 +120,202 @@ def check_stackable(configs, train_configs) -> None:
 
 
 @dataclass(frozen=True)
-class _StackPlan:
-    """A round's plan for the stacked models (the engine's ``RoundPlan`` with per-model scales)."""
+class _GridPlan:
+    """One round of the packed grid: per packed group its mask column, steps and weights."""
 
     epoch: int
-    first_step: int
-    local_steps: int
-    weights: tuple
     seed: int
-    t0: int
-    lr_scale: np.ndarray
     config: SGDConfig
+    #: Per packed group: its column in the row masks (None: every row), first step of the
+    #: round, steps per round, step counter before the round.
+    columns: tuple
+    first: tuple
+    local_steps: tuple
+    t0: tuple
+    #: weights[block][packed group]: the block's averaging weight in that group (0: sits out).
+    weights: tuple
+    #: block_index[block][packed group]: the block's index among the group's own blocks.
+    block_index: tuple
+    lr_scale: np.ndarray
     penalty: StackedPenalty
     rate: StackedRate
 
 
-def _stacked_steps(problem, P, slots, X, Y, w, order, first, last, t0, plan: _StackPlan):
-    """Steps ``first..last-1`` of one block's epoch for every row of ``P``, in place.
+def _update_average(P, slots, t, start):
+    """:func:`dml.optim.optimizers.update_average` with a step counter per group."""
+    avg = slots.get("average")
+    if avg is None:
+        return
+    count = (np.asarray(t) - start)[:, None, None]
+    avg[...] = np.where(count <= 0, P, avg + (P - avg) / np.maximum(count, 1))
 
-    :func:`dml.optim.engine.local_sgd_steps` with an (m, n_params) parameter array; returns the
-    per-model loss sums and first-batch losses.
-    """
+
+def _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, first_k, last_k, loss_sum,
+                first_loss):
+    """Steps ``first_k..last_k-1`` of this round for the packed groups ``groups``, in place."""
     cfg = plan.config
     B = cfg.batch_size
-    n = X.shape[0]
-    opt, penalty, rate = cfg.optimizer, plan.penalty, plan.rate
+    opt = cfg.optimizer
+    penalty = plan.penalty if len(groups) == P.shape[0] else plan.penalty.subset(groups)
+    rate = plan.rate if len(groups) == P.shape[0] else plan.rate.subset(groups)
+    scale = plan.lr_scale[groups]
+    t0 = np.array([plan.t0[g] for g in groups])
     avg_start = int(cfg.average) if cfg.averaging else None
-    loss_sum = np.zeros(P.shape[0])
-    first_loss = None
-    for k, s in enumerate(range(first, last)):
-        lo, hi = s * B, min((s + 1) * B, n)
-        idx = order[lo:hi] if order is not None else slice(lo, hi)
-        wb = None if w is None else w[idx]
-        loss, grad = problem.batch_loss_grad_stacked(P, X[idx], Y[idx], wb)
-        if first_loss is None:
-            first_loss = loss / (hi - lo)
-        loss_sum += loss
-        grad /= (hi - lo)
-        penalty.add_grad(P, grad)
-        t = t0 + k + 1
-        lr = rate(t, plan.lr_scale)
-        opt.step(P, grad, lr, slots, t)
-        penalty.prox(P, lr)
-        if avg_start is not None:
-            update_average(P, slots, t, avg_start)
-    return loss_sum, first_loss
+    d = X.shape[1]
+    per_step = len(groups) * B * d * X.itemsize
+    window = max(1, _WINDOW_BYTES // max(per_step, 1))
+    tail = T.shape[1:]
+    acc = np.zeros((len(groups), P.shape[1]))
+    for w0 in range(first_k, last_k, window):
+        w1 = min(w0 + window, last_k)
+        # Gather the window's batch rows of every group once (zero-padded past a group's end).
+        span = (w1 - w0) * B
+        Xw = np.zeros((len(groups), span, d), dtype=X.dtype)
+        Tw = np.zeros((len(groups), span) + tail, dtype=T.dtype)
+        Ww = np.zeros((len(groups), span))
+        counts = np.zeros((w1 - w0, len(groups)), dtype=np.int64)
+        for a, g in enumerate(groups):
+            sel = rows[g][w0 * B:w1 * B]
+            Xw[a, :len(sel)] = X[sel]
+            Tw[a, :len(sel)] = T[sel]
+            Ww[a, :len(sel)] = 1.0 if w is None else w[sel]
+            counts[:, a] = np.clip(len(sel) - np.arange(w1 - w0) * B, 0, B)
+        # Per step of the window: the batch sizes (divisors), step numbers and step sizes, all
+        # computed at once with the per-step arithmetic.
+        sizes = counts.astype(np.float64)
+        t_win = t0[None, :] + np.arange(w0, w1)[:, None] + 1
+        lr_win = rate.many(t_win, scale)
+        unweighted = (counts == B).all(axis=1) if w is None else np.zeros(w1 - w0, bool)
+        for i in range(w1 - w0):
+            lo = i * B
+            loss, grad = problem.batch_loss_grad_stacked(
+                P, Xw[:, lo:lo + B], Tw[:, lo:lo + B], None if unweighted[i] else Ww[:, lo:lo + B])
+            if w0 + i == 0:
+                first_loss[groups] = loss / sizes[i][:, None]
+            acc += loss
+            grad /= sizes[i][:, None, None]
+            penalty.add_grad(P, grad)
+            lr = lr_win[i]
+            opt.step(P, grad, lr, slots, t_win[i][:, None, None])
+            penalty.prox(P, lr)
+            if avg_start is not None:
+                _update_average(P, slots, t_win[i], avg_start)
+    loss_sum[groups] += acc
 
 
-def _stacked_round_kernel(index, X, Y, w, problem, payload, plan: _StackPlan):
-    weight = plan.weights[index]
-    if weight == 0.0:
-        return None
-    n = X.shape[0]
+def _grid_round_kernel(index, X, Y, w_and_mask, problem, payload, plan: _GridPlan):
+    w, mask = w_and_mask
     B = plan.config.batch_size
-    first = plan.first_step
-    last = min(first + plan.local_steps, -(-n // B))
-    if first >= last:
+    n_groups = len(plan.columns)
+    rows, n_steps = {}, np.zeros(n_groups, dtype=np.int64)
+    for g in range(n_groups):
+        if plan.weights[index][g] == 0.0:
+            continue
+        col = plan.columns[g]
+        idx = np.arange(X.shape[0]) if col is None else np.flatnonzero(mask[:, col])
+        first = plan.first[g]
+        last = min(first + plan.local_steps[g], -(-len(idx) // B))
+        if first >= last:
+            continue
+        # The group's own fit sees these rows as one of its blocks: the same permutation.
+        order = (block_rng(plan.seed, "shuffle", plan.epoch,
+                           plan.block_index[index][g]).permutation(len(idx))
+                 if plan.config.shuffle else np.arange(len(idx)))
+        rows[g] = idx[order[first * B:last * B]]
+        n_steps[g] = last - first
+    if not rows:
         return None
     P_in, slots_in = payload
     P = P_in.copy()
     slots = {k: v.copy() for k, v in slots_in.items()}
-    order = (block_rng(plan.seed, "shuffle", plan.epoch, index).permutation(n)
-             if plan.config.shuffle else None)
-    # A diverging model fills its own row with inf/nan; the other rows are computed from
-    # their own columns only, so they are unaffected.
+    T = problem.stack_targets(Y)
+    m = P.shape[1]
+    loss_sum = np.zeros((n_groups, m))
+    first_loss = np.zeros((n_groups, m))
+    # Groups run out of rows at different steps: run the steps in segments with a fixed set of
+    # active groups (at most one segment per group), on a copy of their rows of P when the
+    # segment leaves groups out.
+    ends = sorted({int(s) for s in n_steps if s > 0})
+    start = 0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        loss_sum, first_loss = _stacked_steps(problem, P, slots, X, Y, w, order, first, last,
-                                              plan.t0, plan)
-        finite = np.isfinite(loss_sum) & np.isfinite(P).all(axis=1)
+        for end in ends:
+            groups = [g for g in range(n_groups) if n_steps[g] >= end]
+            if len(groups) == n_groups:
+                _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, start, end,
+                            loss_sum, first_loss)
+            else:
+                sub = P[groups]
+                sub_slots = {k: v[groups] for k, v in slots.items()}
+                ls, fl = np.zeros((len(groups), m)), np.zeros((len(groups), m))
+                local_rows = {a: rows[g] for a, g in enumerate(groups)}
+                _grid_steps(problem, sub, sub_slots, local_rows, X, T, w,
+                            _subset_plan(plan, groups), list(range(len(groups))), start, end,
+                            ls, fl)
+                P[groups] = sub
+                for k, v in sub_slots.items():
+                    slots[k][groups] = v
+                loss_sum[groups] += ls
+                if start == 0:
+                    first_loss[groups] = fl
+            start = end
+        finite = np.isfinite(loss_sum) & np.isfinite(P).all(axis=2)
+    active = np.array([g in rows for g in range(n_groups)])
+    weight = np.array([plan.weights[index][g] if active[g] else 0.0 for g in range(n_groups)])
+    # As the engine's kernel (`weight * params`) for the groups this block trains; exact zeros
+    # for the others (a diverged model's nan times 0 would not be 0).
+    scale3 = weight[:, None, None]
     return {
-        "params": weight * P,
-        "slots": {k: weight * v for k, v in slots.items()},
-        "loss": loss_sum,
-        "first_loss": weight * first_loss,
-        "nonfinite": (~finite).astype(np.int64),
+        "params": np.where(active[:, None, None], scale3 * P, 0.0),
+        "slots": {k: np.where(active[:, None, None], scale3 * v, 0.0) for k, v in slots.items()},
+        "loss": np.where(active[:, None], loss_sum, 0.0),
+        "first_loss": np.where(active[:, None], weight[:, None] * first_loss, 0.0),
+        "nonfinite": (active[:, None] & ~finite).astype(np.int64),
     }
 
 
-def train_stacked(problem, data: TrainingData, configs, train_configs, states):
-    """Train m models of ``problem`` on ``data`` together; one result per model.
+def _subset_plan(plan: _GridPlan, groups) -> _GridPlan:
+    pick = lambda seq: tuple(seq[g] for g in groups)  # noqa: E731
+    return replace(plan, columns=pick(plan.columns), first=pick(plan.first),
+                   local_steps=pick(plan.local_steps), t0=pick(plan.t0),
+                   weights=tuple(pick(w) for w in plan.weights),
+                   block_index=tuple(pick(b) for b in plan.block_index),
+                   lr_scale=plan.lr_scale[groups], penalty=plan.penalty.subset(groups),
+                   rate=plan.rate.subset(groups))
+
+
+def _with_masks(part, mask):
+    X, Y, w = part
+    return X, Y, (w, mask)
+
+
+def _with_no_mask(part):
+    X, Y, w = part
+    return X, Y, (w, None)
+
+
+def train_stacked(problem, data: TrainingData, configs, train_configs, states, *,
+                  row_groups: RowGroups | None = None):
+    """Train a grid of models of ``problem`` in shared passes over ``data``.
 
     Parameters
     ----------
     problem : Problem
-        With ``batch_loss_grad_stacked`` (e.g. :class:`dml.linear_model._problem.LinearProblem`).
+        With ``stack_targets`` and ``batch_loss_grad_stacked`` (e.g.
+        :class:`dml.linear_model._problem.LinearProblem`).
     data : TrainingData
-        From :func:`dml.optim.data.prepare`, shared by all the models.
-    configs : list of SGDConfig
-        Per model; they may differ only in the penalty weights and the schedule's constants.
-    train_configs : list of TrainConfig
-        Per model (max_iter, tol, n_iter_no_change, name).
-    states : list of TrainState
-        Fresh states (:func:`dml.optim.engine.initial_state`) with the same seed.
+        From :func:`dml.optim.data.prepare` (no validation part), shared by all the models.
+    configs, train_configs, states : lists (one group) or lists of lists (``[group][model]``)
+        Per model its :class:`SGDConfig`, :class:`TrainConfig` and fresh
+        :class:`TrainState` (all with the same seed). The configs may differ only in the
+        penalty weights and the schedule's constants.
+    row_groups : RowGroups, optional
+        The rows each group trains on (one group per mask column); None: one group, all rows.
 
     Returns
     -------
     list
-        Per model its final :class:`TrainState`, or the :class:`DivergedError` it stopped with.
+        Shaped as ``states``: per model its final :class:`TrainState`, or the
+        :class:`DivergedError` it stopped with.
 
     Examples
     --------
@@ -178,95 +337,144 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states):
     >>> bool(np.abs(out[0].params[:2]).sum() > np.abs(out[1].params[:2]).sum())  # shrinkage
     True
     """
-    m = len(states)
-    if not (len(configs) == len(train_configs) == m) or m == 0:
+    flat = not (states and isinstance(states[0], (list, tuple)))
+    if flat:
+        configs, train_configs, states = [list(configs)], [list(train_configs)], [list(states)]
+    n_groups = len(states)
+    if row_groups is None and n_groups != 1:
+        raise ValueError("several groups need row_groups (the rows each group trains on)")
+    if row_groups is not None and row_groups.lengths.shape[1] != n_groups:
+        raise ValueError(f"row_groups has {row_groups.lengths.shape[1]} groups, the models "
+                         f"{n_groups}")
+    cells = [(g, j) for g in range(n_groups) for j in range(len(states[g]))]
+    if not cells or any(len(configs[g]) != len(states[g]) or
+                        len(train_configs[g]) != len(states[g]) for g in range(n_groups)):
         raise ValueError("train_stacked needs one config, train config and state per model")
-    for c, tc in zip(configs, train_configs):
+    all_cfg = [configs[g][j] for g, j in cells]
+    all_tc = [train_configs[g][j] for g, j in cells]
+    for c, tc in zip(all_cfg, all_tc):
         c.validate()
         tc.validate()
+    check_stackable(all_cfg, all_tc)
+    if len({states[g][j].seed for g, j in cells}) != 1 or \
+            len({states[g][j].opt.t for g, j in cells}) != 1:
+        raise ValueError("stacked fits start together: the same seed and step counter")
     # As engine.train: the divergence message names the schedule, and the adaptive schedule's
     # plateau rule needs its eta0.
-    train_configs = [replace(tc, lr_hint=tc.lr_hint or c.schedule.describe(),
-                             adaptive_eta0=(c.schedule.eta0 if c.schedule.adaptive
-                                            and tc.adaptive_eta0 is None else tc.adaptive_eta0))
-                     for c, tc in zip(configs, train_configs)]
-    check_stackable(configs, train_configs)
-    if len({s.seed for s in states}) != 1 or len({s.opt.t for s in states}) != 1:
-        raise ValueError("stacked fits start together: the same seed and step counter")
-    cfg = configs[0]
-    L, rounds = epoch_plan(data.lengths, cfg.batch_size, cfg.local_steps)
-    results: list = list(states)
-    active = list(range(m))
-    for i in active:
-        states[i].stop_reason = None
-    limits = [tc.max_iter for tc in train_configs]
+    train_configs = [[replace(tc, lr_hint=tc.lr_hint or c.schedule.describe(),
+                              adaptive_eta0=(c.schedule.eta0 if c.schedule.adaptive
+                                             and tc.adaptive_eta0 is None
+                                             else tc.adaptive_eta0))
+                      for c, tc in zip(configs[g], train_configs[g])] for g in range(n_groups)]
+    cfg = all_cfg[0]
+    if row_groups is None:
+        lengths = np.asarray(data.lengths, dtype=np.int64)[:, None]
+        blocks = replace(data.train, parts=[delayed(_with_no_mask, pure=True)(p)
+                                            for p in data.train.parts])
+    else:
+        lengths = np.asarray(row_groups.lengths, dtype=np.int64)
+        blocks = replace(data.train, parts=[delayed(_with_masks, pure=True)(p, mk)
+                                            for p, mk in zip(data.train.parts,
+                                                             row_groups.masks)])
+    block_index = (np.repeat(np.arange(lengths.shape[0])[:, None], n_groups, axis=1)
+                   if row_groups is None else row_groups.block_index)
+    plans = [epoch_plan(lengths[:, g], cfg.batch_size, cfg.local_steps)
+             for g in range(n_groups)]
+    results = [list(row) for row in states]
+    for g, j in cells:
+        states[g][j].stop_reason = None
+    active = [(g, j) for g, j in cells if states[g][j].epoch < train_configs[g][j].max_iter]
     while active:
-        active = [i for i in active if states[i].epoch < limits[i]]
-        if not active:
-            break
         started = time.perf_counter()
-        out = _stacked_epoch(problem, data, [configs[i] for i in active],
-                             [train_configs[i] for i in active], [states[i] for i in active],
-                             L, rounds)
+        out = _grid_epoch(problem, blocks, row_groups is not None, configs, train_configs,
+                          states, active, plans, lengths, block_index)
         seconds = time.perf_counter() - started
         still = []
-        for i, res in zip(active, out):
+        for (g, j), res in zip(active, out):
             if isinstance(res, Exception):
-                results[i] = res
+                results[g][j] = res
                 continue
+            tc = train_configs[g][j]
             try:
-                close_epoch(states[i], res, train_configs[i], limit=limits[i], max_epochs=None,
+                close_epoch(states[g][j], res, tc, limit=tc.max_iter, max_epochs=None,
                             seconds=seconds)
             except DivergedError as exc:
-                results[i] = exc
+                results[g][j] = exc
                 continue
-            if states[i].stop_reason is None:
-                still.append(i)
+            if states[g][j].stop_reason is None:
+                still.append((g, j))
         active = still
-    return results
+    return results[0] if flat else results
 
 
-def _stacked_epoch(problem, data, configs, train_configs, states, L, rounds):
-    """One epoch for the given models; advances their states, returns EpochResult or error."""
-    m = len(states)
-    cfg = configs[0]
-    penalty = StackedPenalty([c.penalty for c in configs])
-    rate = StackedRate([c.schedule for c in configs])
-    P = np.stack([s.params for s in states])
-    slots = {k: np.stack([s.opt.slots[k] for s in states]) for k in states[0].opt.slots}
-    scale = np.array([s.lr_scale for s in states], dtype=np.float64)
-    epoch = states[0].epoch + 1
-    t = states[0].opt.t
-    loss_total = np.zeros(m)
-    reference = None
-    failed = np.zeros(m, dtype=bool)
-    for r, (weights, taken) in enumerate(rounds):
-        plan = _StackPlan(epoch=epoch, first_step=r * L, local_steps=L, weights=weights,
-                          seed=states[0].seed, t0=t, lr_scale=scale, config=cfg,
-                          penalty=penalty, rate=rate)
-        out = data.train.map_reduce(_stacked_round_kernel, problem, (P, slots), plan,
-                                    with_index=True, combine=tree_add)
-        if t == 0 and reference is None:
-            reference = out["first_loss"] + penalty.value(P)
-        loss_total += out["loss"]
-        failed |= (np.asarray(out["nonfinite"]) > 0) | ~np.isfinite(loss_total)
-        P, slots = out["params"], out["slots"]
-        t += taken
-    n_train = max(data.n_train, 1)
-    objective = loss_total / n_train + penalty.value(P)
-    results = []
-    for j, (state, c, tc) in enumerate(zip(states, configs, train_configs)):
-        if failed[j]:
-            results.append(DivergedError(diverged_message(
-                tc.name, epoch, loss_total[j] if not math.isfinite(loss_total[j]) else math.inf,
-                tc.lr_hint)))
-            continue
-        state.params = np.array(P[j])
-        state.opt.slots = {k: np.array(v[j]) for k, v in slots.items()}
-        state.opt.t = t
-        lr = c.schedule(max(t, 1), state.lr_scale)
-        results.append(EpochResult(float(objective[j]), learning_rate=lr,
-                                   reference=None if reference is None else float(reference[j]),
-                                   info={"steps": int(t)}))
-    return results
-
+def _grid_epoch(problem, blocks, masked, configs, train_configs, states, active, plans,
+                lengths, block_index):
+    """One epoch for the ``active`` models, packed into a rectangular (G', m', p) grid."""
+    groups = sorted({g for g, _ in active})
+    members = {g: [j for gg, j in active if gg == g] for g in groups}
+    width = max(len(v) for v in members.values())
+    # Pad short groups with copies of their first model: computed, never read back.
+    packed = [[members[g][min(k, len(members[g]) - 1)] for k in range(width)] for g in groups]
+    st = [[states[g][j] for j in row] for g, row in zip(groups, packed)]
+    cf = [[configs[g][j] for j in row] for g, row in zip(groups, packed)]
+    cfg = cf[0][0]
+    penalty = StackedPenalty([[c.penalty for c in row] for row in cf])
+    rate = StackedRate([[c.schedule for c in row] for row in cf])
+    P = np.stack([np.stack([s.params for s in row]) for row in st])
+    slots = {k: np.stack([np.stack([s.opt.slots[k] for s in row]) for row in st])
+             for k in st[0][0].opt.slots}
+    scale = np.array([[s.lr_scale for s in row] for row in st], dtype=np.float64)
+    epoch = st[0][0].epoch + 1
+    t = np.array([row[0].opt.t for row in st], dtype=np.int64)
+    G = len(groups)
+    loss_total = np.zeros((G, width))
+    reference = [None] * G
+    failed = np.zeros((G, width), dtype=bool)
+    n_rounds = max(len(plans[g][1]) for g in groups)
+    n_blocks = lengths.shape[0]
+    for r in range(n_rounds):
+        in_round = [r < len(plans[g][1]) for g in groups]
+        weights = tuple(tuple(plans[g][1][r][0][b] if in_round[a] else 0.0
+                              for a, g in enumerate(groups)) for b in range(n_blocks))
+        plan = _GridPlan(
+            epoch=epoch, seed=st[0][0].seed, config=cfg,
+            columns=tuple(g if masked else None for g in groups),
+            first=tuple(r * plans[g][0] for g in groups),
+            local_steps=tuple(plans[g][0] for g in groups),
+            t0=tuple(int(x) for x in t), weights=weights,
+            block_index=tuple(tuple(int(block_index[b, g]) for g in groups)
+                              for b in range(n_blocks)),
+            lr_scale=scale, penalty=penalty, rate=rate)
+        out = blocks.map_reduce(_grid_round_kernel, problem, (P, slots), plan, with_index=True,
+                                combine=tree_add)
+        start_value = penalty.value(P)
+        for a in range(G):
+            if not in_round[a]:
+                continue
+            if t[a] == 0 and reference[a] is None:
+                reference[a] = out["first_loss"][a] + start_value[a]
+            loss_total[a] += out["loss"][a]
+            failed[a] |= (out["nonfinite"][a] > 0) | ~np.isfinite(loss_total[a])
+            P[a] = out["params"][a]
+            for k in slots:
+                slots[k][a] = out["slots"][k][a]
+            t[a] += plans[groups[a]][1][r][1]
+    objective = loss_total / np.array([max(int(lengths[:, g].sum()), 1)
+                                       for g in groups])[:, None] + penalty.value(P)
+    results = {}
+    for a, g in enumerate(groups):
+        for k, j in enumerate(members[g]):
+            state, c, tc = states[g][j], configs[g][j], train_configs[g][j]
+            if failed[a, k]:
+                results[(g, j)] = DivergedError(diverged_message(
+                    tc.name, epoch, loss_total[a, k] if not math.isfinite(loss_total[a, k])
+                    else math.inf, tc.lr_hint))
+                continue
+            state.params = np.array(P[a, k])
+            state.opt.slots = {name: np.array(v[a, k]) for name, v in slots.items()}
+            state.opt.t = int(t[a])
+            lr = c.schedule(max(int(t[a]), 1), state.lr_scale)
+            ref = None if reference[a] is None else float(reference[a][k])
+            results[(g, j)] = EpochResult(float(objective[a, k]), learning_rate=lr,
+                                          reference=ref, info={"steps": int(t[a])})
+    return [results[cell] for cell in active]
