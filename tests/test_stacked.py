@@ -279,3 +279,34 @@ def test_fold_grid_refuses_what_separate_problems_need():
     with pytest.raises(NotStackable, match="local"):
         SGDClassifier._fit_stacked([[SGDClassifier(**est)]] * 2, X, y,
                                    train_indices=[tr for tr, _ in splits])
+
+
+@pytest.mark.parametrize("loss", ["squared_error", "huber", "epsilon_insensitive",
+                                  "squared_epsilon_insensitive", "log_loss", "hinge",
+                                  "perceptron", "squared_hinge", "modified_huber"])
+def test_every_loss_of_the_compiled_kernel_matches_its_own_fit(loss, monkeypatch):
+    """The compiled window kernel (plain SGD, one output) against the NumPy single-fit path,
+    with averaging and an elastic-net penalty (its soft-threshold) on."""
+    import dml.optim.stacked as stacked
+    from dml.optim._stacked_kernels import LOSS_CODES
+
+    assert loss in LOSS_CODES
+    calls = []
+    kernel = stacked.sgd_window
+
+    def counted(*args):
+        calls.append(1)
+        return kernel(*args)
+
+    monkeypatch.setattr(stacked, "sgd_window", counted)
+    regression = loss in ("squared_error", "huber", "epsilon_insensitive",
+                          "squared_epsilon_insensitive")
+    cls = SGDRegressor if regression else SGDClassifier
+    X, y = _data(cls, "binary")
+    Xd = da.from_array(X, chunks=(400, -1))
+    yd = da.from_array(y, chunks=(Xd.chunks[0],))
+    params = [dict(loss=loss, penalty="elasticnet", l1_ratio=0.3, average=7, max_iter=3,
+                   tol=None, learning_rate="invscaling", eta0=0.01, epsilon=0.2,
+                   random_state=0, alpha=a) for a in (1e-4, 1e-2)]
+    _assert_same_models(_stacked(cls, params, Xd, yd), _separate(cls, params, Xd, yd))
+    assert calls  # the compiled kernel did the steps

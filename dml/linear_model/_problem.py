@@ -155,11 +155,18 @@ class LinearProblem(Problem):
         """Per-row targets in the loss's convention, for :meth:`batch_loss_grad_stacked`."""
         return self._targets(Y)
 
+    @property
+    def stacked_width(self) -> int:
+        """Columns of the batches :meth:`batch_loss_grad_stacked` takes: with one output and an
+        intercept, X with a column of ones appended, so that the parameter vector ``[w, b]`` is
+        one row of the product and its whole gradient one product (no separate sums)."""
+        return self.d + 1 if (self.K == 1 and self.fit_intercept) else self.d
+
     def batch_loss_grad_stacked(self, P, X, T, w):
         """:meth:`batch_loss_grad` of a grid of models, each group on its own batch.
 
         ``P`` has shape (G, m, n_params): m models in each of G groups; group g's batch is
-        ``X[g]`` (B × d) with targets ``T[g]`` (from :meth:`stack_targets`) and row weights
+        ``X[g]`` (B × :attr:`stacked_width`) with targets ``T[g]`` (from :meth:`stack_targets`) and row weights
         ``w[g]`` (0 for padding rows; None when every row counts once). Returns the loss sums (G, m) and the gradients
         (G, m, n_params). All decision values of a group come from one product ``X Wᵀ`` and all
         its gradients from one ``Gᵀ X``: a step for G·m models costs about what a step for one
@@ -171,6 +178,15 @@ class LinearProblem(Problem):
         G, m = P.shape[:2]
         K, d = self.K, self.d
         Kd = K * d
+        if X.shape[2] == d + 1:  # [X 1] (stacked_width): parameters [w, b] in one product
+            F = np.matmul(X, P.transpose(0, 2, 1))
+            loss, D = self.loss.loss_grad(F, T[:, :, None])
+            if w is None:
+                sums = loss.sum(axis=1)
+            else:
+                D = D * w[:, :, None]
+                sums = np.matmul(w[:, None, :], loss)[:, 0, :]
+            return sums, np.matmul(D.transpose(0, 2, 1), X)
         # Model-major columns: column j of group g is output j % K of model j // K.
         F = np.matmul(X, P[:, :, :Kd].reshape(G, m * K, d).transpose(0, 2, 1))
         if self.fit_intercept:

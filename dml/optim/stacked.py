@@ -39,7 +39,9 @@ from dask import delayed
 
 from dml._blocks import block_rng, tree_add
 from dml.optim.data import TrainingData
+from dml.optim._stacked_kernels import loss_code, sgd_window
 from dml.optim.engine import SGDConfig, epoch_plan
+from dml.optim.optimizers import SGD
 from dml.optim.penalties import StackedPenalty
 from dml.optim.schedules import StackedRate
 from dml.optim.training import (DivergedError, EpochResult, close_epoch, diverged_message)
@@ -150,6 +152,24 @@ def _update_average(P, slots, t, start):
     avg[...] = np.where(count <= 0, P, avg + (P - avg) / np.maximum(count, 1))
 
 
+def _compiled(problem, cfg, penalty, P, X):
+    """``(loss code, loss parameter, penalised entries)`` when the compiled window kernel
+    (:mod:`dml.optim._stacked_kernels`) applies, else None: one output, a loss it knows, plain
+    SGD, float64 data, penalised entries ``[0, n)``."""
+    sel = penalty.penalised
+    if (getattr(problem, "K", None) != 1 or type(cfg.optimizer) is not SGD
+            or X.dtype != np.float64 or P.dtype != np.float64
+            or getattr(problem, "stacked_width", None) != P.shape[2]
+            or not (sel is None or (isinstance(sel, slice) and sel.start in (None, 0)
+                                    and sel.step in (None, 1)))):
+        return None
+    code = loss_code(problem.loss)
+    if code is None:
+        return None
+    n_pen = P.shape[2] if sel is None or sel.stop is None else min(int(sel.stop), P.shape[2])
+    return code[0], code[1], n_pen
+
+
 def _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, first_k, last_k, loss_sum,
                 first_loss):
     """Steps ``first_k..last_k-1`` of this round for the packed groups ``groups``, in place."""
@@ -162,21 +182,25 @@ def _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, first_k, last_k,
     t0 = np.array([plan.t0[g] for g in groups])
     avg_start = int(cfg.average) if cfg.averaging else None
     d = X.shape[1]
-    per_step = len(groups) * B * d * X.itemsize
+    width = getattr(problem, "stacked_width", d)
+    per_step = len(groups) * B * width * X.itemsize
     window = max(1, _WINDOW_BYTES // max(per_step, 1))
     tail = T.shape[1:]
     acc = np.zeros((len(groups), P.shape[1]))
+    compiled = _compiled(problem, cfg, penalty, P, X)
     for w0 in range(first_k, last_k, window):
         w1 = min(w0 + window, last_k)
         # Gather the window's batch rows of every group once (zero-padded past a group's end).
         span = (w1 - w0) * B
-        Xw = np.zeros((len(groups), span, d), dtype=X.dtype)
+        Xw = np.zeros((len(groups), span, width), dtype=X.dtype)
         Tw = np.zeros((len(groups), span) + tail, dtype=T.dtype)
         Ww = np.zeros((len(groups), span))
         counts = np.zeros((w1 - w0, len(groups)), dtype=np.int64)
         for a, g in enumerate(groups):
             sel = rows[g][w0 * B:w1 * B]
-            Xw[a, :len(sel)] = X[sel]
+            Xw[a, :len(sel), :d] = X[sel]
+            if width > d:  # the problem's column of ones (stacked_width)
+                Xw[a, :len(sel), d] = 1.0
             Tw[a, :len(sel)] = T[sel]
             Ww[a, :len(sel)] = 1.0 if w is None else w[sel]
             counts[:, a] = np.clip(len(sel) - np.arange(w1 - w0) * B, 0, B)
@@ -185,6 +209,17 @@ def _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, first_k, last_k,
         sizes = counts.astype(np.float64)
         t_win = t0[None, :] + np.arange(w0, w1)[:, None] + 1
         lr_win = rate.many(t_win, scale)
+        if compiled is not None:
+            code, param, n_pen = compiled
+            fl = np.zeros_like(acc)
+            avg = slots["average"] if avg_start is not None else np.zeros((1, 1, 1))
+            sgd_window(P, Xw, Tw, Ww, counts, np.ascontiguousarray(lr_win[..., 0]), t_win,
+                       code, param, np.ascontiguousarray(penalty.l2[..., 0]),
+                       np.ascontiguousarray(penalty.l1[..., 0]), n_pen, avg,
+                       -1 if avg_start is None else avg_start, w0 == 0, acc, fl)
+            if w0 == 0:
+                first_loss[groups] = fl
+            continue
         unweighted = (counts == B).all(axis=1) if w is None else np.zeros(w1 - w0, bool)
         for i in range(w1 - w0):
             lo = i * B
