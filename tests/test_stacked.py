@@ -292,13 +292,13 @@ def test_every_loss_of_the_compiled_kernel_matches_its_own_fit(loss, monkeypatch
 
     assert loss in LOSS_CODES
     calls = []
-    kernel = stacked.sgd_window
+    kernel = stacked.sgd_segment
 
     def counted(*args):
         calls.append(1)
         return kernel(*args)
 
-    monkeypatch.setattr(stacked, "sgd_window", counted)
+    monkeypatch.setattr(stacked, "sgd_segment", counted)
     regression = loss in ("squared_error", "huber", "epsilon_insensitive",
                           "squared_epsilon_insensitive")
     cls = SGDRegressor if regression else SGDClassifier

@@ -1,11 +1,13 @@
 """The compiled inner loop of stacked SGD (:mod:`dml.optim.stacked`) for one-output linear models.
 
 A stacked step for G·m models is a handful of tiny matrix products and element-wise updates;
-written with NumPy it costs ~90 µs, almost all of it the per-call overhead of ~25 NumPy calls
-(`benchmarks` workload ``cv``). This kernel runs a whole window of steps in one call: per step
-and group, two BLAS products (decision values, gradient) and loops for the loss, the penalty,
-the plain-SGD update, the soft-threshold and the iterate average — the same arithmetic as the
-NumPy path, in the same order, so the models agree with it up to the rounding of ``exp``.
+written with NumPy it costs ~90 µs for 48 models, almost all of it the per-call overhead of ~25
+NumPy calls, plus the copies that gather each group's batches (`benchmarks` workload ``cv``).
+This kernel runs all the steps of a round segment in one call: per step and group it gathers the
+batch rows into a small buffer, makes two BLAS products (decision values, gradient) and loops for
+the loss, the penalty, the plain-SGD update, the soft-threshold and the iterate average — the
+same arithmetic as the NumPy path, in the same order, so the models agree with it up to the
+rounding of ``exp``/``log1p`` and of the products.
 
 It covers what the SGD estimators use for binary classification and regression: one output
 (``K = 1``), the losses below, plain SGD (momentum and Adam keep the NumPy path), any penalty and
@@ -87,40 +89,51 @@ def _loss_grad(code, f, y, param):
 
 
 @njit(cache=True)
-def sgd_window(P, Xw, Tw, Ww, counts, lr, t_win, code, param, l2, l1, n_pen, avg, avg_start,
-               first_step, loss_acc, first_loss):
-    """Run the steps of one gathered window for every group, in place.
+def sgd_segment(P, X, T, w, rows, lens, first_k, last_k, B, lr, t_seg, code, param, l2, l1,
+                n_pen, avg, avg_start, loss_acc, first_loss):
+    """Steps ``first_k..last_k-1`` of a round for every group, gathering each batch itself.
 
-    P : (G, m, p) parameters; Xw : (G, W·B, p) batch rows (padding rows weigh 0); Tw, Ww :
-    (G, W·B) targets and row weights; counts : (W, G) rows per batch; lr : (W, G, m) step sizes;
-    t_win : (W, G) step numbers; l2, l1 : (G, m) penalty weights on the first ``n_pen`` entries;
-    avg : (G, m, p) iterate averages (ignored when ``avg_start < 0``); ``first_step``: whether
-    the window's first step is the round's first (its losses go to ``first_loss``).
+    P : (G, m, p) parameters, ``p`` = d (+1 with an intercept: the last entry multiplies a
+    column of ones); X : (n, d) the block; T, w : (n,) targets and row weights (``w`` empty:
+    every row weighs 1); rows : (G, L) each group's rows in its epoch order from the round's
+    first step on; lens : (G,) how many of them; lr : (S, G, m) step sizes and t_seg : (S, G)
+    step numbers of the S = last_k − first_k steps; l2, l1 : (G, m) penalty weights on the
+    first ``n_pen`` entries; avg : (G, m, p) iterate averages (``avg_start < 0``: none). The
+    losses of the round's first step (``first_k == 0``) go to ``first_loss`` (divided by the
+    batch size, as the NumPy path reports them).
     """
     G, m, p = P.shape
-    W = counts.shape[0]
-    B = Xw.shape[1] // W
+    d = X.shape[1]
+    Xb = np.zeros((B, p))
+    if p > d:
+        for b in range(B):
+            Xb[b, d] = 1.0
+    yb = np.empty(B)
+    wb = np.empty(B)
     D = np.empty((B, m))
     grad = np.empty((m, p))
-    for i in range(W):
-        lo = i * B
+    weighted = w.shape[0] > 0
+    for s in range(first_k, last_k):
+        i = s - first_k
+        lo = s * B
         for g in range(G):
-            n = counts[i, g]
-            Xb = Xw[g, lo:lo + B]
-            F = np.dot(Xb, P[g].T)
-            for b in range(B):
-                w = Ww[g, lo + b]
-                y = Tw[g, lo + b]
+            n = min(B, lens[g] - lo)
+            for b in range(n):
+                r = rows[g, lo + b]
+                for k in range(d):
+                    Xb[b, k] = X[r, k]
+                yb[b] = T[r]
+                wb[b] = w[r] if weighted else 1.0
+            Xn = Xb[:n]
+            F = np.dot(Xn, P[g].T)
+            for b in range(n):
                 for j in range(m):
-                    if w == 0.0:
-                        D[b, j] = 0.0
-                        continue
-                    loss, dl = _loss_grad(code, F[b, j], y, param)
-                    loss_acc[g, j] += w * loss
-                    if i == 0 and first_step:
-                        first_loss[g, j] += w * loss
-                    D[b, j] = w * dl
-            grad[:, :] = np.dot(D.T, Xb)
+                    loss, dl = _loss_grad(code, F[b, j], yb[b], param)
+                    loss_acc[g, j] += wb[b] * loss
+                    if s == 0:
+                        first_loss[g, j] += wb[b] * loss
+                    D[b, j] = wb[b] * dl
+            grad[:, :] = np.dot(D[:n].T, Xn)
             for j in range(m):
                 rate = lr[i, g, j]
                 for k in range(p):
@@ -134,12 +147,12 @@ def sgd_window(P, Xw, Tw, Ww, counts, lr, t_win, code, param, l2, l1, n_pen, avg
                         v = P[g, j, k]
                         P[g, j, k] = _sign(v) * max(abs(v) - thr, 0.0)
                 if avg_start >= 0:
-                    count = t_win[i, g] - avg_start
+                    count = t_seg[i, g] - avg_start
                     for k in range(p):
                         if count <= 0:
                             avg[g, j, k] = P[g, j, k]
                         else:
                             avg[g, j, k] += (P[g, j, k] - avg[g, j, k]) / count
-            if i == 0 and first_step:
+            if s == 0:
                 for j in range(m):
                     first_loss[g, j] /= n

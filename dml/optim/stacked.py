@@ -39,7 +39,7 @@ from dask import delayed
 
 from dml._blocks import block_rng, tree_add
 from dml.optim.data import TrainingData
-from dml.optim._stacked_kernels import loss_code, sgd_window
+from dml.optim._stacked_kernels import loss_code, sgd_segment
 from dml.optim.engine import SGDConfig, epoch_plan
 from dml.optim.optimizers import SGD
 from dml.optim.penalties import StackedPenalty
@@ -188,6 +188,26 @@ def _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, first_k, last_k,
     tail = T.shape[1:]
     acc = np.zeros((len(groups), P.shape[1]))
     compiled = _compiled(problem, cfg, penalty, P, X)
+    if compiled is not None:
+        code, param, n_pen = compiled
+        lens = np.array([len(rows[g]) for g in groups], dtype=np.int64)
+        padded = np.zeros((len(groups), int(lens.max())), dtype=np.int64)
+        for a, g in enumerate(groups):
+            padded[a, :lens[a]] = rows[g]
+        t_seg = t0[None, :] + np.arange(first_k, last_k)[:, None] + 1
+        lr = np.ascontiguousarray(rate.many(t_seg, scale)[..., 0])
+        fl = np.zeros_like(acc)
+        avg = slots["average"] if avg_start is not None else np.zeros((1, 1, 1))
+        sgd_segment(P, np.ascontiguousarray(X), np.ascontiguousarray(T, dtype=np.float64),
+                    np.empty(0) if w is None else np.ascontiguousarray(w, dtype=np.float64),
+                    padded, lens, first_k, last_k, B, lr, t_seg, code, param,
+                    np.ascontiguousarray(penalty.l2[..., 0]),
+                    np.ascontiguousarray(penalty.l1[..., 0]), n_pen, avg,
+                    -1 if avg_start is None else avg_start, acc, fl)
+        if first_k == 0:
+            first_loss[groups] = fl
+        loss_sum[groups] += acc
+        return
     for w0 in range(first_k, last_k, window):
         w1 = min(w0 + window, last_k)
         # Gather the window's batch rows of every group once (zero-padded past a group's end).
@@ -209,17 +229,6 @@ def _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, first_k, last_k,
         sizes = counts.astype(np.float64)
         t_win = t0[None, :] + np.arange(w0, w1)[:, None] + 1
         lr_win = rate.many(t_win, scale)
-        if compiled is not None:
-            code, param, n_pen = compiled
-            fl = np.zeros_like(acc)
-            avg = slots["average"] if avg_start is not None else np.zeros((1, 1, 1))
-            sgd_window(P, Xw, Tw, Ww, counts, np.ascontiguousarray(lr_win[..., 0]), t_win,
-                       code, param, np.ascontiguousarray(penalty.l2[..., 0]),
-                       np.ascontiguousarray(penalty.l1[..., 0]), n_pen, avg,
-                       -1 if avg_start is None else avg_start, w0 == 0, acc, fl)
-            if w0 == 0:
-                first_loss[groups] = fl
-            continue
         unweighted = (counts == B).all(axis=1) if w is None else np.zeros(w1 - w0, bool)
         for i in range(w1 - w0):
             lo = i * B
