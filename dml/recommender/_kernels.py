@@ -37,12 +37,14 @@ def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias):
 
 
 @numba.njit(cache=True, nogil=True)
-def als_gram(rows, cols, target, Z, n_rows):
-    """Per-row A = Σ z zᵀ, rhs = Σ t z and counts over the ratings (rows local to the block)."""
+def als_gram_add(rows, cols, target, Z, A, rhs, cnt):
+    """Adds each rating's z zᵀ, t z and 1 to A, rhs and cnt of its row (rows local to the block).
+
+    Accumulating cell after cell performs the same additions in the same order as one call on
+    the concatenated cells, so a block's Gram sums do not depend on whether its cells were in
+    memory together or read from disk one at a time.
+    """
     k1 = Z.shape[1]
-    A = np.zeros((n_rows, k1, k1))
-    rhs = np.zeros((n_rows, k1))
-    cnt = np.zeros(n_rows)
     for t in range(rows.shape[0]):
         a = rows[t]
         z = Z[cols[t]]
@@ -51,4 +53,14 @@ def als_gram(rows, cols, target, Z, n_rows):
             rhs[a, f] += target[t] * z[f]
             for g in range(k1):
                 A[a, f, g] += z[f] * z[g]
+
+
+@numba.njit(cache=True, nogil=True)
+def als_gram(rows, cols, target, Z, n_rows):
+    """Per-row A = Σ z zᵀ, rhs = Σ t z and counts over the ratings (rows local to the block)."""
+    k1 = Z.shape[1]
+    A = np.zeros((n_rows, k1, k1))
+    rhs = np.zeros((n_rows, k1))
+    cnt = np.zeros(n_rows)
+    als_gram_add(rows, cols, target, Z, A, rhs, cnt)
     return A, rhs, cnt

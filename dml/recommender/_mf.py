@@ -17,7 +17,8 @@ Layout of a fit
      factors and biases and returns them updated, so no two tasks touch the same rows. Within a
      cell the ratings are visited in a per-(epoch, cell) random order and updated *sequentially*
      (SPEC §4 rule, numba kernel).
-   * ``solver="als"``: per user block, each user solves
+   * ``solver="als"``: per user block (its cells accumulated one after the other, so only one
+     cell is read at a time), each user solves
      ``(Zᵀ Z + λ n_u I) x_u = Zᵀ t`` with ``z_i = [q_i, 1]``, ``x_u = [p_u, b_u]`` and
      ``t = r − μ − b_i`` (without biases ``z_i = q_i``, ``x_u = p_u``, ``t = r``); then the
      symmetric item step. By default λ is scaled by the number of ratings n_u / n_i
@@ -163,20 +164,26 @@ def _solve(A, rhs):
         return np.stack([np.linalg.lstsq(a, b, rcond=None)[0] for a, b in zip(A, rhs)])
 
 
-def als_half_step(rows, cols, r, Z, other_bias, n_rows, mu, reg, use_bias, weighted=True):
-    """One side's ALS solves for rows ``0..n_rows-1`` (local indices) given the other side.
+def _als_design(Z, use_bias):
+    """The other side's rows z (with a trailing 1 for the bias), as the Gram kernel reads them."""
+    return np.ascontiguousarray(np.hstack([Z, np.ones((Z.shape[0], 1))]) if use_bias else Z)
 
-    Returns (factors, biases). Public for the tests: each row solves
-    ``(Σ z zᵀ + λ n I) x = Σ t z`` (``λ I`` when not ``weighted``; see the module docstring).
-    """
-    if use_bias:
-        Zb = np.hstack([Z, np.ones((Z.shape[0], 1))])
-        target = r - mu - other_bias[cols]
-    else:
-        Zb = Z
-        target = r - mu
-    A, rhs, cnt = _kernels.als_gram(rows, cols, target, np.ascontiguousarray(Zb), n_rows)
+
+def _als_accumulate(acc, rows, cols, r, Zb, other_bias, mu, use_bias):
+    """Adds these ratings to the Gram sums ``acc`` = (A, rhs, cnt) (see ``als_gram_add``)."""
+    target = r - mu - other_bias[cols] if use_bias else r - mu
+    _kernels.als_gram_add(rows, cols, target, Zb, *acc)
+    return acc
+
+
+def _als_empty(n_rows, Zb):
     k1 = Zb.shape[1]
+    return np.zeros((n_rows, k1, k1)), np.zeros((n_rows, k1)), np.zeros(n_rows)
+
+
+def _als_solve(acc, reg, use_bias, weighted):
+    A, rhs, cnt = acc
+    n_rows, k1 = rhs.shape
     lam = reg * cnt if weighted else np.full(n_rows, float(reg))
     A = A + lam[:, None, None] * np.eye(k1)
     x = np.zeros((n_rows, k1))
@@ -188,18 +195,33 @@ def als_half_step(rows, cols, r, Z, other_bias, n_rows, mu, reg, use_bias, weigh
     return x, np.zeros(n_rows)
 
 
+def als_half_step(rows, cols, r, Z, other_bias, n_rows, mu, reg, use_bias, weighted=True):
+    """One side's ALS solves for rows ``0..n_rows-1`` (local indices) given the other side.
+
+    Returns (factors, biases). Public for the tests: each row solves
+    ``(Σ z zᵀ + λ n I) x = Σ t z`` (``λ I`` when not ``weighted``; see the module docstring).
+    """
+    Zb = _als_design(Z, use_bias)
+    acc = _als_accumulate(_als_empty(n_rows, Zb), rows, cols, r, Zb, other_bias, mu, use_bias)
+    return _als_solve(acc, reg, use_bias, weighted)
+
+
 def _als_user_task(cells, Q, bi, lo, hi, mu, reg, use_bias, weighted):
-    u = np.concatenate([c[0] for c in cells]) - lo
-    i = np.concatenate([c[1] for c in cells])
-    r = np.concatenate([c[2] for c in cells])
-    return als_half_step(u, i, r, Q, bi, hi - lo, mu, reg, use_bias, weighted)
+    Zb = _als_design(Q, use_bias)
+    acc = _als_empty(hi - lo, Zb)
+    for cell in cells:
+        u, i, r = cell
+        _als_accumulate(acc, u - lo, i, r, Zb, bi, mu, use_bias)
+    return _als_solve(acc, reg, use_bias, weighted)
 
 
 def _als_item_task(cells, P, bu, lo, hi, mu, reg, use_bias, weighted):
-    u = np.concatenate([c[0] for c in cells])
-    i = np.concatenate([c[1] for c in cells]) - lo
-    r = np.concatenate([c[2] for c in cells])
-    return als_half_step(i, u, r, P, bu, hi - lo, mu, reg, use_bias, weighted)
+    Zb = _als_design(P, use_bias)
+    acc = _als_empty(hi - lo, Zb)
+    for cell in cells:
+        u, i, r = cell
+        _als_accumulate(acc, i - lo, u, r, Zb, bu, mu, use_bias)
+    return _als_solve(acc, reg, use_bias, weighted)
 
 
 def _concat_pairs(parts):
