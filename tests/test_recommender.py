@@ -63,6 +63,37 @@ def test_als_half_step_equals_numpy_solve():
         np.testing.assert_allclose(np.append(P3[a], bu3[a]), x, rtol=1e-10, atol=1e-12)
 
 
+def test_fast_cell_sort_lookup_and_unique_equal_numpy():
+    # The counting sort, dense id map and counting unique replace np.lexsort, searchsorted and
+    # np.unique in the fit; they must return exactly the same, or models would change.
+    from dml.recommender._mf import _lookup, _order_by_pair_then_rating, _unique
+
+    rng = np.random.default_rng(0)
+    for trial in range(30):
+        n = int(rng.integers(0, 2000))
+        u = rng.integers(0, int(rng.integers(1, 30)), n) + int(rng.integers(0, 100))
+        i = rng.integers(0, int(rng.integers(1, 30)), n)
+        if trial % 3 == 0:  # one (user, item) pair: a run longer than the insertion sort's
+            u[:], i[:] = 7, 3
+        # Exact ties and both signed zeros: lexsort keeps equal ratings in input order.
+        r = (rng.choice(np.array([-0.0, 0.0, 1.0, 2.5, -1.0]), n) if trial % 2
+             else rng.normal(size=n))
+        np.testing.assert_array_equal(_order_by_pair_then_rating(u, i, r), np.lexsort((r, i, u)))
+    u, i = rng.integers(0, 10**9, 500), rng.integers(0, 10**9, 500)  # sparse ids: lexsort
+    r = rng.normal(size=500)
+    np.testing.assert_array_equal(_order_by_pair_then_rating(u, i, r), np.lexsort((r, i, u)))
+    for trial in range(20):
+        table = np.unique(rng.integers(-50, 5000 if trial % 2 else 10**7, 300))
+        v = np.concatenate([rng.choice(table, 500), rng.integers(-10**8, 10**8, 100),
+                            [table[0] - 1, table[-1] + 1]])
+        pos = np.minimum(np.searchsorted(table, v), len(table) - 1)
+        np.testing.assert_array_equal(_lookup(table, v), np.where(table[pos] == v, pos, -1))
+        for dtype in (np.int64, np.int32, np.int8):
+            a = rng.integers(-3, 100 if trial % 2 else 10**6, 400).astype(dtype)
+            assert _unique(a).dtype == dtype
+            np.testing.assert_array_equal(_unique(a), np.unique(a))
+
+
 @pytest.mark.parametrize("biases,weighted_reg,reg", [(True, True, 0.1), (False, True, 0.1),
                                                      (True, False, 2.0), (False, False, 2.0)])
 def test_als_objective_non_increasing(biases, weighted_reg, reg):

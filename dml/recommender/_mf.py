@@ -46,6 +46,8 @@ from dml.recommender import _kernels
 __all__ = ["MatrixFactorization"]
 
 _SOLVERS = ("sgd", "als")
+#: Ratings per chunk of the residual computation.
+_CHUNK = 1 << 18
 
 
 # ---------------------------------------------------------------- module-level task functions
@@ -71,6 +73,17 @@ def _lookup(table: np.ndarray, values) -> np.ndarray:
         return np.full(len(v), -1, dtype=np.int64)
     if len(table) == 0:
         return np.full(len(v), -1, dtype=np.int64)
+    lo, hi = (int(table[0]), int(table[-1])) if table.dtype.kind == "i" else (0, -1)
+    if v.dtype.kind == "i" and hi - lo < 8 * len(table) + 1024:
+        # Integer ids over a compact range (the usual 0..n-1 or 1..n): a dense map is one gather
+        # per value instead of a binary search, and gives the same indices.
+        dense = np.full(hi - lo + 1, -1, dtype=np.int64)
+        dense[table.astype(np.int64) - lo] = np.arange(len(table))
+        v = v.astype(np.int64, copy=False)
+        known = (v >= lo) & (v <= hi)
+        out = np.full(len(v), -1, dtype=np.int64)
+        out[known] = dense[v[known] - lo]
+        return out
     pos = np.searchsorted(table, v)
     pos = np.minimum(pos, len(table) - 1)
     return np.where(table[pos] == v, pos, -1).astype(np.int64)
@@ -81,8 +94,17 @@ def _id_stats(df: pd.DataFrame, with_rating: bool = True):
     if not np.all(np.isfinite(r)):
         raise ValueError("ratings contain NaN or infinity; drop or impute those rows before "
                          "fitting MatrixFactorization")
-    return (np.unique(_as_ids(df["u"].to_numpy())), np.unique(_as_ids(df["i"].to_numpy())),
+    return (_unique(_as_ids(df["u"].to_numpy())), _unique(_as_ids(df["i"].to_numpy())),
             float(r.sum()), int(len(r)))
+
+
+def _unique(a):
+    """``np.unique(a)``; by counting for integers over a compact range (the usual ids)."""
+    if a.dtype.kind == "i" and len(a):
+        lo, hi = int(a.min()), int(a.max())
+        if hi - lo < 4 * len(a) + 1024:
+            return (np.flatnonzero(np.bincount(a.astype(np.int64) - lo)) + lo).astype(a.dtype)
+    return np.unique(a)
 
 
 def _merge_stats(parts):
@@ -103,7 +125,8 @@ def _split_partition(df, user_ids, item_ids, ub, ib, B):
     i = _lookup(item_ids, _as_ids(df["i"].to_numpy()))
     r = df["r"].to_numpy(dtype=np.float64)
     cell = (np.searchsorted(ub, u, side="right") - 1) * B + np.searchsorted(ib, i, side="right") - 1
-    order = np.argsort(cell, kind="stable")
+    # The same stable order, by radix sort (NumPy's stable sort of 16-bit integers).
+    order = np.argsort(cell.astype(np.uint16) if B * B <= 2**16 else cell, kind="stable")
     cuts = np.searchsorted(cell[order], np.arange(B * B + 1))
     return tuple((u[order[a:b]], i[order[a:b]], r[order[a:b]])
                  for a, b in zip(cuts[:-1], cuts[1:]))
@@ -111,11 +134,28 @@ def _split_partition(df, user_ids, item_ids, ub, ib, B):
 
 def _gather_cell(pieces):
     """One cell from its piece of every partition (only those pieces travel to the task)."""
-    u = np.concatenate([p[0] for p in pieces])
-    i = np.concatenate([p[1] for p in pieces])
-    r = np.concatenate([p[2] for p in pieces])
-    order = np.lexsort((r, i, u))
-    return u[order], i[order], r[order]
+    return _sorted_cell([np.concatenate([p[k] for p in pieces]) for k in range(3)])
+
+
+def _sorted_cell(cols):
+    """The list [u, i, r] sorted by (u, i, r), column by column: only one column exists twice
+    at any time."""
+    order = _order_by_pair_then_rating(*cols)
+    for k in range(3):
+        cols[k] = cols[k][order]
+    return tuple(cols)
+
+
+def _order_by_pair_then_rating(u, i, r):
+    """``np.lexsort((r, i, u))``, by a counting sort on (u, i) when their range is compact."""
+    if len(u) == 0:
+        return np.zeros(0, dtype=np.int64)
+    u0, i0 = int(u.min()), int(i.min())
+    n_i = int(i.max()) - i0 + 1
+    n_keys = (int(u.max()) - u0 + 1) * n_i
+    if n_keys > 4 * len(u) + 2**16:
+        return np.lexsort((r, i, u))
+    return _kernels.sort_by_key_then_value((u - u0) * n_i + (i - i0), r, n_keys)
 
 
 def _cell_counts(cell, n_users, n_items):
@@ -126,7 +166,8 @@ def _cell_counts(cell, n_users, n_items):
 def _seen_block(cells, lo, hi):
     u = np.concatenate([c[0] for c in cells])
     i = np.concatenate([c[1] for c in cells])
-    order = np.lexsort((i, u))
+    # np.lexsort((i, u)), by a counting sort on the block's users.
+    order = _kernels.sort_by_key_then_value(u - lo, i, hi - lo)
     counts = np.bincount(u - lo, minlength=hi - lo) if hi > lo else np.zeros(0, dtype=np.int64)
     return counts, i[order]
 
@@ -135,13 +176,18 @@ def _sgd_task(cell, P, Q, bu, bi, u0, i0, mu, lr, reg, use_bias, seed, epoch, in
     P, Q, bu, bi = P.copy(), Q.copy(), bu.copy(), bi.copy()
     u, i, r = cell
     order = block_rng(seed, "mf/order", epoch, index).permutation(len(r))
-    _kernels.sgd_cell(u - u0, i - i0, r, order, P, Q, bu, bi, mu, lr, reg, use_bias)
+    _kernels.sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0, i0)
     return P, Q, bu, bi
 
 
 def _sq_error(cell, P, Q, bu, bi, mu):
     u, i, r = cell
-    e = r - _predict_dense(u, i, P, Q, bu, bi, mu)
+    # The residuals a chunk at a time: the factor rows gathered for a whole cell take 2k floats
+    # per rating, several times the cell itself (a worker near its memory limit pauses on that).
+    e = np.empty(len(r))
+    for a in range(0, len(r), _CHUNK):
+        b = a + _CHUNK
+        e[a:b] = r[a:b] - _predict_dense(u[a:b], i[a:b], P, Q, bu, bi, mu)
     return float(e @ e)
 
 
@@ -149,6 +195,12 @@ def _predict_dense(u, i, P, Q, bu, bi, mu):
     """μ + b_u + b_i + p_u·q_i with unknown (−1) users/items contributing nothing (cold start)."""
     out = np.full(len(u), mu, dtype=np.float64)
     ku, ki = u >= 0, i >= 0
+    if ku.all() and ki.all():
+        # Every id known (always so for training cells): the same sums without masked copies.
+        out += bu[u]
+        out += bi[i]
+        out += np.einsum("ij,ij->i", P[u], Q[i])
+        return out
     out[ku] += bu[u[ku]]
     out[ki] += bi[i[ki]]
     both = ku & ki
