@@ -413,3 +413,20 @@ def test_mf_float_ids_and_missing_ratings_column():
         MatrixFactorization(**MF).fit(df.assign(user=df["user"] + 0.5))
     with pytest.raises(ValueError, match=r"no column\(s\) \['rating'\]"):
         MatrixFactorization(**MF).fit(df[["user", "item"]])
+
+
+def test_mf_recommend_without_seen_pairs_and_out_of_core_options(tmp_path):
+    df = _ratings()
+    mf = MatrixFactorization(**MF, remember_seen=False).fit(df)
+    assert mf.seen_items_ is None
+    with pytest.raises(ValueError, match=r"did not keep .* Pass exclude_seen=False, or refit "
+                                         r"with remember_seen=True"):
+        mf.recommend([0], k=2)
+    items, _ = mf.recommend([0], k=2, exclude_seen=False)
+    assert items.shape == (1, 2)
+    with pytest.raises(ValueError, match="persist must be 'auto', True or False"):
+        MatrixFactorization(**MF, persist="yes").fit(df)
+    with pytest.raises(ValueError, match="remember_seen must be 'auto', True or False"):
+        MatrixFactorization(**MF, remember_seen=None).fit(df)
+    with pytest.raises(ValueError, match="spill_dir '.*' is not an existing directory"):
+        MatrixFactorization(**MF, spill_dir=tmp_path / "missing").fit(df)

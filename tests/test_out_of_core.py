@@ -302,13 +302,6 @@ def test_random_forest_out_of_core(small_cluster, classification_data, inprocess
     np.testing.assert_array_equal(got.predict_proba(X), ref.predict_proba(X))
 
 
-@pytest.mark.xfail(run=False, reason=(
-    "MatrixFactorization cannot stream yet: its (user block, item block) cells are a shuffle of "
-    "all ratings persisted on the workers, so data larger than the cluster must be spilled by "
-    "Dask. Measured at DML_OOC_SCALE=1.25: with 448 MiB workers a worker paused at 80% and "
-    "never resumed (hang); with 512 MiB workers one was killed by its nanny at 95% and the other "
-    "stayed paused (hang). It needs the cells written to storage and re-read per sub-epoch, "
-    "and seen_items_ (every training (user, item) pair, kept on the client) to be optional."))
 def test_matrix_factorization_out_of_core(small_cluster, ratings_data, inprocess_client, in_memory):
     from dml.recommender import MatrixFactorization
 
@@ -321,8 +314,12 @@ def test_matrix_factorization_out_of_core(small_cluster, ratings_data, inprocess
     got, _ = fit_out_of_core(small_cluster, nbytes, lambda: make().fit(read()))
     ref = fit_in_memory(inprocess_client, lambda X: make().fit(X),
                         in_memory(path, ["user", "item", "rating"]))
+    # The cells were written to files and re-read per sub-epoch (so the training pairs were not
+    # kept on the client) on the small cluster, persisted in memory for the reference.
+    assert got.seen_items_ is None and ref.seen_items_ is not None
     for attr in ("user_factors_", "item_factors_", "user_bias_", "item_bias_"):
         np.testing.assert_array_equal(getattr(got, attr), getattr(ref, attr), err_msg=attr)
+    assert got.history_[0]["train_rmse"] == ref.history_[0]["train_rmse"]
 
 
 def test_forest_streaming_path_equals_the_persisted_one(inprocess_client, monkeypatch):

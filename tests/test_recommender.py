@@ -63,6 +63,37 @@ def test_als_half_step_equals_numpy_solve():
         np.testing.assert_allclose(np.append(P3[a], bu3[a]), x, rtol=1e-10, atol=1e-12)
 
 
+def test_fast_cell_sort_lookup_and_unique_equal_numpy():
+    # The counting sort, dense id map and counting unique replace np.lexsort, searchsorted and
+    # np.unique in the fit; they must return exactly the same, or models would change.
+    from dml.recommender._mf import _lookup, _order_by_pair_then_rating, _unique
+
+    rng = np.random.default_rng(0)
+    for trial in range(30):
+        n = int(rng.integers(0, 2000))
+        u = rng.integers(0, int(rng.integers(1, 30)), n) + int(rng.integers(0, 100))
+        i = rng.integers(0, int(rng.integers(1, 30)), n)
+        if trial % 3 == 0:  # one (user, item) pair: a run longer than the insertion sort's
+            u[:], i[:] = 7, 3
+        # Exact ties and both signed zeros: lexsort keeps equal ratings in input order.
+        r = (rng.choice(np.array([-0.0, 0.0, 1.0, 2.5, -1.0]), n) if trial % 2
+             else rng.normal(size=n))
+        np.testing.assert_array_equal(_order_by_pair_then_rating(u, i, r), np.lexsort((r, i, u)))
+    u, i = rng.integers(0, 10**9, 500), rng.integers(0, 10**9, 500)  # sparse ids: lexsort
+    r = rng.normal(size=500)
+    np.testing.assert_array_equal(_order_by_pair_then_rating(u, i, r), np.lexsort((r, i, u)))
+    for trial in range(20):
+        table = np.unique(rng.integers(-50, 5000 if trial % 2 else 10**7, 300))
+        v = np.concatenate([rng.choice(table, 500), rng.integers(-10**8, 10**8, 100),
+                            [table[0] - 1, table[-1] + 1]])
+        pos = np.minimum(np.searchsorted(table, v), len(table) - 1)
+        np.testing.assert_array_equal(_lookup(table, v), np.where(table[pos] == v, pos, -1))
+        for dtype in (np.int64, np.int32, np.int8):
+            a = rng.integers(-3, 100 if trial % 2 else 10**6, 400).astype(dtype)
+            assert _unique(a).dtype == dtype
+            np.testing.assert_array_equal(_unique(a), np.unique(a))
+
+
 @pytest.mark.parametrize("biases,weighted_reg,reg", [(True, True, 0.1), (False, True, 0.1),
                                                      (True, False, 2.0), (False, False, 2.0)])
 def test_als_objective_non_increasing(biases, weighted_reg, reg):
@@ -286,3 +317,107 @@ def test_dask_array_input_and_lazy_predict():
     pred = mf.predict(da.from_array(X, chunks=(70, 2)))
     assert isinstance(pred, da.Array)
     np.testing.assert_allclose(pred.compute(), mf.predict(X), rtol=1e-13)
+
+
+def _spill_dirs(path):
+    return sorted(p.name for p in path.iterdir() if p.name.startswith("dml-mf-"))
+
+
+@pytest.mark.parametrize("solver", ["sgd", "als"])
+def test_out_of_core_cells_give_the_persisted_model(client, request, monkeypatch, tmp_path,
+                                                    solver):
+    """Ratings larger than the persist budget (zero here) are fitted from cell files written
+    under spill_dir: the same model and history bit for bit, the files gone after the fit. On
+    the multi-process cluster the worker processes read cells that other processes wrote."""
+    import dml.optim.data
+
+    pdf = make_ratings(90, 50, 2500, rank=3, noise=0.3, random_state=1).compute()
+    pdf["user"] = "u" + pdf["user"].astype(str)
+    val = make_ratings(90, 50, 300, rank=3, noise=0.3, random_state=2).compute()
+    val["user"] = "u" + val["user"].astype(str)
+    ddf, dval = dd.from_pandas(pdf, npartitions=3), dd.from_pandas(val, npartitions=2)
+    kw = dict(solver=solver, n_epochs=3, n_blocks=3, lr_decay=0.1, random_state=0)
+    ref = MatrixFactorization(3, **kw).fit(ddf, validation_data=dval)
+    assert ref.seen_items_ is not None
+
+    monkeypatch.setattr(dml.optim.data, "PERSIST_FRACTION", 0.0)
+    during = []
+
+    def watch(state, record):
+        # The fit's own subdirectory holds the B² sorted cells, the per-partition pieces are
+        # already merged and removed.
+        (sub,) = _spill_dirs(tmp_path)
+        during.append(sorted(p.name for p in (tmp_path / sub).iterdir()))
+
+    mf = MatrixFactorization(3, spill_dir=tmp_path, callbacks=[watch], **kw).fit(
+        ddf, validation_data=dval)
+    assert during == [[f"cell-{c:05d}.cell" for c in range(9)]] * 3
+    assert list(tmp_path.iterdir()) == []
+    for attr in ("user_factors_", "item_factors_", "user_bias_", "item_bias_"):
+        np.testing.assert_array_equal(getattr(mf, attr), getattr(ref, attr), err_msg=attr)
+    assert mf.history_ == [dict(h, seconds=m["seconds"]) for h, m in zip(ref.history_,
+                                                                            mf.history_)]
+    # remember_seen="auto" follows the same budget: no training pairs kept, so recommend must
+    # be told not to exclude them.
+    assert mf.seen_items_ is None and mf.seen_indptr_ is None
+    users = ref.user_ids_[:5]
+    with pytest.raises(ValueError, match="remember_seen=True"):
+        mf.recommend(users, k=3)
+    for a, b in zip(mf.recommend(users, k=3, exclude_seen=False),
+                    ref.recommend(users, k=3, exclude_seen=False)):
+        np.testing.assert_array_equal(a, b)
+    if solver == "sgd" and request.node.callspec.params["client"] == "inprocess":
+        # Asked for, the seen pairs are read from the cell files: the same as the persisted ones.
+        kept = MatrixFactorization(3, spill_dir=tmp_path, remember_seen=True, **kw).fit(ddf)
+        np.testing.assert_array_equal(kept.seen_indptr_, ref.seen_indptr_)
+        np.testing.assert_array_equal(kept.seen_items_, ref.seen_items_)
+        for a, b in zip(kept.recommend(users, k=3), ref.recommend(users, k=3)):
+            np.testing.assert_array_equal(a, b)
+        # persist=False forces the files whatever the budget, and remember_seen=False drops the
+        # pairs of data that fit.
+        monkeypatch.undo()
+        forced = MatrixFactorization(3, spill_dir=tmp_path, persist=False, remember_seen=False,
+                                     callbacks=[watch], **kw).fit(ddf, validation_data=dval)
+        np.testing.assert_array_equal(forced.user_factors_, ref.user_factors_)
+        assert forced.seen_items_ is None
+        assert len(during) == 6 and list(tmp_path.iterdir()) == []
+
+
+def test_out_of_core_spill_directory_removed_after_failed_fit(inprocess_client, monkeypatch,
+                                                              tmp_path):
+    # spill_dir=None: a directory under tempfile.gettempdir(), redirected here to watch it.
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    df = make_ratings(30, 20, 300, rank=2, random_state=6).compute()
+    seen = []
+
+    def fail(state, record):
+        seen.append(_spill_dirs(tmp_path))
+        raise RuntimeError("callback failed")
+
+    with pytest.raises(RuntimeError, match="callback failed"):
+        MatrixFactorization(2, n_epochs=3, n_blocks=2, persist=False, callbacks=[fail],
+                            random_state=0).fit(df)
+    assert len(seen) == 1 and len(seen[0]) == 1
+    assert _spill_dirs(tmp_path) == []
+    # A task that fails while the cells are written (the source fails on its second read,
+    # after the id pass) cleans up too.
+    marks = tmp_path / "reads"
+    marks.mkdir()
+    flaky = dd.from_pandas(df, npartitions=2).map_partitions(_fails_on_second_read, str(marks),
+                                                            meta=df.iloc[:0])
+    with pytest.raises(RuntimeError, match="second read"):
+        MatrixFactorization(2, n_epochs=1, persist=False).fit(flaky)
+    assert len(list(marks.iterdir())) == 2
+    assert _spill_dirs(tmp_path) == []
+
+
+def _fails_on_second_read(df, marks):
+    import os
+
+    mark = os.path.join(marks, str(df.index[0]))
+    if os.path.exists(mark):
+        raise RuntimeError(f"second read of the partition starting at row {df.index[0]}")
+    open(mark, "w").close()
+    return df

@@ -10,13 +10,17 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias):
-    """SPEC §4 updates in ``order``; P/Q/bu/bi are modified in place. Returns Σ e² (pre-update)."""
+def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0=0, i0=0):
+    """SPEC §4 updates in ``order``; P/Q/bu/bi are modified in place. Returns Σ e² (pre-update).
+
+    Rating t updates rows ``u[t] - u0`` of P, bu and ``i[t] - i0`` of Q, bi (the block's first
+    user and item: offsetting here spares a task two index arrays the size of its cell).
+    """
     k = P.shape[1]
     sq = 0.0
     for t in order:
-        a = u[t]
-        b = i[t]
+        a = u[t] - u0
+        b = i[t] - i0
         pred = mu
         if use_bias:
             pred += bu[a] + bi[b]
@@ -37,12 +41,14 @@ def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias):
 
 
 @numba.njit(cache=True, nogil=True)
-def als_gram(rows, cols, target, Z, n_rows):
-    """Per-row A = Σ z zᵀ, rhs = Σ t z and counts over the ratings (rows local to the block)."""
+def als_gram_add(rows, cols, target, Z, A, rhs, cnt):
+    """Adds each rating's z zᵀ, t z and 1 to A, rhs and cnt of its row (rows local to the block).
+
+    Accumulating cell after cell performs the same additions in the same order as one call on
+    the concatenated cells, so a block's Gram sums do not depend on whether its cells were in
+    memory together or read from disk one at a time.
+    """
     k1 = Z.shape[1]
-    A = np.zeros((n_rows, k1, k1))
-    rhs = np.zeros((n_rows, k1))
-    cnt = np.zeros(n_rows)
     for t in range(rows.shape[0]):
         a = rows[t]
         z = Z[cols[t]]
@@ -51,4 +57,54 @@ def als_gram(rows, cols, target, Z, n_rows):
             rhs[a, f] += target[t] * z[f]
             for g in range(k1):
                 A[a, f, g] += z[f] * z[g]
+
+
+@numba.njit(cache=True, nogil=True)
+def als_gram(rows, cols, target, Z, n_rows):
+    """Per-row A = Σ z zᵀ, rhs = Σ t z and counts over the ratings (rows local to the block)."""
+    k1 = Z.shape[1]
+    A = np.zeros((n_rows, k1, k1))
+    rhs = np.zeros((n_rows, k1))
+    cnt = np.zeros(n_rows)
+    als_gram_add(rows, cols, target, Z, A, rhs, cnt)
     return A, rhs, cnt
+
+
+@numba.njit(cache=True, nogil=True)
+def sort_by_key_then_value(key, r, n_keys):
+    """The permutation ``np.lexsort((r, key))`` returns, for keys in ``0..n_keys-1``.
+
+    A stable counting sort by key, then a stable sort by r inside each key's run (insertion
+    sort for the usual short runs, merge sort for long ones): a stable sort by (key, r) is one
+    permutation, so this equals lexsort exactly, in O(n + n_keys) instead of two comparison
+    sorts of the whole array.
+    """
+    n = key.shape[0]
+    start = np.zeros(n_keys + 1, np.int64)
+    for t in range(n):
+        start[key[t] + 1] += 1
+    for k in range(n_keys):
+        start[k + 1] += start[k]
+    pos = start[:-1].copy()
+    order = np.empty(n, np.int64)
+    for t in range(n):
+        k = key[t]
+        order[pos[k]] = t
+        pos[k] += 1
+    for k in range(n_keys):
+        a = start[k]
+        b = start[k + 1]
+        if b - a <= 32:
+            for x in range(a + 1, b):
+                t = order[x]
+                v = r[t]
+                y = x - 1
+                # Strictly greater: equal ratings keep their order (stable, like lexsort).
+                while y >= a and r[order[y]] > v:
+                    order[y + 1] = order[y]
+                    y -= 1
+                order[y + 1] = t
+        else:
+            run = order[a:b].copy()
+            order[a:b] = run[np.argsort(r[run], kind="mergesort")]
+    return order

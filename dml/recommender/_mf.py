@@ -8,7 +8,12 @@ Layout of a fit
 2. *Cells*: users are split into B contiguous index ranges and items into B; each partition
    splits its ratings into the B×B (user-block, item-block) cells, and one task per cell gathers
    its pieces and sorts them by (user, item), so a cell's content does not depend on how the
-   input was partitioned or on how many workers there are. Cells stay on the workers.
+   input was partitioned or on how many workers there are. Cells stay on the workers when they
+   fit (``persist``). Otherwise (data larger than the cluster's memory) every partition writes
+   its pieces to files under ``spill_dir``, one task per cell merges them into one sorted cell
+   file, and from then on tasks receive cell *paths* and read the one cell they work on: the
+   same arrays in the same order, so the same model bit for bit, with no cell held in memory
+   between tasks.
 3. *Epochs* run through :func:`dml.optim.training.run_epochs` (history, checkpoints, progress):
 
    * ``solver="sgd"`` (DSGD, Gemulla et al. 2011): B sub-epochs; sub-epoch s trains the cells
@@ -17,7 +22,8 @@ Layout of a fit
      factors and biases and returns them updated, so no two tasks touch the same rows. Within a
      cell the ratings are visited in a per-(epoch, cell) random order and updated *sequentially*
      (SPEC §4 rule, numba kernel).
-   * ``solver="als"``: per user block, each user solves
+   * ``solver="als"``: per user block (its cells accumulated one after the other, so only one
+     cell is read at a time), each user solves
      ``(Zᵀ Z + λ n_u I) x_u = Zᵀ t`` with ``z_i = [q_i, 1]``, ``x_u = [p_u, b_u]`` and
      ``t = r − μ − b_i`` (without biases ``z_i = q_i``, ``x_u = p_u``, ``t = r``); then the
      symmetric item step. By default λ is scaled by the number of ratings n_u / n_i
@@ -30,6 +36,11 @@ Layout of a fit
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import socket
+import tempfile
+import threading
 
 import dask
 import numpy as np
@@ -38,6 +49,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from dml._blocks import block_rng, is_dask, seed_from
 from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml.optim.data import fits_persist_budget
 from dml.optim.state import TrainState
 from dml.optim.training import TrainConfig, run_epochs
 from dml.recommender import _kernels
@@ -45,6 +57,11 @@ from dml.recommender import _kernels
 __all__ = ["MatrixFactorization"]
 
 _SOLVERS = ("sgd", "als")
+#: Worker memory a persisted fit holds per rating: the cells (two int64 indices and a float64
+#: rating) and the seen pairs' int64 item indices.
+_PERSIST_BYTES_PER_RATING = 32
+#: Ratings per chunk of the residual computation.
+_CHUNK = 1 << 18
 
 
 # ---------------------------------------------------------------- module-level task functions
@@ -70,6 +87,17 @@ def _lookup(table: np.ndarray, values) -> np.ndarray:
         return np.full(len(v), -1, dtype=np.int64)
     if len(table) == 0:
         return np.full(len(v), -1, dtype=np.int64)
+    lo, hi = (int(table[0]), int(table[-1])) if table.dtype.kind == "i" else (0, -1)
+    if v.dtype.kind == "i" and hi - lo < 8 * len(table) + 1024:
+        # Integer ids over a compact range (the usual 0..n-1 or 1..n): a dense map is one gather
+        # per value instead of a binary search, and gives the same indices.
+        dense = np.full(hi - lo + 1, -1, dtype=np.int64)
+        dense[table.astype(np.int64) - lo] = np.arange(len(table))
+        v = v.astype(np.int64, copy=False)
+        known = (v >= lo) & (v <= hi)
+        out = np.full(len(v), -1, dtype=np.int64)
+        out[known] = dense[v[known] - lo]
+        return out
     pos = np.searchsorted(table, v)
     pos = np.minimum(pos, len(table) - 1)
     return np.where(table[pos] == v, pos, -1).astype(np.int64)
@@ -80,8 +108,17 @@ def _id_stats(df: pd.DataFrame, with_rating: bool = True):
     if not np.all(np.isfinite(r)):
         raise ValueError("ratings contain NaN or infinity; drop or impute those rows before "
                          "fitting MatrixFactorization")
-    return (np.unique(_as_ids(df["u"].to_numpy())), np.unique(_as_ids(df["i"].to_numpy())),
+    return (_unique(_as_ids(df["u"].to_numpy())), _unique(_as_ids(df["i"].to_numpy())),
             float(r.sum()), int(len(r)))
+
+
+def _unique(a):
+    """``np.unique(a)``; by counting for integers over a compact range (the usual ids)."""
+    if a.dtype.kind == "i" and len(a):
+        lo, hi = int(a.min()), int(a.max())
+        if hi - lo < 4 * len(a) + 1024:
+            return (np.flatnonzero(np.bincount(a.astype(np.int64) - lo)) + lo).astype(a.dtype)
+    return np.unique(a)
 
 
 def _merge_stats(parts):
@@ -102,7 +139,8 @@ def _split_partition(df, user_ids, item_ids, ub, ib, B):
     i = _lookup(item_ids, _as_ids(df["i"].to_numpy()))
     r = df["r"].to_numpy(dtype=np.float64)
     cell = (np.searchsorted(ub, u, side="right") - 1) * B + np.searchsorted(ib, i, side="right") - 1
-    order = np.argsort(cell, kind="stable")
+    # The same stable order, by radix sort (NumPy's stable sort of 16-bit integers).
+    order = np.argsort(cell.astype(np.uint16) if B * B <= 2**16 else cell, kind="stable")
     cuts = np.searchsorted(cell[order], np.arange(B * B + 1))
     return tuple((u[order[a:b]], i[order[a:b]], r[order[a:b]])
                  for a, b in zip(cuts[:-1], cuts[1:]))
@@ -110,37 +148,133 @@ def _split_partition(df, user_ids, item_ids, ub, ib, B):
 
 def _gather_cell(pieces):
     """One cell from its piece of every partition (only those pieces travel to the task)."""
-    u = np.concatenate([p[0] for p in pieces])
-    i = np.concatenate([p[1] for p in pieces])
-    r = np.concatenate([p[2] for p in pieces])
-    order = np.lexsort((r, i, u))
-    return u[order], i[order], r[order]
+    return _sorted_cell([np.concatenate([p[k] for p in pieces]) for k in range(3)])
 
 
-def _cell_counts(cell, n_users, n_items):
-    return (np.bincount(cell[0], minlength=n_users).astype(np.float64),
-            np.bincount(cell[1], minlength=n_items).astype(np.float64))
+def _sorted_cell(cols):
+    """The list [u, i, r] sorted by (u, i, r), column by column: only one column exists twice
+    at any time."""
+    order = _order_by_pair_then_rating(*cols)
+    for k in range(3):
+        cols[k] = cols[k][order]
+    return tuple(cols)
+
+
+def _order_by_pair_then_rating(u, i, r):
+    """``np.lexsort((r, i, u))``, by a counting sort on (u, i) when their range is compact."""
+    if len(u) == 0:
+        return np.zeros(0, dtype=np.int64)
+    u0, i0 = int(u.min()), int(i.min())
+    n_i = int(i.max()) - i0 + 1
+    n_keys = (int(u.max()) - u0 + 1) * n_i
+    if n_keys > 4 * len(u) + 2**16:
+        return np.lexsort((r, i, u))
+    return _kernels.sort_by_key_then_value((u - u0) * n_i + (i - i0), r, n_keys)
+
+
+def _cell_data(cell, n_arrays=3):
+    """A cell's (u, i, r): the persisted arrays themselves, or read from the cell's spill file
+    (its first ``n_arrays`` only)."""
+    if isinstance(cell, str):
+        with open(cell, "rb") as f:
+            return tuple(np.load(f) for _ in range(n_arrays))
+    return cell[:n_arrays]
+
+
+def _write_cell(path, u, i, r):
+    """u, i and r as three .npy arrays one after the other (no zip: .npz spent more time in
+    its checksums than in reading)."""
+    # Under a temporary name, then renamed: a task that runs twice (a retry after a lost worker)
+    # never leaves a half-written file under the final name.
+    tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
+    with open(tmp, "wb") as f:
+        for a in (u, i, r):
+            np.save(f, a)
+    os.replace(tmp, path)
+
+
+def _not_shared(path):
+    return (f"{path!r} does not exist on worker host {socket.gethostname()!r}. "
+            "MatrixFactorization writes its (user block, item block) cells to spill_dir when the "
+            "ratings do not fit in the cluster's memory, and every worker reads cells written by "
+            "the others: spill_dir must be a directory that the client and all workers see at "
+            "the same path (a local directory on one machine, a shared filesystem such as NFS on "
+            "several). Pass spill_dir='/shared/path', or persist=True if the ratings fit in the "
+            "workers' memory.")
+
+
+def _spill_partition(df, user_ids, item_ids, ub, ib, B, root, index):
+    """Split one partition into its B×B cell pieces and write each non-empty one to ``root``;
+    returns the pieces' paths (None for an empty piece)."""
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"spill directory {_not_shared(root)}")
+    out = []
+    for c, (u, i, r) in enumerate(_split_partition(df, user_ids, item_ids, ub, ib, B)):
+        if len(r):
+            path = os.path.join(root, f"piece-{c:05d}-{index:06d}.cell")
+            _write_cell(path, u, i, r)
+            out.append(path)
+        else:
+            out.append(None)
+    return tuple(out)
+
+
+def _spill_cell(pieces, path, u0, i0, n_users, n_items):
+    """Merge one cell's pieces into its sorted cell file (as :func:`_gather_cell`), remove the
+    pieces; returns the cell's path and its counts."""
+    if os.path.exists(path):
+        # A retry after the pieces were removed: the renamed cell file is complete.
+        cell = _cell_data(path)
+    else:
+        found = [p for p in pieces if p is not None]
+        for p in found:
+            if not os.path.exists(p):
+                raise FileNotFoundError(f"cell piece {_not_shared(p)}")
+        if found:
+            pieces = [_cell_data(p) for p in found]
+            cols = [np.concatenate([p[k] for p in pieces]) for k in range(3)]
+            del pieces  # before the sort: the cell exists once, not twice
+            cell = _sorted_cell(cols)
+        else:
+            cell = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+        _write_cell(path, *cell)
+        for p in found:
+            os.remove(p)
+    return path, _cell_counts(cell, u0, i0, n_users, n_items)
+
+
+def _cell_counts(cell, u0, i0, n_users, n_items):
+    """Ratings per user and per item of one cell (block-local: users u0.., items i0..)."""
+    return (np.bincount(cell[0] - u0, minlength=n_users).astype(np.float64),
+            np.bincount(cell[1] - i0, minlength=n_items).astype(np.float64))
 
 
 def _seen_block(cells, lo, hi):
-    u = np.concatenate([c[0] for c in cells])
-    i = np.concatenate([c[1] for c in cells])
-    order = np.lexsort((i, u))
+    pairs = [_cell_data(c, 2) for c in cells]
+    u = np.concatenate([p[0] for p in pairs])
+    i = np.concatenate([p[1] for p in pairs])
+    # np.lexsort((i, u)), by a counting sort on the block's users.
+    order = _kernels.sort_by_key_then_value(u - lo, i, hi - lo)
     counts = np.bincount(u - lo, minlength=hi - lo) if hi > lo else np.zeros(0, dtype=np.int64)
     return counts, i[order]
 
 
 def _sgd_task(cell, P, Q, bu, bi, u0, i0, mu, lr, reg, use_bias, seed, epoch, index):
     P, Q, bu, bi = P.copy(), Q.copy(), bu.copy(), bi.copy()
-    u, i, r = cell
+    u, i, r = _cell_data(cell)
     order = block_rng(seed, "mf/order", epoch, index).permutation(len(r))
-    _kernels.sgd_cell(u - u0, i - i0, r, order, P, Q, bu, bi, mu, lr, reg, use_bias)
+    _kernels.sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0, i0)
     return P, Q, bu, bi
 
 
 def _sq_error(cell, P, Q, bu, bi, mu):
-    u, i, r = cell
-    e = r - _predict_dense(u, i, P, Q, bu, bi, mu)
+    u, i, r = _cell_data(cell)
+    # The residuals a chunk at a time: the factor rows gathered for a whole cell take 2k floats
+    # per rating, several times the cell itself (a worker near its memory limit pauses on that).
+    e = np.empty(len(r))
+    for a in range(0, len(r), _CHUNK):
+        b = a + _CHUNK
+        e[a:b] = r[a:b] - _predict_dense(u[a:b], i[a:b], P, Q, bu, bi, mu)
     return float(e @ e)
 
 
@@ -148,6 +282,12 @@ def _predict_dense(u, i, P, Q, bu, bi, mu):
     """μ + b_u + b_i + p_u·q_i with unknown (−1) users/items contributing nothing (cold start)."""
     out = np.full(len(u), mu, dtype=np.float64)
     ku, ki = u >= 0, i >= 0
+    if ku.all() and ki.all():
+        # Every id known (always so for training cells): the same sums without masked copies.
+        out += bu[u]
+        out += bi[i]
+        out += np.einsum("ij,ij->i", P[u], Q[i])
+        return out
     out[ku] += bu[u[ku]]
     out[ki] += bi[i[ki]]
     both = ku & ki
@@ -163,20 +303,26 @@ def _solve(A, rhs):
         return np.stack([np.linalg.lstsq(a, b, rcond=None)[0] for a, b in zip(A, rhs)])
 
 
-def als_half_step(rows, cols, r, Z, other_bias, n_rows, mu, reg, use_bias, weighted=True):
-    """One side's ALS solves for rows ``0..n_rows-1`` (local indices) given the other side.
+def _als_design(Z, use_bias):
+    """The other side's rows z (with a trailing 1 for the bias), as the Gram kernel reads them."""
+    return np.ascontiguousarray(np.hstack([Z, np.ones((Z.shape[0], 1))]) if use_bias else Z)
 
-    Returns (factors, biases). Public for the tests: each row solves
-    ``(Σ z zᵀ + λ n I) x = Σ t z`` (``λ I`` when not ``weighted``; see the module docstring).
-    """
-    if use_bias:
-        Zb = np.hstack([Z, np.ones((Z.shape[0], 1))])
-        target = r - mu - other_bias[cols]
-    else:
-        Zb = Z
-        target = r - mu
-    A, rhs, cnt = _kernels.als_gram(rows, cols, target, np.ascontiguousarray(Zb), n_rows)
+
+def _als_accumulate(acc, rows, cols, r, Zb, other_bias, mu, use_bias):
+    """Adds these ratings to the Gram sums ``acc`` = (A, rhs, cnt) (see ``als_gram_add``)."""
+    target = r - mu - other_bias[cols] if use_bias else r - mu
+    _kernels.als_gram_add(rows, cols, target, Zb, *acc)
+    return acc
+
+
+def _als_empty(n_rows, Zb):
     k1 = Zb.shape[1]
+    return np.zeros((n_rows, k1, k1)), np.zeros((n_rows, k1)), np.zeros(n_rows)
+
+
+def _als_solve(acc, reg, use_bias, weighted):
+    A, rhs, cnt = acc
+    n_rows, k1 = rhs.shape
     lam = reg * cnt if weighted else np.full(n_rows, float(reg))
     A = A + lam[:, None, None] * np.eye(k1)
     x = np.zeros((n_rows, k1))
@@ -188,18 +334,33 @@ def als_half_step(rows, cols, r, Z, other_bias, n_rows, mu, reg, use_bias, weigh
     return x, np.zeros(n_rows)
 
 
+def als_half_step(rows, cols, r, Z, other_bias, n_rows, mu, reg, use_bias, weighted=True):
+    """One side's ALS solves for rows ``0..n_rows-1`` (local indices) given the other side.
+
+    Returns (factors, biases). Public for the tests: each row solves
+    ``(Σ z zᵀ + λ n I) x = Σ t z`` (``λ I`` when not ``weighted``; see the module docstring).
+    """
+    Zb = _als_design(Z, use_bias)
+    acc = _als_accumulate(_als_empty(n_rows, Zb), rows, cols, r, Zb, other_bias, mu, use_bias)
+    return _als_solve(acc, reg, use_bias, weighted)
+
+
 def _als_user_task(cells, Q, bi, lo, hi, mu, reg, use_bias, weighted):
-    u = np.concatenate([c[0] for c in cells]) - lo
-    i = np.concatenate([c[1] for c in cells])
-    r = np.concatenate([c[2] for c in cells])
-    return als_half_step(u, i, r, Q, bi, hi - lo, mu, reg, use_bias, weighted)
+    Zb = _als_design(Q, use_bias)
+    acc = _als_empty(hi - lo, Zb)
+    for cell in cells:
+        u, i, r = _cell_data(cell)
+        _als_accumulate(acc, u - lo, i, r, Zb, bi, mu, use_bias)
+    return _als_solve(acc, reg, use_bias, weighted)
 
 
 def _als_item_task(cells, P, bu, lo, hi, mu, reg, use_bias, weighted):
-    u = np.concatenate([c[0] for c in cells])
-    i = np.concatenate([c[1] for c in cells]) - lo
-    r = np.concatenate([c[2] for c in cells])
-    return als_half_step(i, u, r, P, bu, hi - lo, mu, reg, use_bias, weighted)
+    Zb = _als_design(P, use_bias)
+    acc = _als_empty(hi - lo, Zb)
+    for cell in cells:
+        u, i, r = _cell_data(cell)
+        _als_accumulate(acc, i - lo, u, r, Zb, bu, mu, use_bias)
+    return _als_solve(acc, reg, use_bias, weighted)
 
 
 def _concat_pairs(parts):
@@ -256,6 +417,30 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         Column names in DataFrame input.
     tol, n_iter_no_change : stopping rule on the training objective (tol=None: run n_epochs).
     checkpoint_dir, checkpoint_every, verbose, progress, callbacks : see :mod:`dml.optim`.
+    persist : {"auto", True, False}, default="auto"
+        Keep the B² (user block, item block) cells in the workers' memory between tasks.
+        ``"auto"``: when they fit half of the cluster's memory (32 bytes per rating: the cells
+        and the seen pairs). Otherwise the fit runs *out of core*: every input partition writes
+        its cell pieces to files under ``spill_dir``, one task per cell merges them into one
+        sorted cell file, and each SGD sub-epoch task, ALS step and RMSE pass reads the cells it
+        needs from there. The model is identical bit for bit either way. Out of core a task
+        holds one cell, about ``24 · n_ratings / n_blocks²`` bytes (some three times that while
+        a cell is sorted), so raise ``n_blocks`` until that is small next to a worker's memory.
+    spill_dir : str or path-like, optional
+        Where the out-of-core cell files go (unused when the cells are persisted): ``fit``
+        creates a fresh subdirectory in it and removes it at the end, also when the fit fails.
+        Default: the client's ``tempfile.gettempdir()``. It needs about as much free space as
+        the ratings take in memory (24 bytes per rating), and the client and every worker must
+        see it at the same path: any local directory when they all run on one machine; on a
+        multi-node cluster a shared filesystem (NFS, a mounted volume), or ``fit`` fails with an
+        error naming the directory.
+    remember_seen : {"auto", True, False}, default="auto"
+        Keep every training (user, item) pair on the client (``seen_indptr_``,
+        ``seen_items_``: 8 bytes per rating) so that ``recommend(exclude_seen=True)`` can skip a
+        user's rated items. ``"auto"``: when the ratings fit the same budget as
+        ``persist="auto"``; for larger data they are not kept and ``recommend`` needs
+        ``exclude_seen=False`` (or a refit with ``remember_seen=True``, which out of core reads
+        them from the cell files, one user block of pairs per task).
     random_state : int, RandomState or None
 
     Attributes
@@ -265,8 +450,9 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
     user_factors_, item_factors_ : ndarray of shape (n, k)
     user_bias_, item_bias_ : ndarray
     global_mean_ : float
-    seen_indptr_, seen_items_ : ndarray
-        The training items of each user (CSR, item indices), for ``recommend(exclude_seen=True)``.
+    seen_indptr_, seen_items_ : ndarray or None
+        The training items of each user (CSR, item indices), for ``recommend(exclude_seen=True)``;
+        None when they were not kept (see ``remember_seen``).
     history_ : list of dict
         Per epoch: objective, train_rmse, validation_rmse (with validation_data), seconds.
 
@@ -301,13 +487,22 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
     >>> items, scores = mf.recommend([2], k=1)
     >>> str(items[0, 0])
     'b'
+
+    Out of core (forced here with ``persist=False``; ``"auto"`` does it for data larger than
+    half the cluster's memory) the cells are read from files, and the model is the same:
+
+    >>> ooc = MatrixFactorization(n_factors=2, n_epochs=5, n_blocks=2, random_state=0,
+    ...                           persist=False).fit(df)
+    >>> bool((ooc.user_factors_ == mf.user_factors_).all())
+    True
     """
 
     def __init__(self, n_factors=10, *, solver="sgd", biases=True, reg=0.05, weighted_reg=True,
                  learning_rate=0.01, lr_decay=0.0, n_epochs=20, n_blocks=4, init_std=0.1,
                  user_col="user", item_col="item", rating_col="rating", tol=None,
                  n_iter_no_change=5, checkpoint_dir=None, checkpoint_every=1, verbose=0,
-                 progress=None, callbacks=(), random_state=None):
+                 progress=None, callbacks=(), persist="auto", spill_dir=None,
+                 remember_seen="auto", random_state=None):
         self.n_factors = n_factors
         self.solver = solver
         self.biases = biases
@@ -328,6 +523,9 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         self.verbose = verbose
         self.progress = progress
         self.callbacks = callbacks
+        self.persist = persist
+        self.spill_dir = spill_dir
+        self.remember_seen = remember_seen
         self.random_state = random_state
 
     # ---- input
@@ -347,6 +545,18 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
                     and (v > 0 if strict else v >= 0)):
                 rule = "> 0" if strict else ">= 0"
                 raise ValueError(f"{name} must be a finite number {rule}, got {v!r}")
+        for name in ("persist", "remember_seen"):
+            v = getattr(self, name)
+            if not (isinstance(v, (bool, np.bool_)) or (isinstance(v, str) and v == "auto")):
+                raise ValueError(f"{name} must be 'auto', True or False, got {v!r}")
+        if self.spill_dir is not None:
+            if not isinstance(self.spill_dir, (str, os.PathLike)):
+                raise ValueError("spill_dir must be a directory path or None, got "
+                                 f"{self.spill_dir!r}")
+            if not os.path.isdir(self.spill_dir):
+                raise ValueError(f"spill_dir {os.fspath(self.spill_dir)!r} is not an existing "
+                                 "directory; create it, or pass spill_dir=None for a temporary "
+                                 f"directory under {tempfile.gettempdir()!r}")
 
     def _partitions(self, X, y, *, need_rating=True, what="X"):
         """Input as a list of (delayed or local) pandas frames with columns u, i[, r]."""
@@ -436,28 +646,82 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         nu, ni = len(users), len(items)
         mu = float(total / n) if self.biases else 0.0
         ub, ib = _bounds(nu, B), _bounds(ni, B)
+        fits = fits_persist_budget(n * _PERSIST_BYTES_PER_RATING)
+        persist = fits if self.persist == "auto" else bool(self.persist)
+        remember = fits if self.remember_seen == "auto" else bool(self.remember_seen)
+        spill = None
+        if not persist:
+            base = None if self.spill_dir is None else os.path.abspath(self.spill_dir)
+            spill = tempfile.mkdtemp(prefix="dml-mf-", dir=base)
+        try:
+            return self._fit_cells(parts, validation_data, seed, B, users, items, n, mu, ub, ib,
+                                   spill, remember)
+        finally:
+            if spill is not None:
+                shutil.rmtree(spill, ignore_errors=True)
+
+    def _fit_cells(self, parts, validation_data, seed, B, users, items, n, mu, ub, ib, spill,
+                   remember):
+        """The fit after the id pass: cells persisted (``spill`` None) or written under
+        ``spill``, then the epochs."""
+        nu, ni = len(users), len(items)
         d_users, d_items = dask.delayed(users, pure=True), dask.delayed(items, pure=True)
-        # nout=B*B: one key per (partition, cell) piece, so a cell task fetches its own pieces
-        # only. Passing the whole list of split partitions made every cell task pull the entire
-        # data set to its worker (principle 3: nothing gathers the full data to one process).
-        split = [dask.delayed(_split_partition, pure=True, nout=B * B)(p, d_users, d_items, ub,
-                                                                       ib, B)
-                 for p in parts]
-        cells = [dask.delayed(_gather_cell, pure=True)([sp[c] for sp in split])
-                 for c in range(B * B)]
         val = None
         if validation_data is not None:
             val = [dask.delayed(_val_partition, pure=True)(p, d_users, d_items)
                    for p in self._partitions(validation_data, None, what="validation_data")]
-        counts = [dask.delayed(_cell_counts, pure=True)(c, nu, ni) for c in cells]
-        seen = [dask.delayed(_seen_block, pure=True)(cells[b * B:(b + 1) * B], ub[b], ub[b + 1])
-                for b in range(B)]
-        cells, val, counts, seen = dask.persist(cells, val, counts, seen)
-        counts, seen = dask.compute(counts, seen)
-        n_u = np.sum([c[0] for c in counts], axis=0)
-        n_i = np.sum([c[1] for c in counts], axis=0)
-        self.seen_indptr_ = np.concatenate([[0], np.cumsum(np.concatenate([s[0] for s in seen]))])
-        self.seen_items_ = np.concatenate([s[1] for s in seen]).astype(np.int64)
+
+        def counts_of(cell, c):
+            b, j = divmod(c, B)
+            return dask.delayed(_cell_counts, pure=True)(cell, ub[b], ib[j], ub[b + 1] - ub[b],
+                                                         ib[j + 1] - ib[j])
+
+        def seen_of(cells):
+            return [dask.delayed(_seen_block, pure=True)(cells[b * B:(b + 1) * B], ub[b],
+                                                         ub[b + 1])
+                    for b in range(B)] if remember else []
+
+        if spill is None:
+            # nout=B*B: one key per (partition, cell) piece, so a cell task fetches its own
+            # pieces only. Passing the whole list of split partitions made every cell task pull
+            # the entire data set to its worker (principle 3: nothing gathers the full data to
+            # one process).
+            split = [dask.delayed(_split_partition, pure=True, nout=B * B)(p, d_users, d_items,
+                                                                           ub, ib, B)
+                     for p in parts]
+            cells = [dask.delayed(_gather_cell, pure=True)([sp[c] for sp in split])
+                     for c in range(B * B)]
+            counts = [counts_of(cells[c], c) for c in range(B * B)]
+            seen = seen_of(cells)
+            cells, val, counts, seen = dask.persist(cells, val, counts, seen)
+            counts, seen = dask.compute(counts, seen)
+        else:
+            # Out of core: the cells live in files and every task below receives a path, so no
+            # worker holds more than the cells of its running tasks, and the validation rows
+            # are re-read from their source on every pass instead of being persisted.
+            spills = [dask.delayed(_spill_partition, pure=True, nout=B * B)(
+                p, d_users, d_items, ub, ib, B, spill, k) for k, p in enumerate(parts)]
+            done = []
+            for c in range(B * B):
+                b, j = divmod(c, B)
+                done.append(dask.delayed(_spill_cell, pure=True)(
+                    [sp[c] for sp in spills], os.path.join(spill, f"cell-{c:05d}.cell"), ub[b],
+                    ib[j], ub[b + 1] - ub[b], ib[j + 1] - ib[j]))
+            done = dask.compute(done)[0]
+            cells = [d[0] for d in done]
+            counts = [d[1] for d in done]
+            seen = dask.compute(seen_of(cells))[0]
+        n_u, n_i = np.zeros(nu), np.zeros(ni)
+        for c, (cu, ci) in enumerate(counts):
+            b, j = divmod(c, B)
+            n_u[ub[b]:ub[b + 1]] += cu
+            n_i[ib[j]:ib[j + 1]] += ci
+        if remember:
+            self.seen_indptr_ = np.concatenate(
+                [[0], np.cumsum(np.concatenate([s[0] for s in seen]))])
+            self.seen_items_ = np.concatenate([s[1] for s in seen]).astype(np.int64)
+        else:
+            self.seen_indptr_ = self.seen_items_ = None
 
         k = int(self.n_factors)
         rng = block_rng(seed, "mf/init")
@@ -612,10 +876,24 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         -------
         items : ndarray of shape (n_users, k) of item ids
         scores : ndarray of shape (n_users, k)
+
+        Raises
+        ------
+        ValueError
+            With ``exclude_seen=True`` when the fit did not keep the training pairs
+            (``remember_seen``).
         """
         check_is_fitted(self, "user_factors_")
         if not (isinstance(k, (int, np.integer)) and k >= 1):
             raise ValueError(f"k must be a positive integer, got {k!r}")
+        if exclude_seen and getattr(self, "seen_items_", None) is None:
+            raise ValueError(
+                "recommend(exclude_seen=True) needs every user's training items, which this "
+                f"{type(self).__name__} did not keep (remember_seen={self.remember_seen!r}; "
+                "'auto' keeps them only when the ratings fit half of the cluster's memory, as "
+                "they take 8 bytes per rating in client memory, here "
+                f"{8 * self.n_ratings_ / 2**20:.0f} MiB). Pass exclude_seen=False, or refit "
+                "with remember_seen=True.")
         uids, iids, P, Q, bu, bi, mu = self._model()
         users = np.atleast_1d(np.asarray(users))
         idx = _lookup(uids, _as_ids(users)) if len(users) else np.zeros(0, dtype=np.int64)
