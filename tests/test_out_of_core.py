@@ -11,7 +11,7 @@ the blocks must stream from disk on every pass (DESIGN principle 3). Each fit mu
   Parquet dataset persisted on the in-process cluster).
 
 Scale: ``DML_OOC_SCALE`` is the data size divided by the workers' total memory limit (default
-1.25, so that CI stays within its time budget; ``DML_OOC_SCALE=3`` is the full check of issue 11,
+1.1, so that CI stays within its time budget; ``DML_OOC_SCALE=3`` is the full check of issue 11,
 1.5 GiB on disk per worker and many minutes); ``DML_OOC_WORKERS`` the number of workers
 (default 1). Each worker has ``WORKER_MIB`` MiB: a worker that has
 imported dml's estimators (pandas, pyarrow, scikit-learn, numba) already holds about 285 MiB, so
@@ -37,7 +37,7 @@ from conftest import ProcessCluster
 pytestmark = [pytest.mark.out_of_core, pytest.mark.multiprocess, pytest.mark.slow]
 
 #: Data size / total worker memory limit.
-RATIO = float(os.environ.get("DML_OOC_SCALE", "1.25"))
+RATIO = float(os.environ.get("DML_OOC_SCALE", "1.1"))
 #: One worker by default: the data must exceed the *total* worker memory, so every extra worker
 #: adds ~640 MiB to write, stream and fit twice (out of core and in memory) — CI time the suite
 #: does not have. DML_OOC_WORKERS=2 checks the same with two workers.
