@@ -132,15 +132,20 @@ def _best_c(model, state) -> float:
     return float(np.log10(model.best_params_["C"]))
 
 
-def _logistic_search(module: str, estimator: str, **kw):
-    def make():
+def _logistic_search(kind: str, module: str, estimator: str, note: str, **kw) -> Implementation:
+    """A search over ``CS`` with ``module``'s GridSearchCV on ``estimator`` ("pkg:Class")."""
+    def fit(state):
         import importlib
 
-        est = getattr(importlib.import_module(estimator.partition(":")[0]),
-                      estimator.partition(":")[2])()
+        pkg, _, name = estimator.partition(":")
         cls = getattr(importlib.import_module(module), "GridSearchCV")
-        return cls(est, {"C": CS}, cv=3, scoring="neg_log_loss", **kw)
-    return make
+        search = cls(getattr(importlib.import_module(pkg), name)(), {"C": CS}, cv=3,
+                     scoring="neg_log_loss", **kw)
+        return search.fit(state.X_train, state.y_train)
+
+    return Implementation(prepare=(lambda ds: ds.dask()) if kind == "dask" else
+                          (lambda ds: ds.numpy()), fit=fit, score=_best_c,
+                          requires=(module.partition(".")[0],), note=note)
 
 
 def _cv_logistic_data(scale: float = 1.0) -> Arrays:
@@ -156,31 +161,17 @@ register(Workload(
     build=_cv_logistic_data,
     metric=Metric("log10 best C", lambda y_true, y_pred: float("nan"), greater_is_better=True),
     implementations={
-        "dml": Implementation(
-            prepare=lambda ds: ds.dask(),
-            fit=lambda state: _logistic_search("dml.model_selection",
-                                               "dml.linear_model:LogisticRegression")().fit(
-                state.X_train, state.y_train),
-            score=_best_c, requires=("dml",),
-            note="dml GridSearchCV + dml LogisticRegression (Newton) on persisted Dask arrays: "
-                 "the 12 (C, fold) fits run as concurrent driver loops; the data never leaves "
-                 "the workers"),
-        "sklearn": Implementation(
-            prepare=lambda ds: ds.numpy(),
-            fit=lambda state: _logistic_search("sklearn.model_selection",
-                                               "sklearn.linear_model:LogisticRegression",
-                                               n_jobs=2)().fit(state.X_train, state.y_train),
-            score=_best_c, requires=("sklearn",),
-            note="sklearn GridSearchCV(LogisticRegression(), n_jobs=2) on NumPy: the whole "
-                 "training set in the client's memory and copied to each job"),
-        "dask-ml": Implementation(
-            prepare=lambda ds: ds.numpy(),
-            fit=lambda state: _logistic_search("dask_ml.model_selection",
-                                               "sklearn.linear_model:LogisticRegression")().fit(
-                state.X_train, state.y_train),
-            score=_best_c, requires=("dask_ml",),
-            note="dask-ml GridSearchCV(sklearn LogisticRegression()) on NumPy (current Dask "
-                 "client)"),
+        "dml": _logistic_search(
+            "dask", "dml.model_selection", "dml.linear_model:LogisticRegression",
+            "dml GridSearchCV + dml LogisticRegression (Newton) on persisted Dask arrays: the 12 "
+            "(C, fold) fits run as concurrent driver loops; the data never leaves the workers"),
+        "sklearn": _logistic_search(
+            "numpy", "sklearn.model_selection", "sklearn.linear_model:LogisticRegression",
+            "sklearn GridSearchCV(LogisticRegression(), n_jobs=2) on NumPy: the whole training "
+            "set in the client's memory and copied to each job", n_jobs=2),
+        "dask-ml": _logistic_search(
+            "numpy", "dask_ml.model_selection", "sklearn.linear_model:LogisticRegression",
+            "dask-ml GridSearchCV(sklearn LogisticRegression()) on NumPy (current Dask client)"),
     },
     target=None,
 ))

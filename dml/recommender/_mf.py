@@ -345,21 +345,14 @@ def als_half_step(rows, cols, r, Z, other_bias, n_rows, mu, reg, use_bias, weigh
     return _als_solve(acc, reg, use_bias, weighted)
 
 
-def _als_user_task(cells, Q, bi, lo, hi, mu, reg, use_bias, weighted):
-    Zb = _als_design(Q, use_bias)
+def _als_half_task(cells, Z, other_bias, lo, hi, mu, reg, use_bias, weighted, users):
+    """Solve rows ``lo..hi`` of the users' (``users``) or the items' side from their cells."""
+    Zb = _als_design(Z, use_bias)
     acc = _als_empty(hi - lo, Zb)
     for cell in cells:
         u, i, r = _cell_data(cell)
-        _als_accumulate(acc, u - lo, i, r, Zb, bi, mu, use_bias)
-    return _als_solve(acc, reg, use_bias, weighted)
-
-
-def _als_item_task(cells, P, bu, lo, hi, mu, reg, use_bias, weighted):
-    Zb = _als_design(P, use_bias)
-    acc = _als_empty(hi - lo, Zb)
-    for cell in cells:
-        u, i, r = _cell_data(cell)
-        _als_accumulate(acc, i - lo, u, r, Zb, bu, mu, use_bias)
+        rows, cols = (u, i) if users else (i, u)
+        _als_accumulate(acc, rows - lo, cols, r, Zb, other_bias, mu, use_bias)
     return _als_solve(acc, reg, use_bias, weighted)
 
 
@@ -781,14 +774,15 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
             from dml.optim.training import EpochResult
             A = st.arrays
             Q, bi = A["Q"], A["bi"]
-            ures = [dask.delayed(_als_user_task, pure=True, nout=2)(
-                cells[b * B:(b + 1) * B], Q, bi, ub[b], ub[b + 1], mu, reg, use_bias, weighted)
+            ures = [dask.delayed(_als_half_task, pure=True, nout=2)(
+                cells[b * B:(b + 1) * B], Q, bi, ub[b], ub[b + 1], mu, reg, use_bias, weighted,
+                True)
                 for b in range(B)]
             P = dask.delayed(np.concatenate, pure=True)([r[0] for r in ures])
             bu = dask.delayed(np.concatenate, pure=True)([r[1] for r in ures])
-            ires = [dask.delayed(_als_item_task, pure=True, nout=2)(
+            ires = [dask.delayed(_als_half_task, pure=True, nout=2)(
                 [cells[b * B + c] for b in range(B)], P, bu, ib[c], ib[c + 1], mu, reg, use_bias,
-                weighted)
+                weighted, False)
                 for c in range(B)]
             Q = dask.delayed(np.concatenate, pure=True)([r[0] for r in ires])
             bi = dask.delayed(np.concatenate, pure=True)([r[1] for r in ires])
