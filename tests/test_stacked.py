@@ -310,3 +310,27 @@ def test_every_loss_of_the_compiled_kernel_matches_its_own_fit(loss, monkeypatch
                    random_state=0, alpha=a) for a in (1e-4, 1e-2)]
     _assert_same_models(_stacked(cls, params, Xd, yd), _separate(cls, params, Xd, yd))
     assert calls  # the compiled kernel did the steps
+
+
+def test_search_with_sample_weight_equals_weighted_own_fits(inprocess_client):
+    """fit params reach the grid: each fold's models see their rows' weights."""
+    from dml.model_selection import take_rows
+
+    X, y = make_classification(n_samples=900, n_features=5, random_state=2)
+    sw = np.random.default_rng(0).uniform(0.2, 3.0, size=len(y))
+    est = SGDClassifier(loss="log_loss", max_iter=3, tol=None, random_state=0)
+    cv = KFold(3)
+    s = GridSearchCV(est, {"alpha": [1e-3, 1e-1]}, cv=cv, scoring="accuracy").fit(
+        X, y, sample_weight=sw)
+    Xd = inprocess_client.persist(da.from_array(X, chunks=(900 // 8, -1)))
+    for i, params in enumerate(s.cv_results_["params"]):
+        for k, (train, test) in enumerate(cv.split(X, y)):
+            own = SGDClassifier(**dict(est.get_params(), **params)).fit(
+                take_rows(Xd, train), y[train], sample_weight=sw[train])
+            expected = float((np.asarray(own.predict(X[test])) == y[test]).mean())
+            assert s.cv_results_[f"split{k}_test_score"][i] == pytest.approx(expected, abs=1e-12)
+    # The weights matter here: without them the scores differ.
+    plain = GridSearchCV(est, {"alpha": [1e-3, 1e-1]}, cv=cv, scoring="accuracy").fit(X, y)
+    assert not np.array_equal(plain.cv_results_["split0_test_score"],
+                              s.cv_results_["split0_test_score"]) or not np.array_equal(
+        plain.cv_results_["split1_test_score"], s.cv_results_["split1_test_score"])
