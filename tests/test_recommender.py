@@ -421,3 +421,28 @@ def _fails_on_second_read(df, marks):
         raise RuntimeError(f"second read of the partition starting at row {df.index[0]}")
     open(mark, "w").close()
     return df
+
+
+def test_out_of_core_refuses_cells_larger_than_a_worker_can_sort(inprocess_client, monkeypatch,
+                                                                  tmp_path):
+    """Out of core a task holds a whole cell: n_blocks too small for the workers' memory is a
+    clear error before any cell is written (not a worker killed mid-fit), naming the n_blocks
+    that fits; that n_blocks then trains."""
+    import dml.recommender._mf as mf
+
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    df = make_ratings(40, 30, 2000, rank=2, random_state=1).compute()
+    # 72 bytes per rating while sorting; a 0.1 MiB worker leaves 0.03 MiB per cell.
+    monkeypatch.setattr(mf, "smallest_worker_memory", lambda: 100 * 2**10)
+    with pytest.raises(ValueError, match=r"n_blocks=2 .* Use n_blocks >= (\d+)") as info:
+        MatrixFactorization(2, n_epochs=1, n_blocks=2, persist=False).fit(df)
+    assert _spill_dirs(tmp_path) == []
+    import re
+
+    need = int(re.search(r"n_blocks >= (\d+)", str(info.value)).group(1))
+    assert 2 < need <= 30
+    MatrixFactorization(2, n_epochs=1, n_blocks=need, persist=False, random_state=0).fit(df)
+    # Persisted cells are not limited by one task's memory.
+    MatrixFactorization(2, n_epochs=1, n_blocks=2, persist=True, random_state=0).fit(df)

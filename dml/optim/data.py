@@ -28,19 +28,33 @@ __all__ = ["TrainingData", "prepare", "should_persist", "cluster_memory", "n_val
 PERSIST_FRACTION = 0.5
 
 
-def cluster_memory() -> int:
-    """Total worker memory of the current cluster in bytes (this machine's without a client)."""
+def _worker_limits() -> list:
+    """The memory limits of the current cluster's workers (empty: no client or no limits)."""
     from dml.runtime import active_client
 
     client = active_client()
-    if client is not None:
-        try:
-            workers = client.scheduler_info(n_workers=-1)["workers"]
-        except TypeError:  # older distributed: no n_workers argument
-            workers = client.scheduler_info()["workers"]
-        limits = [int(w.get("memory_limit") or 0) for w in workers.values()]
-        if limits and all(limits):
-            return sum(limits)
+    if client is None:
+        return []
+    try:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:  # older distributed: no n_workers argument
+        workers = client.scheduler_info()["workers"]
+    limits = [int(w.get("memory_limit") or 0) for w in workers.values()]
+    return limits if limits and all(limits) else []
+
+
+def smallest_worker_memory() -> int | None:
+    """The smallest worker memory limit of the current cluster in bytes, or None (no client,
+    or workers without a limit): what one task may at most hold."""
+    limits = _worker_limits()
+    return min(limits) if limits else None
+
+
+def cluster_memory() -> int:
+    """Total worker memory of the current cluster in bytes (this machine's without a client)."""
+    limits = _worker_limits()
+    if limits:
+        return sum(limits)
     try:
         import psutil
 

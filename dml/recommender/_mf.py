@@ -49,7 +49,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from dml._blocks import block_rng, is_dask, seed_from
 from dml.base import DaskEstimatorMixin, check_is_fitted
-from dml.optim.data import fits_persist_budget
+from dml.optim.data import fits_persist_budget, smallest_worker_memory
 from dml.optim.state import TrainState
 from dml.optim.training import TrainConfig, run_epochs
 from dml.recommender import _kernels
@@ -60,6 +60,30 @@ _SOLVERS = ("sgd", "als")
 #: Worker memory a persisted fit holds per rating: the cells (two int64 indices and a float64
 #: rating) and the seen pairs' int64 item indices.
 _PERSIST_BYTES_PER_RATING = 32
+#: Bytes per rating of a cell while it is merged and sorted (the out-of-core path's peak).
+_SORT_BYTES_PER_RATING = 72
+#: Out of core, a cell may take this fraction of a worker's limit: the rest is the worker's
+#: own footprint (~285 MiB with dml imported) and Dask's pause threshold (80%).
+_CELL_FRACTION = 0.3
+
+
+def _check_cell_size(n: int, B: int) -> None:
+    """Out of core, one task holds a whole cell: refuse a ``n_blocks`` whose cells cannot fit a
+    worker (the worker would be killed for memory, mid-fit) and say which one would."""
+    limit = smallest_worker_memory()
+    if limit is None:
+        return
+    need = _SORT_BYTES_PER_RATING * n / B ** 2
+    budget = _CELL_FRACTION * limit
+    if need > budget:
+        fit_b = int(np.ceil(np.sqrt(_SORT_BYTES_PER_RATING * n / budget)))
+        raise ValueError(
+            f"MatrixFactorization: the {n:,} ratings do not fit the workers' memory, so the fit "
+            f"runs out of core, one (user block, item block) cell per task; with n_blocks={B} "
+            f"a cell needs about {need / 2**20:,.0f} MiB while it is sorted, more than "
+            f"{budget / 2**20:,.0f} MiB ({_CELL_FRACTION:.0%} of the smallest worker's "
+            f"{limit / 2**20:,.0f} MiB limit). Use n_blocks >= {fit_b} (the model depends on "
+            "n_blocks), or workers with more memory.")
 #: Ratings per chunk of the residual computation.
 _CHUNK = 1 << 18
 
@@ -644,6 +668,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         remember = fits if self.remember_seen == "auto" else bool(self.remember_seen)
         spill = None
         if not persist:
+            _check_cell_size(n, B)
             base = None if self.spill_dir is None else os.path.abspath(self.spill_dir)
             spill = tempfile.mkdtemp(prefix="dml-mf-", dir=base)
         try:
