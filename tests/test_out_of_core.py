@@ -307,9 +307,13 @@ def test_matrix_factorization_out_of_core(small_cluster, ratings_data, inprocess
 
     path, nbytes = ratings_data
     read = _read(path, ["user", "item", "rating"])
+    # Out of core one task holds a whole cell: the smallest n_blocks the fit accepts on this
+    # worker (it refuses smaller ones with an error naming this number), at least 4.
+    n_ratings = nbytes // 24
+    n_blocks = max(4, int(np.ceil(np.sqrt(72 * n_ratings / (0.3 * WORKER_MIB * 2**20)))))
 
     def make():
-        return MatrixFactorization(n_factors=4, n_epochs=1, n_blocks=4, random_state=0)
+        return MatrixFactorization(n_factors=4, n_epochs=1, n_blocks=n_blocks, random_state=0)
 
     got, _ = fit_out_of_core(small_cluster, nbytes, lambda: make().fit(read()))
     ref = fit_in_memory(inprocess_client, lambda X: make().fit(X),
