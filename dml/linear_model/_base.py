@@ -443,12 +443,10 @@ class NotStackable(Exception):
 
 def _persister():
     """``client.persist`` of the current distributed client, or None (local scheduler)."""
-    try:
-        from distributed import Client
+    from dml.runtime import active_client
 
-        return Client.current(allow_global=True).persist
-    except (ImportError, ValueError):
-        return None
+    client = active_client()
+    return None if client is None else client.persist
 
 
 def _labels_present(part, mask, classes):

@@ -178,19 +178,14 @@ class LinearProblem(Problem):
         G, m = P.shape[:2]
         K, d = self.K, self.d
         Kd = K * d
-        if X.shape[2] == d + 1:  # [X 1] (stacked_width): parameters [w, b] in one product
+        augmented = X.shape[2] == d + 1  # [X 1] (stacked_width): [w, b] in one product
+        if augmented:
             F = np.matmul(X, P.transpose(0, 2, 1))
-            loss, D = self.loss.loss_grad(F, T[:, :, None])
-            if w is None:
-                sums = loss.sum(axis=1)
-            else:
-                D = D * w[:, :, None]
-                sums = np.matmul(w[:, None, :], loss)[:, 0, :]
-            return sums, np.matmul(D.transpose(0, 2, 1), X)
-        # Model-major columns: column j of group g is output j % K of model j // K.
-        F = np.matmul(X, P[:, :, :Kd].reshape(G, m * K, d).transpose(0, 2, 1))
-        if self.fit_intercept:
-            F += P[:, :, Kd:].reshape(G, 1, m * K)
+        else:
+            # Model-major columns: column j of group g is output j % K of model j // K.
+            F = np.matmul(X, P[:, :, :Kd].reshape(G, m * K, d).transpose(0, 2, 1))
+            if self.fit_intercept:
+                F += P[:, :, Kd:].reshape(G, 1, m * K)
         T = T[:, :, None] if T.ndim == 2 else np.tile(T, (1, 1, m))
         loss, D = self.loss.loss_grad(F, T)
         if w is None:  # full batches of unweighted rows
@@ -198,6 +193,8 @@ class LinearProblem(Problem):
         else:
             D = D * w[:, :, None]
             sums = np.matmul(w[:, None, :], loss)[:, 0, :]
+        if augmented:
+            return sums, np.matmul(D.transpose(0, 2, 1), X)
         grad = np.empty((G, m, self.n_params), dtype=P.dtype)
         grad[:, :, :Kd] = np.matmul(D.transpose(0, 2, 1), X).reshape(G, m, Kd)
         if self.fit_intercept:

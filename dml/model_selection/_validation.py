@@ -456,21 +456,19 @@ def _run_job(ctx: _Ctx, job):
         cells = [(ci, f, ests[f][k], fitted[f][k]) for f in range(n_folds)
                  for k, ci in enumerate(group)]
         return _score_cells(ctx, cells, fit_time)
-    Xtr, ytr, Xte, yte = ctx.folds[fold]
+    Xtr, ytr = ctx.folds[fold][:2]
     if Xtr is None:  # a grid job that fell back to per-fold fits
         train = ctx.splits[fold][0]
         Xtr, ytr = take_rows(ctx.X, train), take_rows(ctx.y, train)
-    n_test = len(ctx.splits[fold][1])
-    if len(group) == 1:
-        r = _fit_and_score_subsets(ctx.make(group[0]), Xtr, ytr, Xte, yte, n_test, ctx.scorers,
-                                   ctx.fold_params(fold), ctx.return_train_score,
-                                   ctx.error_score, ctx.return_estimator)
-        return [(group[0], fold, r)]
     ests = [ctx.make(ci) for ci in group]
+    fp = ctx.fold_params(fold)
     start = time.time()
     try:
-        fitted = type(ests[0])._fit_stacked(ests, Xtr, ytr, **ctx.fold_params(fold))
-    except Exception as exc:  # noqa: BLE001 - an error of the data: every candidate fails
+        if len(ests) > 1:
+            fitted = type(ests[0])._fit_stacked(ests, Xtr, ytr, **fp)
+        else:
+            fitted = [ests[0].fit(Xtr, **fp) if ytr is None else ests[0].fit(Xtr, ytr, **fp)]
+    except Exception as exc:  # noqa: BLE001 - reported as the fits' failure (error_score)
         if ctx.error_score == "raise":
             raise
         fitted = [exc] * len(ests)
@@ -480,10 +478,11 @@ def _run_job(ctx: _Ctx, job):
 
 
 def _score_cells(ctx: _Ctx, cells, fit_time):
-    """Results of stacked fits ``(candidate, fold, estimator, fitted or exception)``.
+    """Results of fits ``(candidate, fold, estimator, fitted or exception)``: scores, or
+    ``error_score`` and the traceback for a fit that failed.
 
-    Each candidate's ``fit_time`` is the stack's training time divided by the number of models
-    trained together. The scorings run concurrently (each is a small computation whose time is
+    Each candidate's ``fit_time`` is the training time divided by the number of models trained
+    together (one, unless stacked). The scorings run concurrently (each is a small computation whose time is
     mostly the scheduler's round trip).
     """
     for _, _, _, res in cells:
@@ -551,35 +550,6 @@ def _block_rows(X) -> int:
     d = X.shape[1] if getattr(X, "ndim", 2) > 1 else 1
     # About 8 MiB per block, at least 2 blocks per core-ish for interleaving.
     return max(1, min(max(n // 8, 1), (8 << 20) // max(8 * d, 1)))
-
-
-def _fit_and_score_subsets(estimator, X_train, y_train, X_test, y_test, n_test, scorers,
-                           fit_params, return_train_score, error_score, return_estimator):
-    result = {"fit_error": None, "n_test_samples": n_test}
-    start = time.time()
-    try:
-        if y_train is None:
-            estimator.fit(X_train, **fit_params)
-        else:
-            estimator.fit(X_train, y_train, **fit_params)
-    except Exception:
-        result["fit_time"], result["score_time"] = time.time() - start, 0.0
-        if error_score == "raise":
-            raise
-        result["fit_error"] = traceback.format_exc()
-        result["test_scores"] = {name: error_score for name in scorers}
-        if return_train_score:
-            result["train_scores"] = {name: error_score for name in scorers}
-    else:
-        result["fit_time"] = time.time() - start
-        start = time.time()
-        result["test_scores"] = _score(scorers, estimator, X_test, y_test, error_score)
-        result["score_time"] = time.time() - start
-        if return_train_score:
-            result["train_scores"] = _score(scorers, estimator, X_train, y_train, error_score)
-    if return_estimator:
-        result["estimator"] = estimator
-    return result
 
 
 def _is_dml(estimator) -> bool:

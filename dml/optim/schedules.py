@@ -127,7 +127,7 @@ def make_schedule(learning_rate: str | Schedule = "constant", *, eta0: float = 0
 
 
 class StackedRate:
-    """Step sizes of a grid of schedules of one kind: ``rate(t, scale) -> (G, m, 1)``.
+    """Step sizes of a grid of schedules of one kind: ``rate.many(t, scale) -> (W, G, m, 1)``.
 
     For the stacked trainer (:mod:`dml.optim.stacked`): ``schedules[g][j]`` is model j of group
     g's schedule; the models of a group share the step counter ``t[g]`` and each model has its
@@ -138,7 +138,7 @@ class StackedRate:
     --------
     >>> import numpy as np
     >>> rate = StackedRate([[Constant(0.1), Constant(0.2)]])
-    >>> rate(np.array([5]), np.ones((1, 2))).ravel().tolist()
+    >>> rate.many(np.array([[5]]), np.ones((1, 2))).ravel().tolist()
     [0.1, 0.2]
     """
 
@@ -156,10 +156,6 @@ class StackedRate:
     def subset(self, groups) -> "StackedRate":
         """The schedules of the given groups only."""
         return StackedRate([self.schedules[g] for g in groups])
-
-    def __call__(self, t, scale):
-        """Step sizes at step ``t[g]`` of each group: shape (G, m, 1)."""
-        return self.many(np.asarray(t)[None, :], scale)[0]
 
     def many(self, t, scale):
         """Step sizes at steps ``t[i, g]`` (W steps × G groups) at once: shape (W, G, m, 1)."""

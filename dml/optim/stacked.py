@@ -181,11 +181,6 @@ def _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, first_k, last_k,
     scale = plan.lr_scale[groups]
     t0 = np.array([plan.t0[g] for g in groups])
     avg_start = int(cfg.average) if cfg.averaging else None
-    d = X.shape[1]
-    width = getattr(problem, "stacked_width", d)
-    per_step = len(groups) * B * width * X.itemsize
-    window = max(1, _WINDOW_BYTES // max(per_step, 1))
-    tail = T.shape[1:]
     acc = np.zeros((len(groups), P.shape[1]))
     compiled = _compiled(problem, cfg, penalty, P, X)
     if compiled is not None:
@@ -208,6 +203,11 @@ def _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, first_k, last_k,
             first_loss[groups] = fl
         loss_sum[groups] += acc
         return
+    d = X.shape[1]
+    width = getattr(problem, "stacked_width", d)
+    per_step = len(groups) * B * width * X.itemsize
+    window = max(1, _WINDOW_BYTES // max(per_step, 1))
+    tail = T.shape[1:]
     for w0 in range(first_k, last_k, window):
         w1 = min(w0 + window, last_k)
         # Gather the window's batch rows of every group once (zero-padded past a group's end).
