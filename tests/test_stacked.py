@@ -334,3 +334,62 @@ def test_search_with_sample_weight_equals_weighted_own_fits(inprocess_client):
     assert not np.array_equal(plain.cv_results_["split0_test_score"],
                               s.cv_results_["split0_test_score"]) or not np.array_equal(
         plain.cv_results_["split1_test_score"], s.cv_results_["split1_test_score"])
+
+
+# ---- several streams (blocks walked in sequence, updates summed or averaged) ----------------
+
+STREAM_CASES = {
+    "optimal-average": (SGDClassifier, dict(loss="log_loss", max_iter=4, tol=None,
+                                            stream_steps=16, local_steps=3),
+                        "alpha", [1e-4, 1e-2]),
+    "invscaling-sum-asgd": (SGDRegressor, dict(max_iter=4, tol=None, stream_steps=16,
+                                               average=30, eta0=0.01), "alpha", [1e-4, 1e-1]),
+    "constant-sum-momentum": (SGDRegressor, dict(max_iter=3, tol=None, stream_steps=12,
+                                                 optimizer="momentum", learning_rate="constant",
+                                                 eta0=1e-3), "eta0", [1e-3, 3e-3]),
+    "ovr-hinge-sum": (SGDClassifier, dict(loss="hinge", max_iter=3, tol=None, stream_steps=16,
+                                          combine="sum", learning_rate="constant", eta0=0.01),
+                      "alpha", [1e-4, 1e-3]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STREAM_CASES))
+def test_stacked_streams_equal_their_own_fits(case):
+    cls, base, name, values = STREAM_CASES[case]
+    X, y = _data(cls, "ovr" if "ovr" in case else case)
+    Xd = da.from_array(X, chunks=(150, -1))   # 10 blocks of 5 steps: streams of 4 and 6 blocks
+    yd = da.from_array(y, chunks=(Xd.chunks[0],))
+    params = [dict(base, random_state=3, **{name: v}) for v in values]
+    stacked = _stacked(cls, params, Xd, yd)
+    separate = _separate(cls, params, Xd, yd)
+    _assert_same_models(stacked, separate)
+
+
+@pytest.mark.parametrize("stream_steps", [2, 20])
+def test_fold_grid_with_streams(stream_steps):
+    """Streams of one block each agree between the folds and the whole data: the grid equals
+    the folds' own fits. Longer streams are cut differently on a fold's fewer rows: the grid
+    says so (NotStackable) instead of training other models than the folds' own fits."""
+    from dml.linear_model._base import NotStackable
+    from dml.model_selection import take_rows
+
+    X, y = _data(SGDRegressor, "reg")
+    Xd = da.from_array(X, chunks=(400, -1))
+    yd = da.from_array(y, chunks=(Xd.chunks[0],))
+    splits = list(KFold(3, shuffle=True, random_state=0).split(X))
+    params = [dict(max_iter=3, tol=None, random_state=2, stream_steps=stream_steps, alpha=a)
+              for a in (1e-4, 1e-2)]
+    grid = [[SGDRegressor(**p) for p in params] for _ in splits]
+    if stream_steps == 20:
+        # With the refit's group (all rows): 13-step blocks make 2 streams, the folds' 9-step
+        # blocks one.
+        with pytest.raises(NotStackable):
+            SGDRegressor._fit_stacked(grid + [[SGDRegressor(**p) for p in params]], Xd, yd,
+                                      train_indices=[tr for tr, _ in splits] + [None])
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grid = SGDRegressor._fit_stacked(grid, Xd, yd, train_indices=[tr for tr, _ in splits])
+    for (train, _), row in zip(splits, grid):
+        _assert_same_models(row, _separate(SGDRegressor, params, take_rows(Xd, train),
+                                           take_rows(yd, train)))

@@ -249,6 +249,9 @@ class SGDMixin:
         names = ("penalty", "alpha", "l1_ratio", "learning_rate", "eta0", "power_t", "optimizer",
                  "momentum", "average", "batch_size", "local_steps", "shuffle")
         h = {n: getattr(self, n) for n in names if n not in (overrides or {})}
+        # Estimators that do not offer the stream knobs train with the engine's defaults.
+        h.setdefault("stream_steps", getattr(self, "stream_steps", SGDConfig.stream_steps))
+        h.setdefault("combine", getattr(self, "combine", SGDConfig.combine))
         h.update(overrides or {})
         return h
 
@@ -274,7 +277,8 @@ class SGDMixin:
                              f"{average!r}")
         return SGDConfig(optimizer=optimizer, schedule=schedule, penalty=penalty,
                          batch_size=h["batch_size"], local_steps=h["local_steps"],
-                         shuffle=bool(h["shuffle"]), average=average)
+                         shuffle=bool(h["shuffle"]), average=average,
+                         stream_steps=h["stream_steps"], combine=h["combine"])
 
     def _train_config(self, *, early_stopping=None) -> TrainConfig:
         early = self.early_stopping if early_stopping is None else early_stopping
@@ -338,7 +342,7 @@ class SGDMixin:
         without some class, or class weights from fold counts): fit per fold instead. Each
         model equals its own ``fit`` up to rounding (:mod:`dml.optim.stacked`).
         """
-        from dml.optim.stacked import RowGroups, train_stacked
+        from dml.optim.stacked import RowGroups, StreamMismatch, train_stacked
 
         grid = [list(estimators)] if train_indices is None else [list(r) for r in estimators]
         lead = grid[0][0]
@@ -381,7 +385,10 @@ class SGDMixin:
             seed = seed_from(lead.random_state)
             states = [[initial_state(problem, c, seed) for c in row] for row in configs]
             data = prepare(problem, blocks, seed=seed, persist=lead.persist)
-            results = train_stacked(problem, data, configs, tcs, states, row_groups=groups)
+            try:
+                results = train_stacked(problem, data, configs, tcs, states, row_groups=groups)
+            except StreamMismatch as exc:
+                raise NotStackable(str(exc)) from None
             for g, res_row in enumerate(results):
                 for j, cfg, res in zip(cells[g], configs[g], res_row):
                     est = grid[g][j]

@@ -198,8 +198,20 @@ class SGDClassifier(_SGDClassifierBase):
         Return the average of the iterates (after step ``average`` when an int).
     batch_size : int, default 32
         Rows per mini-batch step.
-    local_steps : int or None, default None
-        Mini-batch steps every block takes between model averages; None: a full local epoch.
+    local_steps : int, "epoch" or None, default None
+        Mini-batch steps every stream takes between combinations of the streams; None: rounds
+        of about 256 steps of all streams together (2,048 with the ``optimal`` schedule);
+        "epoch": one round per epoch (each stream a full local epoch; the fewest passes when
+        the data is read from storage on every pass).
+    stream_steps : int or None, default 128
+        Least mini-batch steps per epoch of one stream: consecutive blocks are walked in
+        sequence by one model until it has this many steps, so a model's progress per epoch
+        does not shrink as the data is cut into more partitions (docs/partition_parallel_sgd.md).
+        None: every block is a stream (plain local SGD).
+    combine : {"auto", "sum", "average"}, default "auto"
+        How the streams' updates are combined after a round: "sum" adds them (as one sequential
+        pass would make them), "average" averages the streams' parameters; "auto": "average"
+        for ``learning_rate="optimal"``, "sum" otherwise.
     optimizer : {"sgd", "momentum", "nesterov", "adam"}, default "sgd"
     momentum : float, default 0.9
     checkpoint_dir : str or None
@@ -244,7 +256,8 @@ class SGDClassifier(_SGDClassifierBase):
                  epsilon=0.1, random_state=None, learning_rate="optimal", eta0=0.01,
                  power_t=0.5, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, class_weight=None, warm_start=False, average=False,
-                 batch_size=32, local_steps=None, optimizer="sgd", momentum=0.9,
+                 batch_size=32, local_steps=None,
+                 stream_steps=128, combine="auto", optimizer="sgd", momentum=0.9,
                  checkpoint_dir=None, checkpoint_every=1, persist="auto", progress=None,
                  callbacks=None):
         self.loss = loss
@@ -269,6 +282,8 @@ class SGDClassifier(_SGDClassifierBase):
         self.average = average
         self.batch_size = batch_size
         self.local_steps = local_steps
+        self.stream_steps = stream_steps
+        self.combine = combine
         self.optimizer = optimizer
         self.momentum = momentum
         self.checkpoint_dir = checkpoint_dir
@@ -303,6 +318,7 @@ class Perceptron(_SGDClassifierBase):
                  max_iter=1000, tol=1e-3, shuffle=True, verbose=0, eta0=1.0, random_state=0,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
                  class_weight=None, warm_start=False, batch_size=32, local_steps=None,
+                 stream_steps=128, combine="auto",
                  optimizer="sgd", momentum=0.9, checkpoint_dir=None, checkpoint_every=1,
                  persist="auto", progress=None, callbacks=None):
         self.penalty = penalty
@@ -322,6 +338,8 @@ class Perceptron(_SGDClassifierBase):
         self.warm_start = warm_start
         self.batch_size = batch_size
         self.local_steps = local_steps
+        self.stream_steps = stream_steps
+        self.combine = combine
         self.optimizer = optimizer
         self.momentum = momentum
         self.checkpoint_dir = checkpoint_dir
@@ -365,7 +383,8 @@ class SGDRegressor(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regressor
                  epsilon=0.1, random_state=None, learning_rate="invscaling", eta0=0.01,
                  power_t=0.25, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, warm_start=False, average=False, batch_size=32,
-                 local_steps=None, optimizer="sgd", momentum=0.9, checkpoint_dir=None,
+                 local_steps=None,
+                 stream_steps=128, combine="auto", optimizer="sgd", momentum=0.9, checkpoint_dir=None,
                  checkpoint_every=1, persist="auto", progress=None, callbacks=None):
         self.loss = loss
         self.penalty = penalty
@@ -388,6 +407,8 @@ class SGDRegressor(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regressor
         self.average = average
         self.batch_size = batch_size
         self.local_steps = local_steps
+        self.stream_steps = stream_steps
+        self.combine = combine
         self.optimizer = optimizer
         self.momentum = momentum
         self.checkpoint_dir = checkpoint_dir

@@ -3,7 +3,7 @@
 They mirror scikit-learn's estimators of the same names (parameters, ``coefs_``/``intercepts_``
 shapes, ``loss_curve_``, stopping rules) and are trained by the engine of :mod:`dml.optim`:
 every block runs its mini-batch steps on its own rows and the blocks' parameters and optimiser
-state are averaged after each round (``local_steps``; by default one round per epoch). With one
+state are combined after each round (``local_steps``, streams: :mod:`dml.optim.engine`). With one
 block this is plain sequential mini-batch SGD. Differences from scikit-learn, all deliberate:
 
 * biases start at 0 (SPEC §3; scikit-learn draws them like the weights) and ``init="he"`` is
@@ -87,7 +87,8 @@ class _BaseMLP(DaskEstimatorMixin, BaseEstimator):
                  random_state=None, tol=1e-4, verbose=False, warm_start=False, momentum=0.9,
                  nesterovs_momentum=True, early_stopping=False, validation_fraction=0.1,
                  beta_1=0.9, beta_2=0.999, epsilon=1e-8, n_iter_no_change=10, dropout=0.0,
-                 init="glorot", dtype="float64", local_steps=None, checkpoint_dir=None,
+                 init="glorot", dtype="float64", local_steps=None, stream_steps=128,
+                 combine="auto", checkpoint_dir=None,
                  checkpoint_every=1, persist="auto", progress=None, callbacks=None):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -115,6 +116,8 @@ class _BaseMLP(DaskEstimatorMixin, BaseEstimator):
         self.init = init
         self.dtype = dtype
         self.local_steps = local_steps
+        self.stream_steps = stream_steps
+        self.combine = combine
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every = checkpoint_every
         self.persist = persist
@@ -195,7 +198,8 @@ class _BaseMLP(DaskEstimatorMixin, BaseEstimator):
         penalty = make_penalty("l2", float(self.alpha) / min(bs, max(int(n), 1)),
                                penalised=problem.penalised)
         return SGDConfig(optimizer=opt, schedule=schedule, penalty=penalty, batch_size=bs,
-                         local_steps=self.local_steps, shuffle=bool(self.shuffle))
+                         local_steps=self.local_steps, shuffle=bool(self.shuffle),
+                         stream_steps=self.stream_steps, combine=self.combine)
 
     def _train_config(self, partial) -> TrainConfig:
         early = bool(self.early_stopping) and not partial
@@ -334,10 +338,10 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
     init : {"glorot", "he"}, default "glorot"
     dtype : {"float64", "float32"}, default "float64"
         Parameter and arithmetic precision.
-    local_steps : int or None
-        Steps each block takes between model averages; None: a full local epoch per round.
-    checkpoint_dir, checkpoint_every, persist, progress, callbacks
-        As :class:`dml.linear_model.SGDClassifier`.
+    local_steps, stream_steps, combine, checkpoint_dir, checkpoint_every, persist, progress, \
+callbacks
+        As :class:`dml.linear_model.SGDClassifier` (with adam or a constant step the streams'
+        updates are summed).
 
     Attributes
     ----------

@@ -1,21 +1,33 @@
-"""Partition-parallel mini-batch SGD (local SGD with row-weighted model averaging), SPEC §2.
+"""Partition-parallel mini-batch SGD: streams of blocks, rounds, combined updates.
 
-One *round*: the client broadcasts the parameters and the optimiser state; every block runs up
-to ``local_steps`` mini-batch steps on its own rows, in the order of its epoch permutation
-``block_rng(seed, "shuffle", epoch, block)``; the blocks' parameters and optimiser slots come
-back as a row-weighted average, summed in the fixed tree order of
-:meth:`~dml._blocks.Blocks.map_reduce`. An *epoch* is as many rounds as the largest block needs
-to visit each of its rows once (a block with fewer batches sits out the last rounds), so
+The blocks are walked by *streams* (:mod:`dml.optim.streams`): runs of consecutive blocks with
+at least ``stream_steps`` mini-batch steps per epoch each, walked in order by one model, every
+block's rows in its own shuffled order ``block_rng(seed, "shuffle", epoch, block)``. One
+*round*: the client broadcasts the parameters and the optimiser state; every stream takes up to
+``local_steps`` steps from them; the streams' results are combined in the fixed tree order over
+the streams; an epoch is as many rounds as the longest stream needs.
 
-* ``local_steps=None`` (default): one round per epoch, each block a full local epoch, then one
-  average: the fewest scheduler round trips (a round costs tens of milliseconds of latency);
-* ``local_steps=1``: synchronous data-parallel SGD with a global batch of Σ block batches;
-* with one block, any ``local_steps`` gives plain sequential mini-batch SGD, bit for bit.
+How the streams' results are combined (``combine``) is what keeps the progress of an epoch
+independent of how many streams run side by side (docs/partition_parallel_sgd.md works through
+why):
 
-A step on batch B at step number t (counted from the start of training):
-``g = (1/|B|) Σ wᵢ ∇Lᵢ + ∇(l2 part)``; ``w ← optimizer(w, g, η_t)``; l1 part: soft-threshold by
-``η_t α ρ``; iterate average update (ASGD) when enabled. After a round the global step counter
-advances by the largest number of steps a block took.
+* ``"sum"``: the parameters move by the sum of the streams' updates, as if their steps had been
+  taken one after the other (a delayed update: exact to first order while a round's total
+  movement is small, hence short rounds: ``sync_steps`` steps of all streams together);
+* ``"average"``: the parameters become the row-weighted average of the streams' parameters. For
+  the ``optimal`` schedule (step 1/(α t), whose iterate is itself a running average of the
+  gradients) this is the combination that matches a sequential pass;
+* ``"auto"`` (default): ``"average"`` for the ``optimal`` schedule, ``"sum"`` otherwise.
+
+Optimiser moments (momentum, Adam) are always averaged. The step counter counts every stream's
+steps (the number of mini-batches seen, as a sequential pass counts them), so step sizes decay
+with the data seen whatever the number of streams. With one stream — one block, or blocks
+shorter than ``stream_steps`` all together — this is plain sequential mini-batch SGD, bit for
+bit, whatever ``local_steps``.
+
+A step on batch B at step number t: ``g = (1/|B|) Σ wᵢ ∇Lᵢ + ∇(l2 part)``;
+``w ← optimizer(w, g, η_t)``; l1 part: soft-threshold by ``η_t α ρ``; iterate average update
+(ASGD) when enabled.
 
 The epoch objective is the mean of the mini-batch losses seen during the epoch (each evaluated
 just before its step, as scikit-learn reports it) plus the penalty at the end of the epoch. With
@@ -34,56 +46,100 @@ Interface for a model (see :class:`dml.optim.problem.Problem`)::
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, replace
 
+import dask
 import numpy as np
+from dask import delayed
 
-from dml._blocks import block_rng, tree_add
+from dml._blocks import block_rng, broadcast, tree_add, tree_reduce
 from dml.optim.data import TrainingData
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
-from dml.optim.schedules import Constant, Schedule
+from dml.optim.schedules import Constant, Optimal, Schedule
+from dml.optim.streams import (SPLIT_EVERY, StreamLayout, group_size, make_streams,
+                               round_plans, subtree_reduce)
 from dml.optim.state import TrainState
 from dml.optim.training import (DivergedError, EpochResult, TrainConfig, diverged_message,
                                 run_epochs)
 
 __all__ = ["SGDConfig", "initial_state", "train", "final_params", "epoch_plan", "run_round",
-           "make_epoch_fn", "evaluate_score", "local_sgd_steps"]
+           "make_epoch_fn", "evaluate_score", "local_sgd_steps", "stream_steps_run",
+           "apply_round", "StreamRunner", "SYNC_STEPS"]
+
+
+#: Global steps per round (all streams together) when ``local_steps`` is automatic, per way of
+#: combining: summed updates are exact to first order only while a round moves little; the
+#: average is stable with long rounds (measured: docs/partition_parallel_sgd.md).
+SYNC_STEPS = {"sum": 256, "average": 2048}
+
+COMBINES = ("auto", "sum", "average")
 
 
 @dataclass(frozen=True)
 class SGDConfig:
-    """The stochastic part of a fit: update rule, step sizes, penalty, batching, averaging."""
+    """The stochastic part of a fit: update rule, step sizes, penalty, batching, averaging, and
+    how the partitions train in parallel (streams, rounds, combination)."""
 
     optimizer: Optimizer = SGD()
     schedule: Schedule = Constant(0.01)
     penalty: Penalty = Penalty("none")
     batch_size: int = 32
-    #: Mini-batch steps per block between averages; None: a full local epoch per round.
-    local_steps: int | None = None
+    #: Mini-batch steps per stream between combinations: None (automatic: rounds of about
+    #: ``SYNC_STEPS`` steps of all streams together), "epoch" (one round per epoch) or an int.
+    local_steps: int | str | None = None
     shuffle: bool = True
     #: ASGD: None/False for no averaging; an int k averages the iterates after step k.
     average: int | None = None
+    #: Least mini-batch steps per epoch of one stream (None: every block is a stream).
+    stream_steps: int | None = 128
+    #: How the streams' updates are combined: "auto", "sum" or "average" (module docstring).
+    combine: str = "auto"
 
     def validate(self) -> None:
         if not (isinstance(self.batch_size, (int, np.integer)) and self.batch_size >= 1):
             raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
-        if self.local_steps is not None and not (
-                isinstance(self.local_steps, (int, np.integer)) and self.local_steps >= 1):
-            raise ValueError(f"local_steps must be a positive integer or None, got "
+        if self.local_steps is not None and self.local_steps != "epoch" and not (
+                isinstance(self.local_steps, (int, np.integer))
+                and not isinstance(self.local_steps, bool) and self.local_steps >= 1):
+            raise ValueError(f"local_steps must be a positive integer, 'epoch' or None, got "
                              f"{self.local_steps!r}")
         if self.average is not None and self.average is not False and not (
                 isinstance(self.average, (int, np.integer)) and self.average >= 0):
             raise ValueError(f"average must be a bool or a non-negative int, got {self.average!r}")
+        if self.stream_steps is not None and not (
+                isinstance(self.stream_steps, (int, np.integer))
+                and not isinstance(self.stream_steps, bool) and self.stream_steps >= 1):
+            raise ValueError(f"stream_steps must be a positive integer or None, got "
+                             f"{self.stream_steps!r}")
+        if self.combine not in COMBINES:
+            raise ValueError(f"combine must be one of {list(COMBINES)}, got {self.combine!r}")
 
     @property
     def averaging(self) -> bool:
         return self.average is not None and self.average is not False
 
+    @property
+    def combine_mode(self) -> str:
+        """"sum" or "average": what ``combine="auto"`` means for this schedule."""
+        if self.combine != "auto":
+            return self.combine
+        return "average" if isinstance(self.schedule, Optimal) else "sum"
+
+    def steps_per_round(self, layout: StreamLayout) -> int | None:
+        """Stream steps per round for ``layout`` (None: the whole epoch in one round)."""
+        if self.local_steps == "epoch" or layout.n_streams <= 1:
+            # One stream: rounds would change nothing but the number of round trips.
+            return None
+        if self.local_steps is not None:
+            return int(self.local_steps)
+        return max(1, -(-SYNC_STEPS[self.combine_mode] // layout.n_streams))
+
 
 @dataclass(frozen=True)
 class RoundPlan:
-    """Everything a block needs for one round, besides parameters and optimiser slots."""
+    """Everything a stream needs for one round, besides parameters and optimiser slots."""
 
     epoch: int
     first_step: int
@@ -93,6 +149,9 @@ class RoundPlan:
     t0: int
     lr_scale: float
     config: SGDConfig
+    layout: StreamLayout | None = None
+    #: "sum": streams return their parameter updates; "average": their weighted parameters.
+    mode: str = "average"
 
 
 def initial_state(problem, config: SGDConfig, seed: int, params=None) -> TrainState:
@@ -117,31 +176,23 @@ def final_params(state: TrainState, config: SGDConfig) -> np.ndarray:
 
 
 def epoch_plan(lengths, batch_size: int, local_steps: int | None) -> tuple[int, list]:
-    """(steps per round, per round: [(weights tuple, steps taken)]) for one epoch.
+    """(steps per round, per round: [(weights tuple, steps taken)]) with every block a stream.
 
-    A block of n rows takes ceil(n / batch_size) steps per epoch; round r runs its steps
-    [r L, (r + 1) L). Blocks with no steps left sit out (weight 0); the others are weighted by
-    their row counts.
+    The layout of plain local SGD (``stream_steps=None``), kept for the stacked trainer's tests:
+    a block of n rows takes ceil(n / batch_size) steps per epoch; round r runs its steps
+    [r L, (r + 1) L); blocks with no steps left sit out (weight 0), the others are weighted by
+    their row counts; "steps taken" is the longest block's.
     """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    steps = -(-lengths // batch_size)
-    longest = int(steps.max()) if len(steps) else 0
-    L = longest if local_steps is None else int(local_steps)
-    L = max(L, 1)
-    rounds = []
-    for r in range(-(-longest // L)):
-        active = steps > r * L
-        total = float(lengths[active].sum())
-        weights = tuple(float(n) / total if a else 0.0 for n, a in zip(lengths, active))
-        taken = int(min(L, longest - r * L))
-        rounds.append((weights, taken))
-    return L, rounds
+    layout = make_streams(lengths, batch_size, None)
+    rounds = round_plans(layout, local_steps)
+    L = rounds[0].local_steps if rounds else max(int(local_steps or 1), 1)
+    return L, [(r.weights, max(r.taken)) for r in rounds]
 
 
 def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, plan: RoundPlan,
                     rng=None):
     """Run steps ``first..last-1`` of one block's epoch in place; returns (loss_sum, first_loss,
-    finite).
+    finite). Step ``first + k`` is numbered ``t0 + k + 1`` for the schedule and the optimiser.
 
     This is the whole numerical content of a round, also usable on its own: the one-block
     reference of plain sequential mini-batch SGD. A problem with ``stochastic = True`` (dropout)
@@ -176,42 +227,127 @@ def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, pla
     return loss_sum, first_loss, True
 
 
-def _round_kernel(index, X, Y, w, problem, payload, plan: RoundPlan):
-    weight = plan.weights[index]
+def stream_steps_run(problem, params, slots, parts, block0, s, plan: RoundPlan):
+    """Stream ``s``'s steps of this round, in place: its blocks in order, each block's rows in
+    its epoch permutation. ``parts[b - block0]`` is block b's ``(X, Y, w)``. Returns
+    (loss_sum, first_loss, finite)."""
+    layout, cfg = plan.layout, plan.config
+    last = plan.first_step + plan.local_steps
+    loss_sum, first_loss, done = 0.0, None, 0
+    stochastic = getattr(problem, "stochastic", False)
+    for b, lo, hi in layout.segments(s, plan.first_step, last):
+        X, Y, w = parts[b - block0]
+        n = X.shape[0]
+        order = (block_rng(plan.seed, "shuffle", plan.epoch, b).permutation(n)
+                 if cfg.shuffle else None)
+        # Per-step noise (dropout) of this block and round; drawn only by stochastic problems.
+        rng = block_rng(plan.seed, "noise", plan.epoch, b, lo) if stochastic else None
+        ls, fl, finite = local_sgd_steps(problem, params, slots, X, Y, w, order, lo, hi,
+                                         plan.t0 + done, plan, rng=rng)
+        loss_sum += ls
+        if first_loss is None:
+            first_loss = fl
+        if not finite:
+            return loss_sum, first_loss, False
+        done += hi - lo
+    return loss_sum, first_loss, True
+
+
+#: Slots that are running sums of the iterates (combined as the parameters are); the others
+#: (moments) are averaged.
+_ITERATE_SLOTS = ("average",)
+
+
+def _stream_result(problem, payload, parts, block0, s, plan: RoundPlan):
+    weight = plan.weights[s]
     if weight == 0.0:
-        return None
-    n = X.shape[0]
-    B = plan.config.batch_size
-    first = plan.first_step
-    last = min(first + plan.local_steps, -(-n // B))
-    if first >= last:
         return None
     params_in, slots_in = payload
     params = params_in.copy()
     slots = {k: v.copy() for k, v in slots_in.items()}
-    order = (block_rng(plan.seed, "shuffle", plan.epoch, index).permutation(n)
-             if plan.config.shuffle else None)
-    # Per-step noise (dropout) of this block and round; drawn only by stochastic problems.
-    rng = (block_rng(plan.seed, "noise", plan.epoch, index, first)
-           if getattr(problem, "stochastic", False) else None)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        loss_sum, first_loss, finite = local_sgd_steps(problem, params, slots, X, Y, w, order,
-                                                       first, last, plan.t0, plan, rng=rng)
+        loss_sum, first_loss, finite = stream_steps_run(problem, params, slots, parts, block0,
+                                                        s, plan)
         finite = finite and bool(np.isfinite(params).all())
+    if plan.mode == "sum":
+        out_params = params - params_in
+        out_slots = {k: (v - slots_in[k]) if k in _ITERATE_SLOTS else weight * v
+                     for k, v in slots.items()}
+    else:
+        out_params = weight * params
+        out_slots = {k: weight * v for k, v in slots.items()}
     return {
-        "params": weight * params,
-        "slots": {k: weight * v for k, v in slots.items()},
+        "params": out_params,
+        "slots": out_slots,
         "loss": loss_sum,
         "first_loss": weight * (first_loss if first_loss is not None else 0.0),
         "nonfinite": 0 if finite else 1,
     }
 
 
-def run_round(problem, data: TrainingData, state: TrainState, plan: RoundPlan) -> dict:
-    """One round over all blocks; returns the combined result (params, slots, loss, ...)."""
-    payload = (state.params, state.opt.slots)
-    return data.train.map_reduce(_round_kernel, problem, payload, plan, with_index=True,
-                                 combine=tree_add)
+def _group_round_kernel(parts, problem, payload, plan: RoundPlan, streams, levels):
+    """One task: the streams ``streams`` (a range) of this round, reduced as their subtree of
+    the fixed reduction tree (``levels`` levels) so the value is the tree's, whatever the
+    grouping."""
+    block0 = plan.layout.starts[streams.start]
+    results = [_stream_result(problem, payload, parts, block0, s, plan) for s in streams]
+    return subtree_reduce(results, tree_add, levels)
+
+
+def _gather(*parts):
+    return parts
+
+
+def _task_budget() -> int:
+    """Task groups per round: about two per worker thread (or per core without a client)."""
+    from dml.runtime import active_client
+
+    client = active_client()
+    if client is not None:
+        try:
+            threads = sum(client.nthreads().values())
+        except Exception:  # noqa: BLE001 - a client that cannot answer: assume a small cluster
+            threads = 2
+    else:
+        threads = os.cpu_count() or 2
+    return 2 * max(int(threads), 1)
+
+
+class StreamRunner:
+    """Runs rounds over ``data`` laid out as ``layout``: one task per group of streams.
+
+    The groups' blocks are gathered once into one object per group (persisted when the data
+    is), so a round costs one task per group whatever the number of blocks.
+    """
+
+    def __init__(self, data: TrainingData, layout: StreamLayout, n_tasks: int | None = None):
+        self.layout = layout
+        W = layout.n_streams
+        self.group = group_size(W, _task_budget() if n_tasks is None else n_tasks)
+        self.levels = int(round(math.log(self.group, SPLIT_EVERY))) if self.group > 1 else 0
+        self.ranges = [range(a, min(a + self.group, W)) for a in range(0, W, self.group)]
+        parts = data.train.parts
+        grouped = [delayed(_gather, pure=True)(*parts[layout.starts[r.start]:
+                                                       layout.starts[r.stop]])
+                   for r in self.ranges]
+        if data.persisted and len(grouped) < len(parts):
+            grouped = list(dask.persist(*grouped))
+        self.parts = grouped
+
+    def run(self, problem, payload, plan: RoundPlan):
+        payload = broadcast(payload)
+        plan = broadcast(plan)
+        outs = [delayed(_group_round_kernel, pure=True)(p, problem, payload, plan, r,
+                                                        self.levels)
+                for p, r in zip(self.parts, self.ranges)]
+        return tree_reduce(outs, tree_add, SPLIT_EVERY).compute()
+
+
+def run_round(problem, data: TrainingData, state: TrainState, plan: RoundPlan,
+              runner: StreamRunner | None = None) -> dict:
+    """One round over all streams; returns the combined result (params, slots, loss, ...)."""
+    runner = runner or StreamRunner(data, plan.layout)
+    return runner.run(problem, (state.params, state.opt.slots), plan)
 
 
 def _score_kernel(X, Y, w, problem, params):
@@ -227,21 +363,44 @@ def evaluate_score(problem, blocks, params) -> float:
     return problem.score_from_stats(stats)
 
 
+def apply_round(state: TrainState, out: dict, mode: str, start_t: int, taken: int,
+                config: SGDConfig) -> None:
+    """Combine a round's reduced result into ``state`` (see the module docstring)."""
+    if mode == "sum":
+        state.params = state.params + out["params"]
+        averaging_started = config.averaging and start_t >= int(config.average)
+        slots = {}
+        for k, v in out["slots"].items():
+            if k in _ITERATE_SLOTS:
+                # Before averaging starts the "average" is the iterate itself.
+                slots[k] = (state.opt.slots[k] + v) if averaging_started else state.params.copy()
+            else:
+                slots[k] = v
+        state.opt.slots = slots
+    else:
+        state.params = out["params"]
+        state.opt.slots = out["slots"]
+    state.opt.t = start_t + taken
+
+
 def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: TrainConfig):
-    """The ``epoch_fn`` of :func:`~dml.optim.training.run_epochs` for local SGD on ``data``."""
-    L, rounds = epoch_plan(data.lengths, config.batch_size, config.local_steps)
+    """The ``epoch_fn`` of :func:`~dml.optim.training.run_epochs` for stream SGD on ``data``."""
+    layout = make_streams(data.lengths, config.batch_size, config.stream_steps)
+    rounds = round_plans(layout, config.steps_per_round(layout))
+    mode = config.combine_mode if layout.n_streams > 1 else "average"
+    runner = StreamRunner(data, layout)
     n_train = data.n_train
 
     def epoch_fn(state: TrainState) -> EpochResult:
         epoch = state.epoch + 1
         loss_total = 0.0
         reference = None
-        for r, (weights, taken) in enumerate(rounds):
-            plan = RoundPlan(epoch=epoch, first_step=r * L, local_steps=L, weights=weights,
-                             seed=state.seed, t0=state.opt.t, lr_scale=state.lr_scale,
-                             config=config)
+        for spec in rounds:
+            plan = RoundPlan(epoch=epoch, first_step=spec.first, local_steps=spec.local_steps,
+                             weights=spec.weights, seed=state.seed, t0=state.opt.t,
+                             lr_scale=state.lr_scale, config=config, layout=layout, mode=mode)
             start_t = state.opt.t
-            out = run_round(problem, data, state, plan)
+            out = run_round(problem, data, state, plan, runner)
             if start_t == 0 and reference is None:
                 reference = out["first_loss"] + config.penalty.value(state.params)
             loss_total += out["loss"]
@@ -249,9 +408,7 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
                 raise DivergedError(diverged_message(
                     train_config.name, epoch, loss_total if not math.isfinite(loss_total)
                     else math.inf, train_config.lr_hint))
-            state.params = out["params"]
-            state.opt.slots = out["slots"]
-            state.opt.t = start_t + taken
+            apply_round(state, out, mode, start_t, spec.total_steps, config)
         params = final_params(state, config)
         objective = loss_total / max(n_train, 1) + config.penalty.value(state.params)
         score = None

@@ -37,19 +37,27 @@ from dataclasses import dataclass, replace
 import numpy as np
 from dask import delayed
 
-from dml._blocks import block_rng, tree_add
+import dask
+
+from dml._blocks import block_rng, broadcast, tree_add, tree_reduce
 from dml.optim.data import TrainingData
 from dml.optim._stacked_kernels import loss_code, sgd_segment
-from dml.optim.engine import SGDConfig, epoch_plan
+from dml.optim.engine import _ITERATE_SLOTS, SGDConfig, _gather, _task_budget
 from dml.optim.optimizers import SGD
 from dml.optim.penalties import StackedPenalty
 from dml.optim.schedules import StackedRate
+from dml.optim.streams import (SPLIT_EVERY, StreamLayout, group_size, make_streams,
+                               round_plans, subtree_reduce)
 from dml.optim.training import (DivergedError, EpochResult, close_epoch, diverged_message)
 
-__all__ = ["train_stacked", "check_stackable", "RowGroups"]
+__all__ = ["train_stacked", "check_stackable", "RowGroups", "StreamMismatch"]
 
 #: Bytes of gathered batch rows a task holds at a time (all groups together).
 _WINDOW_BYTES = 4 << 20
+
+
+class StreamMismatch(ValueError):
+    """The groups' own fits would cut the blocks into different streams: train them apart."""
 
 
 @dataclass
@@ -110,6 +118,7 @@ def check_stackable(configs, train_configs) -> None:
     for c in configs[1:]:
         same = (c.optimizer == first.optimizer and c.batch_size == first.batch_size
                 and c.local_steps == first.local_steps and c.shuffle == first.shuffle
+                and c.stream_steps == first.stream_steps and c.combine_mode == first.combine_mode
                 and c.average == first.average and type(c.schedule) is type(first.schedule)
                 and c.penalty.penalised == first.penalty.penalised)
         if not same:
@@ -128,19 +137,24 @@ class _GridPlan:
     epoch: int
     seed: int
     config: SGDConfig
-    #: Per packed group: its column in the row masks (None: every row), first step of the
-    #: round, steps per round, step counter before the round.
+    #: Per packed group: its column in the row masks (None: every row), first stream step of
+    #: the round, steps per round, step counter before the round.
     columns: tuple
     first: tuple
     local_steps: tuple
     t0: tuple
-    #: weights[block][packed group]: the block's averaging weight in that group (0: sits out).
+    #: weights[stream][packed group]: the stream's weight in that group (0: sits out).
     weights: tuple
     #: block_index[block][packed group]: the block's index among the group's own blocks.
     block_index: tuple
     lr_scale: np.ndarray
     penalty: StackedPenalty
     rate: StackedRate
+    #: Per packed group: its stream layout (the same stream boundaries for every group; the
+    #: steps per block are the group's own).
+    layouts: tuple = ()
+    #: "sum" or "average" (:mod:`dml.optim.engine`), shared by the grid.
+    mode: str = "average"
 
 
 def _update_average(P, slots, t, start):
@@ -247,74 +261,117 @@ def _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, first_k, last_k,
     loss_sum[groups] += acc
 
 
-def _grid_round_kernel(index, X, Y, w_and_mask, problem, payload, plan: _GridPlan):
-    w, mask = w_and_mask
+def _grid_block_steps(X, Y, w, mask, problem, P, slots, plan: _GridPlan, steps, block,
+                      loss_sum, first_loss, want_first):
+    """Run this block's steps of the round for every packed group, in place.
+
+    ``steps[g]`` is ``(lo, hi, t0)``: the group's block-local steps ``lo .. hi - 1``, numbered
+    from ``t0 + 1``; groups without steps here are absent. ``want_first[g]``: whether the
+    group's first step of the round is here (its loss is the round's first loss).
+    """
     B = plan.config.batch_size
     n_groups = len(plan.columns)
     rows, n_steps = {}, np.zeros(n_groups, dtype=np.int64)
-    for g in range(n_groups):
-        if plan.weights[index][g] == 0.0:
-            continue
+    for g, (lo, hi, _) in steps.items():
         col = plan.columns[g]
         idx = np.arange(X.shape[0]) if col is None else np.flatnonzero(mask[:, col])
-        first = plan.first[g]
-        last = min(first + plan.local_steps[g], -(-len(idx) // B))
-        if first >= last:
-            continue
         # The group's own fit sees these rows as one of its blocks: the same permutation.
         order = (block_rng(plan.seed, "shuffle", plan.epoch,
-                           plan.block_index[index][g]).permutation(len(idx))
+                           plan.block_index[block][g]).permutation(len(idx))
                  if plan.config.shuffle else np.arange(len(idx)))
-        rows[g] = idx[order[first * B:last * B]]
-        n_steps[g] = last - first
+        rows[g] = idx[order[lo * B:hi * B]]
+        n_steps[g] = hi - lo
     if not rows:
+        return
+    t0 = tuple(int(steps[g][2]) if g in steps else 0 for g in range(n_groups))
+    plan = replace(plan, t0=t0)
+    T = problem.stack_targets(Y)
+    m = P.shape[1]
+    # Groups run out of rows at different steps: run the steps in segments with a fixed set of
+    # active groups (at most one segment per group), on a copy of their rows of P when the
+    # segment leaves groups out.
+    ends = sorted({int(k) for k in n_steps if k > 0})
+    start = 0
+    for end in ends:
+        groups = [g for g in range(n_groups) if n_steps[g] >= end]
+        ls, fl = np.zeros((len(groups), m)), np.zeros((len(groups), m))
+        if len(groups) == n_groups:
+            _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, start, end, ls, fl)
+            sub_index = groups
+        else:
+            sub = P[groups]
+            sub_slots = {k: v[groups] for k, v in slots.items()}
+            local_rows = {a: rows[g] for a, g in enumerate(groups)}
+            _grid_steps(problem, sub, sub_slots, local_rows, X, T, w,
+                        _subset_plan(plan, groups), list(range(len(groups))), start, end,
+                        ls, fl)
+            P[groups] = sub
+            for k, v in sub_slots.items():
+                slots[k][groups] = v
+            sub_index = groups
+        for a, g in enumerate(sub_index):
+            loss_sum[g] += ls[a]
+            if start == 0 and want_first[g]:
+                first_loss[g] = fl[a]
+        start = end
+
+
+def _grid_stream(parts, block0, problem, payload, plan: _GridPlan, s):
+    """Stream ``s`` of this round for every packed group: its blocks in order."""
+    n_groups = len(plan.columns)
+    active = np.array([plan.weights[s][g] > 0.0 for g in range(n_groups)])
+    if not active.any():
         return None
     P_in, slots_in = payload
     P = P_in.copy()
     slots = {k: v.copy() for k, v in slots_in.items()}
-    T = problem.stack_targets(Y)
     m = P.shape[1]
     loss_sum = np.zeros((n_groups, m))
     first_loss = np.zeros((n_groups, m))
-    # Groups run out of rows at different steps: run the steps in segments with a fixed set of
-    # active groups (at most one segment per group), on a copy of their rows of P when the
-    # segment leaves groups out.
-    ends = sorted({int(s) for s in n_steps if s > 0})
-    start = 0
+    # Per block: each active group's (lo, hi, step counter before the block's first step).
+    per_block = {}
+    for g in range(n_groups):
+        if not active[g]:
+            continue
+        done = 0
+        last = plan.first[g] + plan.local_steps[g]
+        for b, lo, hi in plan.layouts[g].segments(s, plan.first[g], last):
+            per_block.setdefault(b, {})[g] = (lo, hi, plan.t0[g] + done, done == 0)
+            done += hi - lo
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        for end in ends:
-            groups = [g for g in range(n_groups) if n_steps[g] >= end]
-            if len(groups) == n_groups:
-                _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, start, end,
-                            loss_sum, first_loss)
-            else:
-                sub = P[groups]
-                sub_slots = {k: v[groups] for k, v in slots.items()}
-                ls, fl = np.zeros((len(groups), m)), np.zeros((len(groups), m))
-                local_rows = {a: rows[g] for a, g in enumerate(groups)}
-                _grid_steps(problem, sub, sub_slots, local_rows, X, T, w,
-                            _subset_plan(plan, groups), list(range(len(groups))), start, end,
-                            ls, fl)
-                P[groups] = sub
-                for k, v in sub_slots.items():
-                    slots[k][groups] = v
-                loss_sum[groups] += ls
-                if start == 0:
-                    first_loss[groups] = fl
-            start = end
+        for b in sorted(per_block):
+            X, Y, (w, mask) = parts[b - block0]
+            steps = {g: v[:3] for g, v in per_block[b].items()}
+            want_first = {g: v[3] for g, v in per_block[b].items()}
+            _grid_block_steps(X, Y, w, mask, problem, P, slots, plan, steps, b, loss_sum,
+                              first_loss, want_first)
         finite = np.isfinite(loss_sum) & np.isfinite(P).all(axis=2)
-    active = np.array([g in rows for g in range(n_groups)])
-    weight = np.array([plan.weights[index][g] if active[g] else 0.0 for g in range(n_groups)])
-    # As the engine's kernel (`weight * params`) for the groups this block trains; exact zeros
-    # for the others (a diverged model's nan times 0 would not be 0).
+    weight = np.array([plan.weights[s][g] for g in range(n_groups)])
     scale3 = weight[:, None, None]
+    act3 = active[:, None, None]
+    # As the engine's stream result for the groups this stream trains; exact zeros for the
+    # others (a diverged model's nan times 0 would not be 0).
+    if plan.mode == "sum":
+        out_params = np.where(act3, P - P_in, 0.0)
+        out_slots = {k: np.where(act3, (v - slots_in[k]) if k in _ITERATE_SLOTS else scale3 * v,
+                                 0.0) for k, v in slots.items()}
+    else:
+        out_params = np.where(act3, scale3 * P, 0.0)
+        out_slots = {k: np.where(act3, scale3 * v, 0.0) for k, v in slots.items()}
     return {
-        "params": np.where(active[:, None, None], scale3 * P, 0.0),
-        "slots": {k: np.where(active[:, None, None], scale3 * v, 0.0) for k, v in slots.items()},
+        "params": out_params,
+        "slots": out_slots,
         "loss": np.where(active[:, None], loss_sum, 0.0),
         "first_loss": np.where(active[:, None], weight[:, None] * first_loss, 0.0),
         "nonfinite": (active[:, None] & ~finite).astype(np.int64),
     }
+
+
+def _grid_group_kernel(parts, problem, payload, plan: _GridPlan, streams, levels):
+    """One task: the streams ``streams`` of this round, reduced as their subtree."""
+    block0 = plan.layouts[0].starts[streams.start]
+    results = [_grid_stream(parts, block0, problem, payload, plan, s) for s in streams]
+    return subtree_reduce(results, tree_add, levels)
 
 
 def _subset_plan(plan: _GridPlan, groups) -> _GridPlan:
@@ -324,7 +381,8 @@ def _subset_plan(plan: _GridPlan, groups) -> _GridPlan:
                    weights=tuple(pick(w) for w in plan.weights),
                    block_index=tuple(pick(b) for b in plan.block_index),
                    lr_scale=plan.lr_scale[groups], penalty=plan.penalty.subset(groups),
-                   rate=plan.rate.subset(groups))
+                   rate=plan.rate.subset(groups),
+                   layouts=pick(plan.layouts) if plan.layouts else ())
 
 
 def _with_masks(part, mask):
@@ -335,6 +393,52 @@ def _with_masks(part, mask):
 def _with_no_mask(part):
     X, Y, w = part
     return X, Y, (w, None)
+
+
+def group_layout(lengths, block_index, cfg: SGDConfig) -> StreamLayout:
+    """A group's stream layout over the grid's blocks, as its own fit cuts its own blocks.
+
+    The group's own fit sees the blocks ``block_index`` numbers (a Dask array's empty blocks
+    are dropped: they share the index of the block before them); its streams are mapped back
+    to the grid's blocks, every stream starting at the grid block of its first own block.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    block_index = np.asarray(block_index, dtype=np.int64)
+    n_own = int(block_index.max()) + 1 if len(block_index) else 0
+    own = np.zeros(n_own, dtype=np.int64)
+    np.add.at(own, block_index[block_index >= 0], lengths[block_index >= 0])
+    own_layout = make_streams(own, cfg.batch_size, cfg.stream_steps)
+    first_full = {}
+    for b, j in enumerate(block_index.tolist()):
+        first_full.setdefault(j, b)
+    starts = [0] + [first_full[j] for j in own_layout.starts[1:-1]] + [len(lengths)]
+    steps = -(-lengths // cfg.batch_size)
+    return StreamLayout(tuple(int(x) for x in starts), tuple(int(x) for x in steps),
+                        tuple(int(x) for x in lengths))
+
+
+class _GridRunner:
+    """One task per group of streams per round (as :class:`dml.optim.engine.StreamRunner`)."""
+
+    def __init__(self, blocks, layout: StreamLayout, persisted: bool):
+        W = layout.n_streams
+        self.layout = layout
+        size = group_size(W, _task_budget())
+        self.levels = int(round(math.log(size, SPLIT_EVERY))) if size > 1 else 0
+        self.ranges = [range(a, min(a + size, W)) for a in range(0, W, size)]
+        grouped = [delayed(_gather, pure=True)(*blocks.parts[layout.starts[r.start]:
+                                                              layout.starts[r.stop]])
+                   for r in self.ranges]
+        if persisted:
+            grouped = list(dask.persist(*grouped))
+        self.parts = grouped
+
+    def run(self, problem, payload, plan):
+        payload, plan = broadcast(payload), broadcast(plan)
+        outs = [delayed(_grid_group_kernel, pure=True)(p, problem, payload, plan, r,
+                                                       self.levels)
+                for p, r in zip(self.parts, self.ranges)]
+        return tree_reduce(outs, tree_add, SPLIT_EVERY).compute()
 
 
 def train_stacked(problem, data: TrainingData, configs, train_configs, states, *,
@@ -422,16 +526,21 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
                                                              row_groups.masks)])
     block_index = (np.repeat(np.arange(lengths.shape[0])[:, None], n_groups, axis=1)
                    if row_groups is None else row_groups.block_index)
-    plans = [epoch_plan(lengths[:, g], cfg.batch_size, cfg.local_steps)
-             for g in range(n_groups)]
+    layouts = [group_layout(lengths[:, g], block_index[:, g], cfg) for g in range(n_groups)]
+    if len({lay.starts for lay in layouts}) != 1:
+        raise StreamMismatch("the groups' own fits cut their blocks into different streams")
+    steps_per_round = cfg.steps_per_round(layouts[0])
+    plans = [round_plans(lay, steps_per_round) for lay in layouts]
+    mode = cfg.combine_mode if layouts[0].n_streams > 1 else "average"
+    runner = _GridRunner(blocks, layouts[0], data.persisted)
     results = [list(row) for row in states]
     for g, j in cells:
         states[g][j].stop_reason = None
     active = [(g, j) for g, j in cells if states[g][j].epoch < train_configs[g][j].max_iter]
     while active:
         started = time.perf_counter()
-        out = _grid_epoch(problem, blocks, row_groups is not None, configs, train_configs,
-                          states, active, plans, lengths, block_index)
+        out = _grid_epoch(problem, runner, row_groups is not None, configs, train_configs,
+                          states, active, plans, lengths, block_index, layouts, mode)
         seconds = time.perf_counter() - started
         still = []
         for (g, j), res in zip(active, out):
@@ -451,8 +560,8 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
     return results[0] if flat else results
 
 
-def _grid_epoch(problem, blocks, masked, configs, train_configs, states, active, plans,
-                lengths, block_index):
+def _grid_epoch(problem, runner, masked, configs, train_configs, states, active, plans,
+                lengths, block_index, layouts, mode):
     """One epoch for the ``active`` models, packed into a rectangular (G', m', p) grid."""
     groups = sorted({g for g, _ in active})
     members = {g: [j for gg, j in active if gg == g] for g in groups}
@@ -474,23 +583,26 @@ def _grid_epoch(problem, blocks, masked, configs, train_configs, states, active,
     loss_total = np.zeros((G, width))
     reference = [None] * G
     failed = np.zeros((G, width), dtype=bool)
-    n_rounds = max(len(plans[g][1]) for g in groups)
+    n_rounds = max(len(plans[g]) for g in groups)
     n_blocks = lengths.shape[0]
+    W = layouts[0].n_streams
+    avg_start = int(cfg.average) if cfg.averaging else None
     for r in range(n_rounds):
-        in_round = [r < len(plans[g][1]) for g in groups]
-        weights = tuple(tuple(plans[g][1][r][0][b] if in_round[a] else 0.0
-                              for a, g in enumerate(groups)) for b in range(n_blocks))
+        in_round = [r < len(plans[g]) for g in groups]
+        specs = [plans[g][r] if in_round[a] else None for a, g in enumerate(groups)]
+        weights = tuple(tuple(specs[a].weights[s] if in_round[a] else 0.0 for a in range(G))
+                        for s in range(W))
         plan = _GridPlan(
             epoch=epoch, seed=st[0][0].seed, config=cfg,
             columns=tuple(g if masked else None for g in groups),
-            first=tuple(r * plans[g][0] for g in groups),
-            local_steps=tuple(plans[g][0] for g in groups),
+            first=tuple(specs[a].first if in_round[a] else 0 for a in range(G)),
+            local_steps=tuple(specs[a].local_steps if in_round[a] else 0 for a in range(G)),
             t0=tuple(int(x) for x in t), weights=weights,
             block_index=tuple(tuple(int(block_index[b, g]) for g in groups)
                               for b in range(n_blocks)),
-            lr_scale=scale, penalty=penalty, rate=rate)
-        out = blocks.map_reduce(_grid_round_kernel, problem, (P, slots), plan, with_index=True,
-                                combine=tree_add)
+            lr_scale=scale, penalty=penalty, rate=rate,
+            layouts=tuple(layouts[g] for g in groups), mode=mode)
+        out = runner.run(problem, (P, slots), plan)
         start_value = penalty.value(P)
         for a in range(G):
             if not in_round[a]:
@@ -499,10 +611,19 @@ def _grid_epoch(problem, blocks, masked, configs, train_configs, states, active,
                 reference[a] = out["first_loss"][a] + start_value[a]
             loss_total[a] += out["loss"][a]
             failed[a] |= (out["nonfinite"][a] > 0) | ~np.isfinite(loss_total[a])
-            P[a] = out["params"][a]
-            for k in slots:
-                slots[k][a] = out["slots"][k][a]
-            t[a] += plans[groups[a]][1][r][1]
+            if mode == "sum":
+                P[a] = P[a] + out["params"][a]
+                started = avg_start is not None and t[a] >= avg_start
+                for k in slots:
+                    if k in _ITERATE_SLOTS:
+                        slots[k][a] = (slots[k][a] + out["slots"][k][a]) if started else P[a]
+                    else:
+                        slots[k][a] = out["slots"][k][a]
+            else:
+                P[a] = out["params"][a]
+                for k in slots:
+                    slots[k][a] = out["slots"][k][a]
+            t[a] += specs[a].total_steps
     objective = loss_total / np.array([max(int(lengths[:, g].sum()), 1)
                                        for g in groups])[:, None] + penalty.value(P)
     results = {}

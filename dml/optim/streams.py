@@ -1,0 +1,191 @@
+"""How the blocks of a fit are walked: streams, rounds and the tasks that run them.
+
+Partition-parallel SGD runs several models side by side and combines them. How many, and how
+often they are combined, decides how much a model learns per epoch; how the work is cut into
+Dask tasks decides what a round costs. The two are kept apart here:
+
+* A **stream** is a run of consecutive blocks walked in order by one model: each block's rows in
+  that block's own shuffled order (``block_rng(seed, "shuffle", epoch, block)``), one block after
+  the other. :func:`make_streams` cuts the blocks into streams of at least ``stream_steps``
+  mini-batch steps per epoch each, so the sequential depth of a stream — the number of steps one
+  model takes per epoch — does not shrink when the data comes in more, smaller partitions. The
+  number of streams (the parallel width) therefore grows with the number of rows, not with the
+  number of partitions: ``n_rows / (stream_steps · batch_size)`` streams at most.
+* A **round** is a segment of every stream's epoch: each stream takes up to ``local_steps``
+  steps from the round's starting parameters, then the streams' results are combined
+  (:mod:`dml.optim.engine` says how). :func:`round_plans` lays out an epoch's rounds.
+* A **task group** is a run of consecutive streams computed by one Dask task per round
+  (:func:`group_streams`). Groups are aligned subtrees of the fixed reduction tree over the
+  streams (``8**k`` consecutive streams starting at a multiple of ``8**k``), so a group's partial
+  sum is bit for bit the value that tree has at that node: the model does not depend on the
+  grouping, which is chosen from the cluster's size to keep a round's task count near the number
+  of worker threads rather than the number of blocks.
+
+Everything here depends only on the block lengths and the configuration, never on the cluster,
+except the grouping, which does not change any number.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
+           "subtree_reduce", "SPLIT_EVERY"]
+
+#: Fan-in of the reduction tree over the streams (as :func:`dml._blocks.tree_reduce`).
+SPLIT_EVERY = 8
+
+
+@dataclass(frozen=True)
+class StreamLayout:
+    """Streams as runs of consecutive blocks.
+
+    Attributes
+    ----------
+    starts : tuple of int
+        First block of every stream, plus the number of blocks at the end: stream ``s`` walks
+        the blocks ``starts[s] .. starts[s + 1] - 1``.
+    block_steps : tuple of int
+        Mini-batch steps per epoch of every block (``ceil(rows / batch_size)``).
+    block_rows : tuple of int
+        Training rows of every block.
+    """
+
+    starts: tuple
+    block_steps: tuple
+    block_rows: tuple
+
+    @property
+    def n_streams(self) -> int:
+        return len(self.starts) - 1
+
+    def blocks(self, s: int) -> range:
+        return range(self.starts[s], self.starts[s + 1])
+
+    def steps(self, s: int) -> int:
+        return int(sum(self.block_steps[b] for b in self.blocks(s)))
+
+    def rows(self, s: int) -> int:
+        return int(sum(self.block_rows[b] for b in self.blocks(s)))
+
+    def segments(self, s: int, first: int, last: int) -> list:
+        """``[(block, lo, hi)]``: the block-local step ranges that make up stream steps
+        ``first .. last - 1`` of stream ``s``, in order."""
+        out = []
+        offset = 0
+        for b in self.blocks(s):
+            n = self.block_steps[b]
+            lo, hi = max(first - offset, 0), min(last - offset, n)
+            if lo < hi:
+                out.append((b, lo, hi))
+            offset += n
+            if offset >= last:
+                break
+        return out
+
+
+def make_streams(lengths, batch_size: int, stream_steps: int | None) -> StreamLayout:
+    """Cut consecutive blocks into streams of at least ``stream_steps`` steps per epoch.
+
+    Blocks are taken in order until the stream has ``stream_steps`` steps; a block at least
+    that long is a stream of its own. A last stream shorter than ``stream_steps`` joins the one
+    before it. ``stream_steps=None`` makes every block a stream (the layout of plain local SGD).
+
+    Examples
+    --------
+    >>> make_streams([100, 100, 100, 100, 30], batch_size=10, stream_steps=20).starts
+    (0, 2, 5)
+    >>> make_streams([500, 10], batch_size=10, stream_steps=20).starts
+    (0, 2)
+    >>> make_streams([100, 100], batch_size=10, stream_steps=None).starts
+    (0, 1, 2)
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    steps = -(-lengths // int(batch_size))
+    n = len(lengths)
+    if stream_steps is None:
+        starts = list(range(n + 1))
+    else:
+        starts = [0]
+        acc = 0
+        for b in range(n):
+            acc += int(steps[b])
+            if acc >= stream_steps and b + 1 < n:
+                starts.append(b + 1)
+                acc = 0
+        starts.append(n)
+        # A short tail (fewer than stream_steps steps) walks on from the stream before it.
+        if len(starts) > 2 and int(steps[starts[-2]:].sum()) < stream_steps:
+            del starts[-2]
+    return StreamLayout(tuple(int(s) for s in starts), tuple(int(s) for s in steps),
+                        tuple(int(n) for n in lengths))
+
+
+@dataclass(frozen=True)
+class RoundSpec:
+    """One round of an epoch: which stream steps it covers and how the streams are weighted."""
+
+    #: Stream steps ``first .. first + local_steps - 1`` (each stream stops at its own end).
+    first: int
+    local_steps: int
+    #: Per stream: its share of the round's rows (0: the stream has no steps left).
+    weights: tuple
+    #: Per stream: steps it takes in this round.
+    taken: tuple
+
+    @property
+    def total_steps(self) -> int:
+        return int(sum(self.taken))
+
+
+def round_plans(layout: StreamLayout, local_steps: int | None) -> list:
+    """The rounds of one epoch: every stream takes ``local_steps`` steps per round (None: its
+    whole epoch in one round). Streams with no steps left sit out with weight 0; the others are
+    weighted by their rows.
+
+    Examples
+    --------
+    >>> layout = make_streams([10, 30, 20], batch_size=5, stream_steps=None)
+    >>> [r.taken for r in round_plans(layout, 4)]
+    [(2, 4, 4), (0, 2, 0)]
+    """
+    steps = np.array([layout.steps(s) for s in range(layout.n_streams)], dtype=np.int64)
+    rows = np.array([layout.rows(s) for s in range(layout.n_streams)], dtype=np.float64)
+    longest = int(steps.max()) if len(steps) else 0
+    L = max(longest if local_steps is None else int(local_steps), 1)
+    out = []
+    for r in range(-(-longest // L)):
+        first = r * L
+        taken = np.clip(steps - first, 0, L)
+        active = taken > 0
+        total = float(rows[active].sum())
+        weights = tuple(float(n) / total if a else 0.0 for n, a in zip(rows, active))
+        out.append(RoundSpec(first, L, weights, tuple(int(t) for t in taken)))
+    return out
+
+
+def group_size(n_streams: int, n_tasks: int) -> int:
+    """Streams per task group: the smallest power of :data:`SPLIT_EVERY` that leaves at most
+    ``n_tasks`` groups (so groups are aligned subtrees of the reduction tree).
+
+    Examples
+    --------
+    >>> group_size(1000, 8), group_size(1000, 200), group_size(5, 8)
+    (512, 8, 1)
+    """
+    g = 1
+    while -(-n_streams // g) > max(int(n_tasks), 1):
+        g *= SPLIT_EVERY
+    return g
+
+
+def subtree_reduce(values: list, combine, levels: int):
+    """Reduce ``values`` (the leaves of one aligned subtree, in order) as the fixed tree does:
+    ``levels`` levels of consecutive groups of :data:`SPLIT_EVERY`. ``None`` leaves are skipped
+    by ``combine`` (:func:`dml._blocks.tree_add`)."""
+    level = list(values)
+    for _ in range(levels):
+        level = [combine(level[i:i + SPLIT_EVERY]) for i in range(0, len(level), SPLIT_EVERY)]
+    assert len(level) == 1
+    return level[0]
