@@ -105,6 +105,8 @@ def make(name, lib, epochs):
         return linear_model.SGDClassifier(loss="hinge", **kw)
     if name == "sgd_squared":
         return linear_model.SGDRegressor(**kw)
+    if lib == "sklearn":
+        kw["tol"] = 0.0  # scikit-learn's MLP has no tol=None; 0 never stops within 5 epochs
     return neural_network.MLPClassifier((64,), **kw)
 
 

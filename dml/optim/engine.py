@@ -53,20 +53,20 @@ import dask
 import numpy as np
 from dask import delayed
 
-from dml._blocks import block_rng, broadcast, tree_add, tree_reduce
+from dml._blocks import block_rng, broadcast, tree_add
 from dml.optim.data import TrainingData
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
 from dml.optim.schedules import Constant, Optimal, Schedule
-from dml.optim.streams import (SPLIT_EVERY, StreamLayout, group_size, make_streams,
-                               round_plans, subtree_reduce)
+from dml.optim.streams import (StreamLayout, group_size, make_streams, round_plans,
+                               subtree_reduce, tree_levels)
 from dml.optim.state import TrainState
 from dml.optim.training import (DivergedError, EpochResult, TrainConfig, diverged_message,
                                 run_epochs)
 
 __all__ = ["SGDConfig", "initial_state", "train", "final_params", "epoch_plan", "run_round",
            "make_epoch_fn", "evaluate_score", "local_sgd_steps", "stream_steps_run",
-           "apply_round", "StreamRunner", "SYNC_STEPS"]
+           "apply_round", "StreamRunner", "SYNC_STEPS", "round_blocks"]
 
 
 #: Global steps per round (all streams together) when ``local_steps`` is automatic, per way of
@@ -227,16 +227,16 @@ def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, pla
     return loss_sum, first_loss, True
 
 
-def stream_steps_run(problem, params, slots, parts, block0, s, plan: RoundPlan):
+def stream_steps_run(problem, params, slots, parts, s, plan: RoundPlan):
     """Stream ``s``'s steps of this round, in place: its blocks in order, each block's rows in
-    its epoch permutation. ``parts[b - block0]`` is block b's ``(X, Y, w)``. Returns
+    its epoch permutation. ``parts[b]`` is block b's ``(X, Y, w)``. Returns
     (loss_sum, first_loss, finite)."""
     layout, cfg = plan.layout, plan.config
     last = plan.first_step + plan.local_steps
     loss_sum, first_loss, done = 0.0, None, 0
     stochastic = getattr(problem, "stochastic", False)
     for b, lo, hi in layout.segments(s, plan.first_step, last):
-        X, Y, w = parts[b - block0]
+        X, Y, w = parts[b]
         n = X.shape[0]
         order = (block_rng(plan.seed, "shuffle", plan.epoch, b).permutation(n)
                  if cfg.shuffle else None)
@@ -258,7 +258,7 @@ def stream_steps_run(problem, params, slots, parts, block0, s, plan: RoundPlan):
 _ITERATE_SLOTS = ("average",)
 
 
-def _stream_result(problem, payload, parts, block0, s, plan: RoundPlan):
+def _stream_result(problem, payload, parts, s, plan: RoundPlan):
     weight = plan.weights[s]
     if weight == 0.0:
         return None
@@ -266,8 +266,7 @@ def _stream_result(problem, payload, parts, block0, s, plan: RoundPlan):
     params = params_in.copy()
     slots = {k: v.copy() for k, v in slots_in.items()}
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        loss_sum, first_loss, finite = stream_steps_run(problem, params, slots, parts, block0,
-                                                        s, plan)
+        loss_sum, first_loss, finite = stream_steps_run(problem, params, slots, parts, s, plan)
         finite = finite and bool(np.isfinite(params).all())
     if plan.mode == "sum":
         out_params = params - params_in
@@ -288,18 +287,25 @@ def _stream_result(problem, payload, parts, block0, s, plan: RoundPlan):
 def _group_round_kernel(parts, problem, payload, plan: RoundPlan, streams, levels):
     """One task: the streams ``streams`` (a range) of this round, reduced as their subtree of
     the fixed reduction tree (``levels`` levels) so the value is the tree's, whatever the
-    grouping."""
-    block0 = plan.layout.starts[streams.start]
-    results = [_stream_result(problem, payload, parts, block0, s, plan) for s in streams]
+    grouping. ``parts`` maps a block index to its ``(X, Y, w)``."""
+    results = [_stream_result(problem, payload, parts, s, plan) for s in streams]
     return subtree_reduce(results, tree_add, levels)
 
 
-def _gather(*parts):
-    return parts
+def _gather(blocks, *parts):
+    """``{block index: part}``: the blocks a task reads."""
+    return dict(zip(blocks, parts))
+
+
+def round_blocks(layout: StreamLayout, streams, first: int, local_steps: int) -> list:
+    """The blocks that streams ``streams`` touch in the round covering steps
+    ``first .. first + local_steps - 1``."""
+    return sorted({b for s in streams
+                   for b, _, _ in layout.segments(s, first, first + local_steps)})
 
 
 def _task_budget() -> int:
-    """Task groups per round: about two per worker thread (or per core without a client)."""
+    """Task groups per round: at least two per worker thread (or per core without a client)."""
     from dml.runtime import active_client
 
     client = active_client()
@@ -316,38 +322,55 @@ def _task_budget() -> int:
 class StreamRunner:
     """Runs rounds over ``data`` laid out as ``layout``: one task per group of streams.
 
-    The groups' blocks are gathered once into one object per group (persisted when the data
-    is), so a round costs one task per group whatever the number of blocks.
+    Persisted data: the groups' blocks are gathered once into one object per group, next to
+    each other, so a round costs one task per group whatever the number of blocks. Data read
+    from storage on every pass: each round's task reads only the blocks its streams touch in
+    that round.
     """
 
-    def __init__(self, data: TrainingData, layout: StreamLayout, n_tasks: int | None = None):
+    def __init__(self, parts, layout: StreamLayout, persisted: bool, n_tasks: int | None = None):
         self.layout = layout
         W = layout.n_streams
         self.group = group_size(W, _task_budget() if n_tasks is None else n_tasks)
-        self.levels = int(round(math.log(self.group, SPLIT_EVERY))) if self.group > 1 else 0
+        self.levels = tree_levels(self.group)
         self.ranges = [range(a, min(a + self.group, W)) for a in range(0, W, self.group)]
-        parts = data.train.parts
-        grouped = [delayed(_gather, pure=True)(*parts[layout.starts[r.start]:
-                                                       layout.starts[r.stop]])
-                   for r in self.ranges]
-        if data.persisted and len(grouped) < len(parts):
-            grouped = list(dask.persist(*grouped))
-        self.parts = grouped
+        self.block_parts = list(parts)
+        self.gathered = None
+        if persisted:
+            gathered = [delayed(_gather, pure=True)(
+                tuple(range(layout.starts[r.start], layout.starts[r.stop])),
+                *parts[layout.starts[r.start]:layout.starts[r.stop]]) for r in self.ranges]
+            self.gathered = list(dask.persist(*gathered))
 
-    def run(self, problem, payload, plan: RoundPlan):
+    def inputs(self, touched) -> list:
+        """Per group, the object its round task reads; ``touched(streams)`` lists the blocks
+        the group's streams use in this round."""
+        if self.gathered is not None:
+            return self.gathered
+        out = []
+        for r in self.ranges:
+            blocks = touched(r)
+            out.append(delayed(_gather, pure=True)(tuple(blocks),
+                                                    *[self.block_parts[b] for b in blocks]))
+        return out
+
+    def run(self, kernel, problem, payload, plan, touched):
+        """``kernel(parts, problem, payload, plan, streams, levels)`` per group, reduced."""
         payload = broadcast(payload)
         plan = broadcast(plan)
-        outs = [delayed(_group_round_kernel, pure=True)(p, problem, payload, plan, r,
-                                                        self.levels)
-                for p, r in zip(self.parts, self.ranges)]
-        return tree_reduce(outs, tree_add, SPLIT_EVERY).compute()
+        outs = [delayed(kernel, pure=True)(p, problem, payload, plan, r, self.levels)
+                for p, r in zip(self.inputs(touched), self.ranges)]
+        # The groups' values are small: the client finishes the tree over them.
+        values = dask.compute(*outs)
+        return subtree_reduce(list(values), tree_add, tree_levels(len(values)))
 
 
 def run_round(problem, data: TrainingData, state: TrainState, plan: RoundPlan,
               runner: StreamRunner | None = None) -> dict:
     """One round over all streams; returns the combined result (params, slots, loss, ...)."""
-    runner = runner or StreamRunner(data, plan.layout)
-    return runner.run(problem, (state.params, state.opt.slots), plan)
+    runner = runner or StreamRunner(data.train.parts, plan.layout, data.persisted)
+    return runner.run(_group_round_kernel, problem, (state.params, state.opt.slots), plan,
+                      lambda r: round_blocks(plan.layout, r, plan.first_step, plan.local_steps))
 
 
 def _score_kernel(X, Y, w, problem, params):
@@ -388,7 +411,7 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
     layout = make_streams(data.lengths, config.batch_size, config.stream_steps)
     rounds = round_plans(layout, config.steps_per_round(layout))
     mode = config.combine_mode if layout.n_streams > 1 else "average"
-    runner = StreamRunner(data, layout)
+    runner = StreamRunner(data.train.parts, layout, data.persisted)
     n_train = data.n_train
 
     def epoch_fn(state: TrainState) -> EpochResult:

@@ -37,17 +37,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 from dask import delayed
 
-import dask
-
-from dml._blocks import block_rng, broadcast, tree_add, tree_reduce
+from dml._blocks import block_rng, tree_add
 from dml.optim.data import TrainingData
 from dml.optim._stacked_kernels import loss_code, sgd_segment
-from dml.optim.engine import _ITERATE_SLOTS, SGDConfig, _gather, _task_budget
+from dml.optim.engine import _ITERATE_SLOTS, SGDConfig, StreamRunner, round_blocks
 from dml.optim.optimizers import SGD
 from dml.optim.penalties import StackedPenalty
 from dml.optim.schedules import StackedRate
-from dml.optim.streams import (SPLIT_EVERY, StreamLayout, group_size, make_streams,
-                               round_plans, subtree_reduce)
+from dml.optim.streams import StreamLayout, make_streams, round_plans, subtree_reduce
 from dml.optim.training import (DivergedError, EpochResult, close_epoch, diverged_message)
 
 __all__ = ["train_stacked", "check_stackable", "RowGroups", "StreamMismatch"]
@@ -316,7 +313,7 @@ def _grid_block_steps(X, Y, w, mask, problem, P, slots, plan: _GridPlan, steps, 
         start = end
 
 
-def _grid_stream(parts, block0, problem, payload, plan: _GridPlan, s):
+def _grid_stream(parts, problem, payload, plan: _GridPlan, s):
     """Stream ``s`` of this round for every packed group: its blocks in order."""
     n_groups = len(plan.columns)
     active = np.array([plan.weights[s][g] > 0.0 for g in range(n_groups)])
@@ -340,7 +337,7 @@ def _grid_stream(parts, block0, problem, payload, plan: _GridPlan, s):
             done += hi - lo
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for b in sorted(per_block):
-            X, Y, (w, mask) = parts[b - block0]
+            X, Y, (w, mask) = parts[b]
             steps = {g: v[:3] for g, v in per_block[b].items()}
             want_first = {g: v[3] for g, v in per_block[b].items()}
             _grid_block_steps(X, Y, w, mask, problem, P, slots, plan, steps, b, loss_sum,
@@ -369,8 +366,7 @@ def _grid_stream(parts, block0, problem, payload, plan: _GridPlan, s):
 
 def _grid_group_kernel(parts, problem, payload, plan: _GridPlan, streams, levels):
     """One task: the streams ``streams`` of this round, reduced as their subtree."""
-    block0 = plan.layouts[0].starts[streams.start]
-    results = [_grid_stream(parts, block0, problem, payload, plan, s) for s in streams]
+    results = [_grid_stream(parts, problem, payload, plan, s) for s in streams]
     return subtree_reduce(results, tree_add, levels)
 
 
@@ -415,30 +411,6 @@ def group_layout(lengths, block_index, cfg: SGDConfig) -> StreamLayout:
     steps = -(-lengths // cfg.batch_size)
     return StreamLayout(tuple(int(x) for x in starts), tuple(int(x) for x in steps),
                         tuple(int(x) for x in lengths))
-
-
-class _GridRunner:
-    """One task per group of streams per round (as :class:`dml.optim.engine.StreamRunner`)."""
-
-    def __init__(self, blocks, layout: StreamLayout, persisted: bool):
-        W = layout.n_streams
-        self.layout = layout
-        size = group_size(W, _task_budget())
-        self.levels = int(round(math.log(size, SPLIT_EVERY))) if size > 1 else 0
-        self.ranges = [range(a, min(a + size, W)) for a in range(0, W, size)]
-        grouped = [delayed(_gather, pure=True)(*blocks.parts[layout.starts[r.start]:
-                                                              layout.starts[r.stop]])
-                   for r in self.ranges]
-        if persisted:
-            grouped = list(dask.persist(*grouped))
-        self.parts = grouped
-
-    def run(self, problem, payload, plan):
-        payload, plan = broadcast(payload), broadcast(plan)
-        outs = [delayed(_grid_group_kernel, pure=True)(p, problem, payload, plan, r,
-                                                       self.levels)
-                for p, r in zip(self.parts, self.ranges)]
-        return tree_reduce(outs, tree_add, SPLIT_EVERY).compute()
 
 
 def train_stacked(problem, data: TrainingData, configs, train_configs, states, *,
@@ -532,7 +504,7 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
     steps_per_round = cfg.steps_per_round(layouts[0])
     plans = [round_plans(lay, steps_per_round) for lay in layouts]
     mode = cfg.combine_mode if layouts[0].n_streams > 1 else "average"
-    runner = _GridRunner(blocks, layouts[0], data.persisted)
+    runner = StreamRunner(blocks.parts, layouts[0], data.persisted)
     results = [list(row) for row in states]
     for g, j in cells:
         states[g][j].stop_reason = None
@@ -602,7 +574,13 @@ def _grid_epoch(problem, runner, masked, configs, train_configs, states, active,
                               for b in range(n_blocks)),
             lr_scale=scale, penalty=penalty, rate=rate,
             layouts=tuple(layouts[g] for g in groups), mode=mode)
-        out = runner.run(problem, (P, slots), plan)
+        def touched(streams, specs=specs, groups=groups):
+            # Groups differ in steps per block: the blocks any of them uses this round.
+            return sorted({b for a, g in enumerate(groups) if specs[a] is not None
+                           for b in round_blocks(layouts[g], streams, specs[a].first,
+                                                 specs[a].local_steps)})
+
+        out = runner.run(_grid_group_kernel, problem, (P, slots), plan, touched)
         start_value = penalty.value(P)
         for a in range(G):
             if not in_round[a]:

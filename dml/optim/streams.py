@@ -15,11 +15,12 @@ Dask tasks decides what a round costs. The two are kept apart here:
   steps from the round's starting parameters, then the streams' results are combined
   (:mod:`dml.optim.engine` says how). :func:`round_plans` lays out an epoch's rounds.
 * A **task group** is a run of consecutive streams computed by one Dask task per round
-  (:func:`group_streams`). Groups are aligned subtrees of the fixed reduction tree over the
-  streams (``8**k`` consecutive streams starting at a multiple of ``8**k``), so a group's partial
-  sum is bit for bit the value that tree has at that node: the model does not depend on the
-  grouping, which is chosen from the cluster's size to keep a round's task count near the number
-  of worker threads rather than the number of blocks.
+  (:func:`group_size`). The streams' results are summed in a fixed binary tree; groups are
+  aligned subtrees of it (``2**k`` consecutive streams starting at a multiple of ``2**k``), so a
+  group's partial sum is bit for bit the value the tree has at that node and the client finishes
+  the tree over the groups' values: the model does not depend on the grouping, which is chosen
+  from the cluster's size to keep a round's task count near the number of worker threads rather
+  than the number of blocks.
 
 Everything here depends only on the block lengths and the configuration, never on the cluster,
 except the grouping, which does not change any number.
@@ -31,10 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
-           "subtree_reduce", "SPLIT_EVERY"]
+           "subtree_reduce", "tree_levels", "SPLIT_EVERY"]
 
-#: Fan-in of the reduction tree over the streams (as :func:`dml._blocks.tree_reduce`).
-SPLIT_EVERY = 8
+#: Fan-in of the reduction tree over the streams: binary, so task groups can be any power of two
+#: (finer than powers of 8 for balancing a few dozen streams over a cluster's threads).
+SPLIT_EVERY = 2
 
 
 @dataclass(frozen=True)
@@ -166,18 +168,28 @@ def round_plans(layout: StreamLayout, local_steps: int | None) -> list:
 
 
 def group_size(n_streams: int, n_tasks: int) -> int:
-    """Streams per task group: the smallest power of :data:`SPLIT_EVERY` that leaves at most
-    ``n_tasks`` groups (so groups are aligned subtrees of the reduction tree).
+    """Streams per task group: the largest power of :data:`SPLIT_EVERY` that still leaves at
+    least ``n_tasks`` groups (1 when there are fewer streams than that), so groups are aligned
+    subtrees of the reduction tree and every worker thread has work.
 
     Examples
     --------
-    >>> group_size(1000, 8), group_size(1000, 200), group_size(5, 8)
-    (512, 8, 1)
+    >>> group_size(1000, 8), group_size(58, 4), group_size(9, 4), group_size(3, 4)
+    (128, 16, 2, 1)
     """
     g = 1
-    while -(-n_streams // g) > max(int(n_tasks), 1):
+    while -(-n_streams // (g * SPLIT_EVERY)) >= max(int(n_tasks), 1):
         g *= SPLIT_EVERY
     return g
+
+
+def tree_levels(n: int) -> int:
+    """Levels of the reduction tree over ``n`` leaves."""
+    levels = 0
+    while n > 1:
+        n = -(-n // SPLIT_EVERY)
+        levels += 1
+    return levels
 
 
 def subtree_reduce(values: list, combine, levels: int):

@@ -1,0 +1,118 @@
+"""A model trained on many partitions learns as much per epoch as on one (docs/partition_parallel_sgd.md).
+
+Small data, default hyper-parameters, a fixed number of epochs: the test quality on 32 and 128
+blocks must be within 1% (losses) or half a point (accuracy) of the quality on one block. The
+old layout (every block its own model, one average per epoch) fails the same bound, so these
+tests can fail.
+"""
+from __future__ import annotations
+
+import warnings
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification, make_regression
+from sklearn.metrics import accuracy_score, log_loss
+from sklearn.preprocessing import StandardScaler
+
+from dml.linear_model import SGDClassifier, SGDRegressor
+from dml.neural_network import MLPClassifier
+from dml.optim import engine
+from dml.optim.streams import make_streams
+
+
+def _split(X, y, n_train):
+    return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+
+
+@pytest.fixture(scope="module")
+def clf_data():
+    X, y = make_classification(n_samples=30_000, n_features=20, n_informative=10,
+                               n_redundant=4, random_state=0)
+    return _split(StandardScaler().fit_transform(X), y, 24_000)
+
+
+@pytest.fixture(scope="module")
+def reg_data():
+    X, y = make_regression(n_samples=30_000, n_features=20, n_informative=12, noise=5.0,
+                           random_state=0)
+    y = (y - y.mean()) / y.std()
+    return _split(StandardScaler().fit_transform(X), y, 24_000)
+
+
+def _fit(make, X, y, n_blocks):
+    chunk = -(-len(X) // n_blocks)
+    Xd = da.from_array(X, chunks=(chunk, -1))
+    yd = da.from_array(y, chunks=chunk)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make().fit(Xd, yd)
+
+
+def _log_loss(model, X, y):
+    return log_loss(y, np.asarray(model.predict_proba(X)))
+
+
+def test_sgd_log_loss_does_not_depend_on_the_partition_count(clf_data, inprocess_client):
+    X, y, Xt, yt = clf_data
+    make = lambda: SGDClassifier(loss="log_loss", max_iter=5, tol=None, random_state=0)  # noqa: E731
+    one = _log_loss(_fit(make, X, y, 1), Xt, yt)
+    for n_blocks in (32, 128):
+        many = _log_loss(_fit(make, X, y, n_blocks), Xt, yt)
+        assert many <= 1.01 * one, (n_blocks, many, one)
+    # The old layout (each block a model, one average per epoch) is far worse: the test bites.
+    old = lambda: SGDClassifier(loss="log_loss", max_iter=5, tol=None, random_state=0,  # noqa: E731
+                                stream_steps=None, local_steps="epoch")
+    assert _log_loss(_fit(old, X, y, 128), Xt, yt) > 1.05 * one
+
+
+def test_sgd_hinge_and_squared_loss(clf_data, reg_data):
+    X, y, Xt, yt = clf_data
+    make = lambda: SGDClassifier(loss="hinge", max_iter=5, tol=None, random_state=0)  # noqa: E731
+    one = accuracy_score(yt, _fit(make, X, y, 1).predict(Xt))
+    many = accuracy_score(yt, _fit(make, X, y, 128).predict(Xt))
+    assert many >= one - 0.005, (many, one)
+
+    X, y, Xt, yt = reg_data
+    make = lambda: SGDRegressor(max_iter=5, tol=None, random_state=0)  # noqa: E731
+    mse = [float(np.mean((_fit(make, X, y, nb).predict(Xt) - yt) ** 2)) for nb in (1, 32, 128)]
+    assert max(mse[1:]) <= 1.01 * mse[0], mse
+    old = lambda: SGDRegressor(max_iter=5, tol=None, random_state=0, stream_steps=None,  # noqa: E731
+                               local_steps="epoch", combine="average")
+    assert float(np.mean((_fit(old, X, y, 128).predict(Xt) - yt) ** 2)) > 1.05 * mse[0]
+
+
+@pytest.mark.slow
+def test_mlp_accuracy_does_not_depend_on_the_partition_count(clf_data):
+    X, y, Xt, yt = clf_data
+    # 24,000 rows are 120 steps of 200 per epoch, under one default stream: shorter streams
+    # make the several-stream path run at this small scale.
+    make = lambda: MLPClassifier((32,), max_iter=5, tol=None, random_state=0,  # noqa: E731
+                                 stream_steps=12)
+    one = accuracy_score(yt, _fit(make, X, y, 1).predict(Xt))
+    many = accuracy_score(yt, _fit(make, X, y, 64).predict(Xt))
+    assert many >= one - 0.005, (many, one)
+
+
+def test_stream_layout_depends_on_rows_not_on_partitions():
+    # The same 24,000 rows in 32 or 128 blocks: about as many streams, each of >= 128 steps.
+    for n_blocks in (32, 128):
+        lengths = np.diff(np.linspace(0, 24_000, n_blocks + 1).astype(int))
+        layout = make_streams(lengths, 32, 128)
+        steps = [layout.steps(s) for s in range(layout.n_streams)]
+        assert min(steps) >= 128 and 4 <= layout.n_streams <= 6, (n_blocks, steps)
+
+
+def test_model_does_not_depend_on_the_task_grouping(clf_data, monkeypatch):
+    """Groups of 1, 2, 4 ... streams per task give the same model bit for bit."""
+    X, y, _, _ = clf_data
+    make = lambda: SGDClassifier(loss="log_loss", max_iter=2, tol=None, random_state=0,  # noqa: E731
+                                 stream_steps=20)
+    models = []
+    for tasks in (1, 3, 64):
+        monkeypatch.setattr(engine, "_task_budget", lambda tasks=tasks: tasks)
+        models.append(_fit(make, X[:6000], y[:6000], 24))
+    for m in models[1:]:
+        np.testing.assert_array_equal(m.coef_, models[0].coef_)
+        np.testing.assert_array_equal(m.intercept_, models[0].intercept_)
