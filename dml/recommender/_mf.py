@@ -417,17 +417,18 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
     extreme case because its λ is weighted by the number of ratings: an item with n_i ratings is
     penalised by λ n_i, so relative to its data every item is shrunk equally and an item rated
     once, 5 stars, keeps a bias near 5 − μ − b_u. On MovieLens small (random 80/20 split, seed
-    0, rank 10; ALS ``reg=0.1``, 5 iterations; SGD ``learning_rate=0.02, reg=0.05``, 8 epochs;
-    held-out ratings ≥ 4 relevant, 594 users), both reach a held-out RMSE of 0.868, but
-    precision@10 of ``recommend(users, k=10)`` is 0.0007 for ALS (the recommended items have a
-    median of 2 training ratings) and 0.015 for SGD (median 18; few SGD steps touch a rare item,
-    which acts as extra shrinkage). The bias-only model scores 0.0002, the most-popular list
-    0.117. This is the model, not a fault: ``recommend`` equals the NumPy ranking of the fitted
-    arrays, and ALS equals a plain NumPy ALS of the same objective to 1e-13. A larger weighted
-    ``reg`` does not help (0.0002 at ``reg=1``). ``weighted_reg=False, reg=20`` (λ per user and
-    item, the SPEC §4 loss as written) shrinks the rare items: RMSE 0.861, precision@10 0.107
-    (median 160 training ratings per recommended item; 10 iterations: 0.858 and 0.109). For
-    top-k use prefer it, or filter out rarely rated items.
+    0, rank 10; ALS ``reg=0.1``, 5 iterations; SGD ``learning_rate=0.02, reg=0.05,
+    bold_driver=False``, 8 epochs; held-out ratings ≥ 4 relevant, 594 users), both reach a
+    held-out RMSE of 0.868, but precision@10 of ``recommend(users, k=10)`` is 0.0007 for ALS
+    (the recommended items have a median of 2 training ratings) and 0.015 for SGD (median 18;
+    few SGD steps touch a rare item, which acts as extra shrinkage). The bias-only model scores
+    0.0002, the most-popular list 0.117. This is the model, not a fault: ``recommend`` equals
+    the NumPy ranking of the fitted arrays, and ALS equals a plain NumPy ALS of the same
+    objective to 1e-13. A larger weighted ``reg`` does not help (0.0002 at ``reg=1``).
+    ``weighted_reg=False, reg=20`` (λ per user and item, the SPEC §4 loss as written) shrinks
+    the rare items: RMSE 0.861, precision@10 0.107 (median 160 training ratings per recommended
+    item; 10 iterations: 0.858 and 0.109). For top-k use prefer it, or filter out rarely rated
+    items.
 
     Examples
     --------

@@ -26,12 +26,14 @@ task receives only its blocks' rows and returns them updated.
 
 The step size follows the *bold driver* of the paper: after each epoch the training objective
 is compared with the previous epoch's; if it fell, the step grows by 5 %, if it rose the step is
-halved. Plain SGD needs a step small enough for the end of training and then spends most epochs
-escaping the flat start near P = Q ≈ 0 (the factors grow by a factor of about 1 + η σ per epoch
-from their small random start, σ the scale of the signal); with the bold driver the default
-step may be large, and it is cut back as soon as it overshoots. Epoch e uses
-``η_e = learning_rate · g_e / (1 + lr_decay · e)`` with g_e the bold driver's product of 1.05s
-and 0.5s (1 without it). Unlike the paper, an epoch that raised the objective is kept, not
+halved. Near P = Q ≈ 0 each factor's gradient is proportional to the other factor, so from
+their small random start the factors grow only geometrically, by a factor that rises with the
+step: with a step small enough for the end of training (the former default, 0.01) plain SGD
+spent most of its epochs on this flat start, and 10 epochs of it ended barely below the
+bias-only model on the ``mf_synthetic`` benchmark (test RMSE 1.07, ALS 0.64). The bold
+driver lets the default step be large (η₀ = 0.05) and cuts it back once the objective stops
+falling. Epoch e uses ``η_e = learning_rate · g_e / (1 + lr_decay · e)`` with g_e the bold
+driver's product of 1.05s and 0.5s (1 without it). Unlike the paper, an epoch that raised the objective is kept, not
 undone: halving is enough to recover, and a rejected epoch would leave a hole in ``history_``.
 
 ALS
