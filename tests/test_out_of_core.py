@@ -180,14 +180,16 @@ def in_memory(_inprocess_client):
     """The Parquet dataset of the current test read once and persisted on the in-process
     cluster (module-wide, so the reference fits of one dataset do not re-read it).
 
-    Only one dataset is held at a time: at ``DML_OOC_SCALE=3`` each is 2.3 GiB, and the
-    in-process workers pause when the *process* (both workers, the client, the test) passes
-    80% of one worker's limit. Keeping the classification frame of the earlier tests persisted
-    while the matrix factorisation reference built its cells (another copy of the ratings, plus
-    the pieces they are gathered from) paused both workers, and that fit hung until the
-    timeout. Freed blocks are also handed back to the operating system (``malloc_trim``):
-    glibc keeps freed arena memory of multi-threaded processes, which Dask counts as the
-    workers' unmanaged memory.
+    Only one dataset is held at a time. At ``DML_OOC_SCALE=3`` each is 2.3 GiB, and each
+    in-process worker (limit: half the machine's memory, 11.8 GiB here) pauses at 80% of its
+    limit as measured on the whole *process* (both workers, the client, the test). With the
+    classification frame of the earlier tests still persisted, the matrix factorisation
+    reference needs about 2.3 (classification) + 2.3 (ratings) + 2.3 (cells) + 2.3 (the pieces
+    the cells are gathered from) + 0.8 (seen pairs) GiB, past the 9.4 GiB pause threshold;
+    without it, below. This is the likely cause of that reference fit hanging after the other
+    tests (and passing alone) at 3×; not yet confirmed by a 3× run. Freed blocks are also
+    handed back to the operating system (``malloc_trim``): glibc keeps freed arena memory of
+    multi-threaded processes, which Dask counts as the workers' unmanaged memory.
     """
     cache = {}
 
@@ -206,11 +208,13 @@ def in_memory(_inprocess_client):
 def _release(client, cache):
     """Drop the persisted frames of ``cache``, wait until the workers freed their blocks, then
     trim the process's heap."""
-    from dask.core import flatten
+    from distributed import futures_of
 
     if not cache:
         return
-    keys = [k for frame in cache.values() for k in flatten(frame.__dask_keys__())]
+    # The keys of the futures behind the frames (a persisted collection's own keys may differ),
+    # as strings: tuple keys would arrive at the scheduler as lists (msgpack).
+    keys = [str(f.key) for frame in cache.values() for f in futures_of(frame)]
     cache.clear()
     deadline = time.monotonic() + 60
     while client.run_on_scheduler(_held, keys=keys) and time.monotonic() < deadline:
@@ -221,7 +225,8 @@ def _release(client, cache):
 
 
 def _held(dask_scheduler, keys):
-    return sum(1 for k in keys if k in dask_scheduler.tasks)
+    wanted = set(keys)
+    return sum(1 for k in dask_scheduler.tasks if str(k) in wanted)
 
 
 def _statuses(dask_scheduler):
