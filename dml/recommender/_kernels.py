@@ -1,7 +1,8 @@
-"""Per-cell numba kernels: sequential SGD over one (user-block, item-block) cell, ALS Gram sums.
+"""Per-cell numba kernels: sequential SGD over one (user-block, item-block) cell, its squared
+error, ALS Gram sums, the cell sort.
 
-Updates within a cell conflict (two ratings of one user), so a vectorised NumPy step is not the
-sequential SGD of SPEC §4; numba runs the exact per-rating loop.
+Updates within a cell conflict (two ratings of one user), so a vectorised NumPy step is not
+sequential SGD; numba runs the exact per-rating loop.
 """
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import numpy as np
 
 @numba.njit(cache=True, nogil=True)
 def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0=0, i0=0):
-    """SPEC §4 updates in ``order``; P/Q/bu/bi are modified in place. Returns Σ e² (pre-update).
+    """SGD updates in ``order``; P/Q/bu/bi are modified in place. Returns Σ e² (pre-update).
+
+    For rating t with error e = r − r̂: b_u += η (e − λ b_u), b_i += η (e − λ b_i),
+    p_u += η (e q_i − λ p_u), q_i += η (e p_u − λ q_i) with the p_u of before its update.
 
     Rating t updates rows ``u[t] - u0`` of P, bu and ``i[t] - i0`` of Q, bi (the block's first
     user and item: offsetting here spares a task two index arrays the size of its cell).
@@ -35,8 +39,28 @@ def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0=0, i0=0):
             pf = P[a, f]
             qf = Q[b, f]
             P[a, f] = pf + lr * (e * qf - reg * pf)
-            # The old p_u in the q update (SPEC §4).
+            # The old p_u in the q update.
             Q[b, f] = qf + lr * (e * pf - reg * qf)
+    return sq
+
+
+@numba.njit(cache=True, nogil=True)
+def sq_error_cell(u, i, r, P, Q, bu, bi, mu):
+    """Σ (r − μ − b_u − b_i − p_u·q_i)² over a cell's ratings (dense indices, all known).
+
+    One pass without temporaries: NumPy's version gathers 2k floats per rating first and took
+    longer than the SGD pass itself.
+    """
+    k = P.shape[1]
+    sq = 0.0
+    for t in range(r.shape[0]):
+        a = u[t]
+        b = i[t]
+        dot = 0.0
+        for f in range(k):
+            dot += P[a, f] * Q[b, f]
+        e = r[t] - (mu + bu[a] + bi[b] + dot)
+        sq += e * e
     return sq
 
 
@@ -57,17 +81,6 @@ def als_gram_add(rows, cols, target, Z, A, rhs, cnt):
             rhs[a, f] += target[t] * z[f]
             for g in range(k1):
                 A[a, f, g] += z[f] * z[g]
-
-
-@numba.njit(cache=True, nogil=True)
-def als_gram(rows, cols, target, Z, n_rows):
-    """Per-row A = Σ z zᵀ, rhs = Σ t z and counts over the ratings (rows local to the block)."""
-    k1 = Z.shape[1]
-    A = np.zeros((n_rows, k1, k1))
-    rhs = np.zeros((n_rows, k1))
-    cnt = np.zeros(n_rows)
-    als_gram_add(rows, cols, target, Z, A, rhs, cnt)
-    return A, rhs, cnt
 
 
 @numba.njit(cache=True, nogil=True)

@@ -14,24 +14,11 @@ Layout of a fit
    file, and from then on tasks receive cell *paths* and read the one cell they work on: the
    same arrays in the same order, so the same model bit for bit, with no cell held in memory
    between tasks.
-3. *Epochs* run through :func:`dml.optim.training.run_epochs` (history, checkpoints, progress):
-
-   * ``solver="sgd"`` (DSGD, Gemulla et al. 2011): B sub-epochs; sub-epoch s trains the cells
-     (b, (b + s) mod B) for b = 0..B-1 in parallel (the order of the shifts is permuted per epoch
-     from the fit's seed). A cell task receives only its user block's and its item block's
-     factors and biases and returns them updated, so no two tasks touch the same rows. Within a
-     cell the ratings are visited in a per-(epoch, cell) random order and updated *sequentially*
-     (SPEC §4 rule, numba kernel).
-   * ``solver="als"``: per user block (its cells accumulated one after the other, so only one
-     cell is read at a time), each user solves
-     ``(Zᵀ Z + λ n_u I) x_u = Zᵀ t`` with ``z_i = [q_i, 1]``, ``x_u = [p_u, b_u]`` and
-     ``t = r − μ − b_i`` (without biases ``z_i = q_i``, ``x_u = p_u``, ``t = r``); then the
-     symmetric item step. By default λ is scaled by the number of ratings n_u / n_i
-     ("weighted-λ", Zhou et al. 2008, as Spark MLlib), so each half-step exactly minimises
-     ``Σ e² + λ (Σ_u n_u (‖p_u‖² + b_u²) + Σ_i n_i (‖q_i‖² + b_i²))``, the ALS objective reported
-     in ``history_`` (divided by the number of ratings), which therefore never increases. With
-     ``weighted_reg=False`` the n_u / n_i factors are dropped (the SPEC §4 loss as written):
-     ``(Zᵀ Z + λ I) x_u = Zᵀ t``, which shrinks rarely rated users/items harder.
+3. *Epochs* run through :func:`dml.optim.training.run_epochs` (history, checkpoints, progress),
+   each one the ``epoch`` of a solver object of :mod:`dml.recommender._solvers`:
+   ``DSGDSolver`` (distributed SGD over the cells, its step size adapted by the bold driver)
+   or ``ALSSolver`` (alternating least squares, weighted-λ by default). That module's docstring
+   describes both methods and the objective they share.
 """
 from __future__ import annotations
 
@@ -53,6 +40,7 @@ from dml.optim.data import fits_persist_budget, smallest_worker_memory
 from dml.optim.state import TrainState
 from dml.optim.training import TrainConfig, run_epochs
 from dml.recommender import _kernels
+from dml.recommender._solvers import ALSSolver, DSGDSolver, cell_data, predict_dense, sq_val
 
 __all__ = ["MatrixFactorization"]
 
@@ -84,8 +72,6 @@ def _check_cell_size(n: int, B: int) -> None:
             f"{budget / 2**20:,.0f} MiB ({_CELL_FRACTION:.0%} of the smallest worker's "
             f"{limit / 2**20:,.0f} MiB limit). Use n_blocks >= {fit_b} (the model depends on "
             "n_blocks), or workers with more memory.")
-#: Ratings per chunk of the residual computation.
-_CHUNK = 1 << 18
 
 
 # ---------------------------------------------------------------- module-level task functions
@@ -196,15 +182,6 @@ def _order_by_pair_then_rating(u, i, r):
     return _kernels.sort_by_key_then_value((u - u0) * n_i + (i - i0), r, n_keys)
 
 
-def _cell_data(cell, n_arrays=3):
-    """A cell's (u, i, r): the persisted arrays themselves, or read from the cell's spill file
-    (its first ``n_arrays`` only)."""
-    if isinstance(cell, str):
-        with open(cell, "rb") as f:
-            return tuple(np.load(f) for _ in range(n_arrays))
-    return cell[:n_arrays]
-
-
 def _write_cell(path, u, i, r):
     """u, i and r as three .npy arrays one after the other (no zip: .npz spent more time in
     its checksums than in reading)."""
@@ -248,14 +225,14 @@ def _spill_cell(pieces, path, u0, i0, n_users, n_items):
     pieces; returns the cell's path and its counts."""
     if os.path.exists(path):
         # A retry after the pieces were removed: the renamed cell file is complete.
-        cell = _cell_data(path)
+        cell = cell_data(path)
     else:
         found = [p for p in pieces if p is not None]
         for p in found:
             if not os.path.exists(p):
                 raise FileNotFoundError(f"cell piece {_not_shared(p)}")
         if found:
-            pieces = [_cell_data(p) for p in found]
+            pieces = [cell_data(p) for p in found]
             cols = [np.concatenate([p[k] for p in pieces]) for k in range(3)]
             del pieces  # before the sort: the cell exists once, not twice
             cell = _sorted_cell(cols)
@@ -274,7 +251,7 @@ def _cell_counts(cell, u0, i0, n_users, n_items):
 
 
 def _seen_block(cells, lo, hi):
-    pairs = [_cell_data(c, 2) for c in cells]
+    pairs = [cell_data(c, 2) for c in cells]
     u = np.concatenate([p[0] for p in pairs])
     i = np.concatenate([p[1] for p in pairs])
     # np.lexsort((i, u)), by a counting sort on the block's users.
@@ -283,105 +260,57 @@ def _seen_block(cells, lo, hi):
     return counts, i[order]
 
 
-def _sgd_task(cell, P, Q, bu, bi, u0, i0, mu, lr, reg, use_bias, seed, epoch, index):
-    P, Q, bu, bi = P.copy(), Q.copy(), bu.copy(), bi.copy()
-    u, i, r = _cell_data(cell)
-    order = block_rng(seed, "mf/order", epoch, index).permutation(len(r))
-    _kernels.sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0, i0)
-    return P, Q, bu, bi
+def _build_cells(parts, val, users, items, ub, ib, spill, remember):
+    """The B² cells of the ratings, persisted on the workers (``spill`` None) or written as
+    files under ``spill``; returns (cells, val, n_u, n_i, seen) with the ratings per user and
+    per item and, with ``remember``, each user block's seen pairs."""
+    B = len(ub) - 1
+    d_users, d_items = dask.delayed(users, pure=True), dask.delayed(items, pure=True)
 
+    def counts_of(cell, c):
+        b, j = divmod(c, B)
+        return dask.delayed(_cell_counts, pure=True)(cell, ub[b], ib[j], ub[b + 1] - ub[b],
+                                                     ib[j + 1] - ib[j])
 
-def _sq_error(cell, P, Q, bu, bi, mu):
-    u, i, r = _cell_data(cell)
-    # The residuals a chunk at a time: the factor rows gathered for a whole cell take 2k floats
-    # per rating, several times the cell itself (a worker near its memory limit pauses on that).
-    e = np.empty(len(r))
-    for a in range(0, len(r), _CHUNK):
-        b = a + _CHUNK
-        e[a:b] = r[a:b] - _predict_dense(u[a:b], i[a:b], P, Q, bu, bi, mu)
-    return float(e @ e)
+    def seen_of(cells):
+        return [dask.delayed(_seen_block, pure=True)(cells[b * B:(b + 1) * B], ub[b], ub[b + 1])
+                for b in range(B)] if remember else []
 
-
-def _predict_dense(u, i, P, Q, bu, bi, mu):
-    """μ + b_u + b_i + p_u·q_i with unknown (−1) users/items contributing nothing (cold start)."""
-    out = np.full(len(u), mu, dtype=np.float64)
-    ku, ki = u >= 0, i >= 0
-    if ku.all() and ki.all():
-        # Every id known (always so for training cells): the same sums without masked copies.
-        out += bu[u]
-        out += bi[i]
-        out += np.einsum("ij,ij->i", P[u], Q[i])
-        return out
-    out[ku] += bu[u[ku]]
-    out[ki] += bi[i[ki]]
-    both = ku & ki
-    out[both] += np.einsum("ij,ij->i", P[u[both]], Q[i[both]])
-    return out
-
-
-def _solve(A, rhs):
-    try:
-        return np.linalg.solve(A, rhs[..., None])[..., 0]
-    except np.linalg.LinAlgError:
-        # λ = 0 and fewer ratings than unknowns: the minimum-norm least-squares solution.
-        return np.stack([np.linalg.lstsq(a, b, rcond=None)[0] for a, b in zip(A, rhs)])
-
-
-def _als_design(Z, use_bias):
-    """The other side's rows z (with a trailing 1 for the bias), as the Gram kernel reads them."""
-    return np.ascontiguousarray(np.hstack([Z, np.ones((Z.shape[0], 1))]) if use_bias else Z)
-
-
-def _als_accumulate(acc, rows, cols, r, Zb, other_bias, mu, use_bias):
-    """Adds these ratings to the Gram sums ``acc`` = (A, rhs, cnt) (see ``als_gram_add``)."""
-    target = r - mu - other_bias[cols] if use_bias else r - mu
-    _kernels.als_gram_add(rows, cols, target, Zb, *acc)
-    return acc
-
-
-def _als_empty(n_rows, Zb):
-    k1 = Zb.shape[1]
-    return np.zeros((n_rows, k1, k1)), np.zeros((n_rows, k1)), np.zeros(n_rows)
-
-
-def _als_solve(acc, reg, use_bias, weighted):
-    A, rhs, cnt = acc
-    n_rows, k1 = rhs.shape
-    lam = reg * cnt if weighted else np.full(n_rows, float(reg))
-    A = A + lam[:, None, None] * np.eye(k1)
-    x = np.zeros((n_rows, k1))
-    has = cnt > 0
-    if has.any():
-        x[has] = _solve(A[has], rhs[has])
-    if use_bias:
-        return x[:, :-1].copy(), x[:, -1].copy()
-    return x, np.zeros(n_rows)
-
-
-def als_half_step(rows, cols, r, Z, other_bias, n_rows, mu, reg, use_bias, weighted=True):
-    """One side's ALS solves for rows ``0..n_rows-1`` (local indices) given the other side.
-
-    Returns (factors, biases). Public for the tests: each row solves
-    ``(Σ z zᵀ + λ n I) x = Σ t z`` (``λ I`` when not ``weighted``; see the module docstring).
-    """
-    Zb = _als_design(Z, use_bias)
-    acc = _als_accumulate(_als_empty(n_rows, Zb), rows, cols, r, Zb, other_bias, mu, use_bias)
-    return _als_solve(acc, reg, use_bias, weighted)
-
-
-def _als_half_task(cells, Z, other_bias, lo, hi, mu, reg, use_bias, weighted, users):
-    """Solve rows ``lo..hi`` of the users' (``users``) or the items' side from their cells."""
-    Zb = _als_design(Z, use_bias)
-    acc = _als_empty(hi - lo, Zb)
-    for cell in cells:
-        u, i, r = _cell_data(cell)
-        rows, cols = (u, i) if users else (i, u)
-        _als_accumulate(acc, rows - lo, cols, r, Zb, other_bias, mu, use_bias)
-    return _als_solve(acc, reg, use_bias, weighted)
-
-
-def _concat_pairs(parts):
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    if spill is None:
+        # nout=B*B: one key per (partition, cell) piece, so a cell task fetches its own pieces
+        # only. Passing the whole list of split partitions made every cell task pull the entire
+        # data set to its worker (nothing gathers the full data to one process).
+        split = [dask.delayed(_split_partition, pure=True, nout=B * B)(p, d_users, d_items, ub,
+                                                                       ib, B)
+                 for p in parts]
+        cells = [dask.delayed(_gather_cell, pure=True)([sp[c] for sp in split])
+                 for c in range(B * B)]
+        counts = [counts_of(cells[c], c) for c in range(B * B)]
+        seen = seen_of(cells)
+        cells, val, counts, seen = dask.persist(cells, val, counts, seen)
+        counts, seen = dask.compute(counts, seen)
+    else:
+        # Out of core: the cells live in files and every task receives a path, so no worker
+        # holds more than the cells of its running tasks, and the validation rows are re-read
+        # from their source on every pass instead of being persisted.
+        spills = [dask.delayed(_spill_partition, pure=True, nout=B * B)(
+            p, d_users, d_items, ub, ib, B, spill, k) for k, p in enumerate(parts)]
+        done = []
+        for c in range(B * B):
+            b, j = divmod(c, B)
+            done.append(dask.delayed(_spill_cell, pure=True)(
+                [sp[c] for sp in spills], os.path.join(spill, f"cell-{c:05d}.cell"), ub[b],
+                ib[j], ub[b + 1] - ub[b], ib[j + 1] - ib[j]))
+        done = dask.compute(done)[0]
+        cells = [d[0] for d in done]
+        counts = [d[1] for d in done]
+        seen = dask.compute(seen_of(cells))[0]
+    n_u, n_i = np.zeros(ub[-1]), np.zeros(ib[-1])
+    for c, (cu, ci) in enumerate(counts):
+        b, j = divmod(c, B)
+        n_u[ub[b]:ub[b + 1]] += cu
+        n_i[ib[j]:ib[j + 1]] += ci
+    return cells, val, n_u, n_i, seen
 
 
 def _val_partition(df, user_ids, item_ids):
@@ -392,7 +321,7 @@ def _val_partition(df, user_ids, item_ids):
 def _predict_frame(df, user_col, item_col, user_ids, item_ids, P, Q, bu, bi, mu):
     u = _lookup(user_ids, _as_ids(df[user_col].to_numpy()))
     i = _lookup(item_ids, _as_ids(df[item_col].to_numpy()))
-    return _predict_dense(u, i, P, Q, bu, bi, mu)
+    return predict_dense(u, i, P, Q, bu, bi, mu)
 
 
 def _bounds(n: int, B: int) -> np.ndarray:
@@ -412,17 +341,25 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
     biases : bool, default=True
         Learn b_u and b_i. Without biases the model is r̂ = p_u·q_i (no global mean either, as
         Spark's ALS), so an exactly rank-k matrix is representable.
-    reg : float, default=0.05
-        λ of SPEC §4. SGD uses it as written (per update); ALS scales it by each user's/item's
-        number of ratings (weighted-λ, as Spark's ``regParam``) unless ``weighted_reg=False``.
+    reg : float, default=0.1
+        λ, the L2 penalty. SGD applies it at every rating it visits, so a user with n_u
+        ratings is penalised by λ n_u; ALS scales it the same way (weighted-λ, as Spark's
+        ``regParam``) unless ``weighted_reg=False``. One ``reg`` thus means the same
+        objective for both solvers.
     weighted_reg : bool, default=True
         ALS only. True: penalty λ n_u per user and λ n_i per item (Spark's scaling, ``reg`` of
         order 0.1). False: λ for every user and item, the SPEC §4 loss as written (``reg`` of
         order 10 on 1–5 star ratings); rarely rated items are then shrunk towards μ + b_u, which
         makes top-k lists far better (see Notes).
-    learning_rate : float, default=0.01
-        SGD step η; epoch e (0-based) uses η / (1 + lr_decay · e).
+    learning_rate : float, default=0.05
+        SGD only: the initial step η₀. Epoch e (0-based) uses ``η₀ · g_e / (1 + lr_decay · e)``
+        where g_e is the bold driver's gain (below).
     lr_decay : float, default=0.0
+    bold_driver : bool, default=True
+        SGD only: adapt the step after every epoch, × 1.05 when the training objective fell
+        and × 0.5 when it rose (Gemulla et al. 2011). Lets a large initial step cross the
+        flat start of training quickly and still settle; ``False`` keeps η₀ (with
+        ``lr_decay``) whatever happens.
     n_epochs : int, default=20
         SGD epochs or ALS iterations (one user step and one item step).
     n_blocks : int, default=4
@@ -480,17 +417,18 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
     extreme case because its λ is weighted by the number of ratings: an item with n_i ratings is
     penalised by λ n_i, so relative to its data every item is shrunk equally and an item rated
     once, 5 stars, keeps a bias near 5 − μ − b_u. On MovieLens small (random 80/20 split, seed
-    0, rank 10; ALS ``reg=0.1``, 5 iterations; SGD ``learning_rate=0.02, reg=0.05``, 8 epochs;
-    held-out ratings ≥ 4 relevant, 594 users), both reach a held-out RMSE of 0.868, but
-    precision@10 of ``recommend(users, k=10)`` is 0.0007 for ALS (the recommended items have a
-    median of 2 training ratings) and 0.015 for SGD (median 18; few SGD steps touch a rare item,
-    which acts as extra shrinkage). The bias-only model scores 0.0002, the most-popular list
-    0.117. This is the model, not a fault: ``recommend`` equals the NumPy ranking of the fitted
-    arrays, and ALS equals a plain NumPy ALS of the same objective to 1e-13. A larger weighted
-    ``reg`` does not help (0.0002 at ``reg=1``). ``weighted_reg=False, reg=20`` (λ per user and
-    item, the SPEC §4 loss as written) shrinks the rare items: RMSE 0.861, precision@10 0.107
-    (median 160 training ratings per recommended item; 10 iterations: 0.858 and 0.109). For
-    top-k use prefer it, or filter out rarely rated items.
+    0, rank 10; ALS ``reg=0.1``, 5 iterations; SGD ``learning_rate=0.02, reg=0.05,
+    bold_driver=False``, 8 epochs; held-out ratings ≥ 4 relevant, 594 users), both reach a
+    held-out RMSE of 0.868, but precision@10 of ``recommend(users, k=10)`` is 0.0007 for ALS
+    (the recommended items have a median of 2 training ratings) and 0.015 for SGD (median 18;
+    few SGD steps touch a rare item, which acts as extra shrinkage). The bias-only model scores
+    0.0002, the most-popular list 0.117. This is the model, not a fault: ``recommend`` equals
+    the NumPy ranking of the fitted arrays, and ALS equals a plain NumPy ALS of the same
+    objective to 1e-13. A larger weighted ``reg`` does not help (0.0002 at ``reg=1``).
+    ``weighted_reg=False, reg=20`` (λ per user and item, the SPEC §4 loss as written) shrinks
+    the rare items: RMSE 0.861, precision@10 0.107 (median 160 training ratings per recommended
+    item; 10 iterations: 0.858 and 0.109). For top-k use prefer it, or filter out rarely rated
+    items.
 
     Examples
     --------
@@ -514,9 +452,9 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, n_factors=10, *, solver="sgd", biases=True, reg=0.05, weighted_reg=True,
-                 learning_rate=0.01, lr_decay=0.0, n_epochs=20, n_blocks=4, init_std=0.1,
-                 user_col="user", item_col="item", rating_col="rating", tol=None,
+    def __init__(self, n_factors=10, *, solver="sgd", biases=True, reg=0.1, weighted_reg=True,
+                 learning_rate=0.05, lr_decay=0.0, bold_driver=True, n_epochs=20, n_blocks=4,
+                 init_std=0.1, user_col="user", item_col="item", rating_col="rating", tol=None,
                  n_iter_no_change=5, checkpoint_dir=None, checkpoint_every=1, verbose=0,
                  progress=None, callbacks=(), persist="auto", spill_dir=None,
                  remember_seen="auto", random_state=None):
@@ -527,6 +465,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         self.weighted_reg = weighted_reg
         self.learning_rate = learning_rate
         self.lr_decay = lr_decay
+        self.bold_driver = bold_driver
         self.n_epochs = n_epochs
         self.n_blocks = n_blocks
         self.init_std = init_std
@@ -549,8 +488,9 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
     def _validate_params(self):
         if self.solver not in _SOLVERS:
             raise ValueError(f"solver must be one of {_SOLVERS}, got {self.solver!r}")
-        if not isinstance(self.weighted_reg, (bool, np.bool_)):
-            raise ValueError(f"weighted_reg must be True or False, got {self.weighted_reg!r}")
+        for name in ("weighted_reg", "bold_driver"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         for name in ("n_factors", "n_epochs", "n_blocks"):
             v = getattr(self, name)
             if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1):
@@ -680,60 +620,11 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
 
     def _fit_cells(self, parts, validation_data, seed, B, users, items, n, mu, ub, ib, spill,
                    remember):
-        """The fit after the id pass: cells persisted (``spill`` None) or written under
-        ``spill``, then the epochs."""
+        """The fit after the id pass: the cells, then the epochs of the solver."""
         nu, ni = len(users), len(items)
-        d_users, d_items = dask.delayed(users, pure=True), dask.delayed(items, pure=True)
-        val = None
-        if validation_data is not None:
-            val = [dask.delayed(_val_partition, pure=True)(p, d_users, d_items)
-                   for p in self._partitions(validation_data, None, what="validation_data")]
-
-        def counts_of(cell, c):
-            b, j = divmod(c, B)
-            return dask.delayed(_cell_counts, pure=True)(cell, ub[b], ib[j], ub[b + 1] - ub[b],
-                                                         ib[j + 1] - ib[j])
-
-        def seen_of(cells):
-            return [dask.delayed(_seen_block, pure=True)(cells[b * B:(b + 1) * B], ub[b],
-                                                         ub[b + 1])
-                    for b in range(B)] if remember else []
-
-        if spill is None:
-            # nout=B*B: one key per (partition, cell) piece, so a cell task fetches its own
-            # pieces only. Passing the whole list of split partitions made every cell task pull
-            # the entire data set to its worker (principle 3: nothing gathers the full data to
-            # one process).
-            split = [dask.delayed(_split_partition, pure=True, nout=B * B)(p, d_users, d_items,
-                                                                           ub, ib, B)
-                     for p in parts]
-            cells = [dask.delayed(_gather_cell, pure=True)([sp[c] for sp in split])
-                     for c in range(B * B)]
-            counts = [counts_of(cells[c], c) for c in range(B * B)]
-            seen = seen_of(cells)
-            cells, val, counts, seen = dask.persist(cells, val, counts, seen)
-            counts, seen = dask.compute(counts, seen)
-        else:
-            # Out of core: the cells live in files and every task below receives a path, so no
-            # worker holds more than the cells of its running tasks, and the validation rows
-            # are re-read from their source on every pass instead of being persisted.
-            spills = [dask.delayed(_spill_partition, pure=True, nout=B * B)(
-                p, d_users, d_items, ub, ib, B, spill, k) for k, p in enumerate(parts)]
-            done = []
-            for c in range(B * B):
-                b, j = divmod(c, B)
-                done.append(dask.delayed(_spill_cell, pure=True)(
-                    [sp[c] for sp in spills], os.path.join(spill, f"cell-{c:05d}.cell"), ub[b],
-                    ib[j], ub[b + 1] - ub[b], ib[j + 1] - ib[j]))
-            done = dask.compute(done)[0]
-            cells = [d[0] for d in done]
-            counts = [d[1] for d in done]
-            seen = dask.compute(seen_of(cells))[0]
-        n_u, n_i = np.zeros(nu), np.zeros(ni)
-        for c, (cu, ci) in enumerate(counts):
-            b, j = divmod(c, B)
-            n_u[ub[b]:ub[b + 1]] += cu
-            n_i[ib[j]:ib[j + 1]] += ci
+        cells, val, n_u, n_i, seen = _build_cells(
+            parts, self._validation_parts(validation_data, users, items), users, items, ub, ib,
+            spill, remember)
         if remember:
             self.seen_indptr_ = np.concatenate(
                 [[0], np.cumsum(np.concatenate([s[0] for s in seen]))])
@@ -745,82 +636,16 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         rng = block_rng(seed, "mf/init")
         P = rng.normal(0.0, self.init_std, (nu, k))
         Q = rng.normal(0.0, self.init_std, (ni, k))
+        common = dict(ub=ub, ib=ib, n_u=n_u, n_i=n_i, n=n, mu=mu, seed=seed, reg=self.reg,
+                      use_bias=self.biases)
         if self.solver == "als":
-            P[:] = 0.0
+            P[:] = 0.0  # ALS starts with the user step, which does not read P
+            solver = ALSSolver(cells, val, weighted=self.weighted_reg, **common)
+        else:
+            solver = DSGDSolver(cells, val, learning_rate=self.learning_rate,
+                                lr_decay=self.lr_decay, bold_driver=self.bold_driver, **common)
         state = TrainState(params=np.zeros(0), seed=seed, arrays={
             "P": P, "Q": Q, "bu": np.zeros(nu), "bi": np.zeros(ni)})
-        reg = float(self.reg)
-        use_bias = bool(self.biases)
-        weighted = bool(self.weighted_reg)
-
-        def evaluate(P, Q, bu, bi):
-            sq = [dask.delayed(_sq_error, pure=True)(c, P, Q, bu, bi, mu) for c in cells]
-            vs = None
-            if val is not None:
-                vs = [dask.delayed(_sq_val, pure=True)(v, P, Q, bu, bi, mu) for v in val]
-            return sq, vs
-
-        def finish(st, sq, vs, objective_reg):
-            sse = math.fsum(sq)
-            res = {"train_rmse": math.sqrt(sse / n)}
-            if vs is not None:
-                m = sum(v[1] for v in vs)
-                res["validation_rmse"] = math.sqrt(math.fsum(v[0] for v in vs) / max(m, 1))
-            return (sse + reg * objective_reg) / n, res
-
-        def sgd_epoch(st):
-            from dml.optim.training import EpochResult
-            A = st.arrays
-            lr = float(self.learning_rate) / (1.0 + float(self.lr_decay) * st.epoch) * st.lr_scale
-            Pb = [A["P"][ub[b]:ub[b + 1]] for b in range(B)]
-            Qb = [A["Q"][ib[c]:ib[c + 1]] for c in range(B)]
-            bub = [A["bu"][ub[b]:ub[b + 1]] for b in range(B)]
-            bib = [A["bi"][ib[c]:ib[c + 1]] for c in range(B)]
-            shifts = block_rng(seed, "mf/strata", st.epoch).permutation(B)
-            for s in shifts:
-                for b in range(B):
-                    c = (b + int(s)) % B
-                    out = dask.delayed(_sgd_task, pure=True, nout=4)(
-                        cells[b * B + c], Pb[b], Qb[c], bub[b], bib[c], ub[b], ib[c], mu, lr,
-                        reg, use_bias, seed, st.epoch, b * B + c)
-                    Pb[b], Qb[c], bub[b], bib[c] = out
-            P = dask.delayed(np.concatenate, pure=True)(Pb)
-            Q = dask.delayed(np.concatenate, pure=True)(Qb)
-            bu = dask.delayed(np.concatenate, pure=True)(bub)
-            bi = dask.delayed(np.concatenate, pure=True)(bib)
-            sq, vs = evaluate(P, Q, bu, bi)
-            P, Q, bu, bi, sq, vs = dask.compute(P, Q, bu, bi, sq, vs)
-            st.arrays = {"P": P, "Q": Q, "bu": bu, "bi": bi}
-            pen = (P * P).sum() + (Q * Q).sum() + bu @ bu + bi @ bi
-            obj, info = finish(st, sq, vs, pen)
-            return EpochResult(objective=obj, learning_rate=lr, info=info)
-
-        def als_epoch(st):
-            from dml.optim.training import EpochResult
-            A = st.arrays
-            Q, bi = A["Q"], A["bi"]
-            ures = [dask.delayed(_als_half_task, pure=True, nout=2)(
-                cells[b * B:(b + 1) * B], Q, bi, ub[b], ub[b + 1], mu, reg, use_bias, weighted,
-                True)
-                for b in range(B)]
-            P = dask.delayed(np.concatenate, pure=True)([r[0] for r in ures])
-            bu = dask.delayed(np.concatenate, pure=True)([r[1] for r in ures])
-            ires = [dask.delayed(_als_half_task, pure=True, nout=2)(
-                [cells[b * B + c] for b in range(B)], P, bu, ib[c], ib[c + 1], mu, reg, use_bias,
-                weighted, False)
-                for c in range(B)]
-            Q = dask.delayed(np.concatenate, pure=True)([r[0] for r in ires])
-            bi = dask.delayed(np.concatenate, pure=True)([r[1] for r in ires])
-            sq, vs = evaluate(P, Q, bu, bi)
-            P, Q, bu, bi, sq, vs = dask.compute(P, Q, bu, bi, sq, vs)
-            st.arrays = {"P": P, "Q": Q, "bu": bu, "bi": bi}
-            # The penalty each half-step minimises (module docstring), so the objective in
-            # history_ is the one that cannot increase.
-            wu, wi = (n_u, n_i) if weighted else (np.ones(nu), np.ones(ni))
-            pen = (wu @ ((P * P).sum(axis=1) + bu * bu)) + (wi @ ((Q * Q).sum(axis=1) + bi * bi))
-            obj, info = finish(st, sq, vs, pen)
-            return EpochResult(objective=obj, info=info)
-
         config = TrainConfig(
             max_iter=int(self.n_epochs), tol=self.tol, n_iter_no_change=self.n_iter_no_change,
             checkpoint_dir=self.checkpoint_dir, checkpoint_every=self.checkpoint_every,
@@ -832,11 +657,12 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
                        **{k: v for k, v in self.get_params().items()
                           if k in ("n_factors", "solver", "biases", "reg", "learning_rate",
                                    "lr_decay", "n_blocks", "init_std")}}
-        if not weighted:
-            # Only when off the default, so checkpoints written before the option still resume.
+        # Only when off the default, so checkpoints written before these options still resume.
+        if not self.weighted_reg:
             fingerprint["weighted_reg"] = False
-        state = run_epochs(state, sgd_epoch if self.solver == "sgd" else als_epoch, config,
-                           fingerprint=fingerprint)
+        if self.solver == "sgd" and not self.bold_driver:
+            fingerprint["bold_driver"] = False
+        state = run_epochs(state, solver.epoch, config, fingerprint=fingerprint)
         A = state.arrays
         self.user_factors_, self.item_factors_ = A["P"], A["Q"]
         self.user_bias_, self.item_bias_ = A["bu"], A["bi"]
@@ -846,6 +672,14 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         self.n_iter_ = state.epoch
         self.stop_reason_ = state.stop_reason
         return self
+
+    def _validation_parts(self, validation_data, users, items):
+        """The held-out ratings as delayed (u, i, r) parts of dense indices, or None."""
+        if validation_data is None:
+            return None
+        d_users, d_items = dask.delayed(users, pure=True), dask.delayed(items, pure=True)
+        return [dask.delayed(_val_partition, pure=True)(p, d_users, d_items)
+                for p in self._partitions(validation_data, None, what="validation_data")]
 
     # ---- predict
     def _model(self):
@@ -879,7 +713,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         check_is_fitted(self, "user_factors_")
         uids, iids, P, Q, bu, bi, mu = self._model()
         parts = self._partitions(X, y)
-        vals = [dask.delayed(_sq_val)(dask.delayed(_val_partition)(p, uids, iids),
+        vals = [dask.delayed(sq_val)(dask.delayed(_val_partition)(p, uids, iids),
                                       P, Q, bu, bi, mu) for p in parts]
         vals = dask.compute(vals)[0]
         return -math.sqrt(math.fsum(v[0] for v in vals) / max(sum(v[1] for v in vals), 1))
@@ -949,12 +783,6 @@ def _rename(df, want):
     df = df[want]
     df.columns = ["u", "i", "r"][:len(want)]
     return df
-
-
-def _sq_val(v, P, Q, bu, bi, mu):
-    u, i, r = v
-    e = r - _predict_dense(u, i, P, Q, bu, bi, mu)
-    return float(e @ e), len(r)
 
 
 def _predict_series(df, user_col, item_col, uids, iids, P, Q, bu, bi, mu):
