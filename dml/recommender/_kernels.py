@@ -5,11 +5,12 @@ sequential SGD of SPEC §4; numba runs the exact per-rating loop.
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from dml._numba import kernel
 
-@numba.njit(cache=True, nogil=True)
+
+@kernel(nogil=True)
 def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0=0, i0=0):
     """SPEC §4 updates in ``order``; P/Q/bu/bi are modified in place. Returns Σ e² (pre-update).
 
@@ -40,7 +41,7 @@ def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0=0, i0=0):
     return sq
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def als_gram_add(rows, cols, target, Z, A, rhs, cnt):
     """Adds each rating's z zᵀ, t z and 1 to A, rhs and cnt of its row (rows local to the block).
 
@@ -59,7 +60,7 @@ def als_gram_add(rows, cols, target, Z, A, rhs, cnt):
                 A[a, f, g] += z[f] * z[g]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def als_gram(rows, cols, target, Z, n_rows):
     """Per-row A = Σ z zᵀ, rhs = Σ t z and counts over the ratings (rows local to the block)."""
     k1 = Z.shape[1]
@@ -70,7 +71,7 @@ def als_gram(rows, cols, target, Z, n_rows):
     return A, rhs, cnt
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def sort_by_key_then_value(key, r, n_keys):
     """The permutation ``np.lexsort((r, key))`` returns, for keys in ``0..n_keys-1``.
 
