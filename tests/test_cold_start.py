@@ -262,6 +262,7 @@ def test_preload_compiles_on_fresh_workers_and_fits_compile_nothing(tmp_path, mo
     monkeypatch.setenv("DML_CACHE_DIR", str(cache))
     monkeypatch.setenv("DML_WARM_KERNELS", "recommender")
     package_files = _compiled_files(ROOT / "dml")
+    (tmp_path / "cluster").mkdir()
     with ProcessCluster(tmp_path / "cluster",
                         extra_worker_args=("--preload", "dml.worker_setup")) as cluster, \
             Client(cluster.address, set_as_default=False) as client:
