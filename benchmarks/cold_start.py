@@ -194,8 +194,9 @@ def _env(source: Path, cache: Path) -> dict:
 
 def _warm_cache(env: dict, cache: Path) -> None:
     """Fill the cache as the container build does, then make it read-only."""
+    # cwd: not the repository root, whose dml would shadow --source's
     subprocess.run([sys.executable, "-m", "dml.worker_setup"], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, cwd=tempfile.gettempdir())
     for d, _, files in os.walk(cache):
         os.chmod(d, 0o555)
         for f in files:
@@ -247,6 +248,8 @@ def main(argv=None):
     p.add_argument("--preload", action="store_true",
                    help="start the workers with --preload dml.worker_setup")
     p.add_argument("--source", default=str(ROOT), help="checkout whose dml is run")
+    p.add_argument("--warm-from", default=None,
+                   help="with --cache warm: copy this DML_CACHE_DIR instead of building one")
     p.add_argument("--rows", type=int, default=50_000)
     p.add_argument("--blocks", type=int, default=8)
     p.add_argument("--client", help=argparse.SUPPRESS)
@@ -261,6 +264,8 @@ def main(argv=None):
     if args.cache == "warm":
         warm_template = Path(tempfile.mkdtemp(prefix="dml-warm-")) / "cache"
         t = time.perf_counter()
+        if args.warm_from:
+            shutil.copytree(args.warm_from, warm_template)
         _warm_cache(_env(Path(args.source).resolve(), warm_template), warm_template)
         print(f"warm cache built in {time.perf_counter() - t:.1f} s", flush=True)
     results = {f: [] for f in args.families}
