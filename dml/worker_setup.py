@@ -10,8 +10,10 @@ This module compiles or loads the exact argument types the estimators use, ahead
     Each worker imports dml's kernel modules and loads or compiles every kernel in a background
     thread from the moment it starts, so the work overlaps the worker's registration and the
     job's data loading instead of stalling its first fit. ``DML_WARM_KERNELS`` chooses what:
-    ``all`` (default), ``cached`` (load what the cache holds, compile nothing), ``none``, or a
-    comma-separated list of :data:`FAMILIES`.
+    ``cached`` (default: load what the cache holds, compile nothing), ``all`` (also compile
+    what is missing), ``none``, or a comma-separated list of :data:`FAMILIES` (compiled).
+    Compiling everything in the background is opt-in: with an empty cache it holds numba's
+    compiler lock for tens of seconds, and a fit that needs another kernel meanwhile waits.
 ``client.register_plugin(dml.worker_setup.WarmKernels())``
     The same from the client, for workers already running and every worker that joins later.
 ``python -m dml.worker_setup``
@@ -203,19 +205,20 @@ class WarmKernels(WorkerPlugin):
     ----------
     families : list of str, optional
         Kernel groups among :data:`FAMILIES` (default: all).
-    compile : bool, default True
-        False: only load what the workers' cache directory holds.
+    compile : bool, default False
+        Also compile what the workers' cache directory lacks (in the background; a fit
+        needing another kernel meanwhile waits for numba's compiler lock).
 
     Examples
     --------
     >>> from dml.worker_setup import WarmKernels
-    >>> plugin = WarmKernels(["trees"])
+    >>> plugin = WarmKernels(["trees"], compile=True)
     >>> # client.register_plugin(plugin)   # on every current and future worker
     """
 
     name = "dml-warm-kernels"
 
-    def __init__(self, families=None, compile: bool = True):
+    def __init__(self, families=None, compile: bool = False):
         self.families = _families(families)
         self.compile = compile
 
@@ -225,7 +228,7 @@ class WarmKernels(WorkerPlugin):
 
 def _from_environment():
     """(families, compile) from ``DML_WARM_KERNELS``; None: do nothing."""
-    value = os.environ.get("DML_WARM_KERNELS", "all").strip().lower()
+    value = os.environ.get("DML_WARM_KERNELS", "cached").strip().lower()
     if value == "none":
         return None
     if value == "all":
