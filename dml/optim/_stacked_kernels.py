@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from dml._numba import kernel
 
 #: Loss name → code of :func:`_loss_grad`.
 LOSS_CODES = {"squared_error": 0, "huber": 1, "epsilon_insensitive": 2,
@@ -35,12 +36,12 @@ def loss_code(loss):
     return code, float(param)
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _sign(x):
     return 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _loss_grad(code, f, y, param):
     """Loss and dL/df of one decision value, as :mod:`dml.optim.losses` computes them."""
     if code == 0:  # squared_error
@@ -88,7 +89,7 @@ def _loss_grad(code, f, y, param):
     return -4.0 * z, -4.0 * y
 
 
-@njit(cache=True)
+@kernel
 def sgd_segment(P, X, T, w, rows, lens, first_k, last_k, B, lr, t_seg, code, param, l2, l1,
                 n_pen, avg, avg_start, loss_acc, first_loss):
     """Steps ``first_k..last_k-1`` of a round for every group, gathering each batch itself.

@@ -6,11 +6,12 @@ sequential SGD; numba runs the exact per-rating loop.
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from dml._numba import kernel
 
-@numba.njit(cache=True, nogil=True)
+
+@kernel(nogil=True)
 def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0=0, i0=0):
     """SGD updates in ``order``; P/Q/bu/bi are modified in place. Returns Σ e² (pre-update).
 
@@ -44,7 +45,7 @@ def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0=0, i0=0):
     return sq
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def sq_error_cell(u, i, r, P, Q, bu, bi, mu):
     """Σ (r − μ − b_u − b_i − p_u·q_i)² over a cell's ratings (dense indices, all known).
 
@@ -64,7 +65,7 @@ def sq_error_cell(u, i, r, P, Q, bu, bi, mu):
     return sq
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def als_gram_add(rows, cols, target, Z, A, rhs, cnt):
     """Adds each rating's z zᵀ, t z and 1 to A, rhs and cnt of its row (rows local to the block).
 
@@ -83,7 +84,7 @@ def als_gram_add(rows, cols, target, Z, A, rhs, cnt):
                 A[a, f, g] += z[f] * z[g]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def sort_by_key_then_value(key, r, n_keys):
     """The permutation ``np.lexsort((r, key))`` returns, for keys in ``0..n_keys-1``.
 

@@ -10,13 +10,13 @@ therefore the grown trees, are bitwise the same.
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from dml._numba import kernel
 from dml.tree._binning import MISSING as _MISSING  # numba freezes the global as a constant
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
     """Sparse histograms of one block's rows in every requested slot.
 
@@ -139,7 +139,7 @@ def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
     return keys[:out], sums[:out]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def slots_of_rows(assign, slot_map):
     """``slot_map[t, assign[r, t]]`` for every row and tree."""
     n, T = assign.shape
@@ -150,7 +150,7 @@ def slots_of_rows(assign, slot_map):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def route(xb, assign, feature, thr, mleft, left, right, cat_idx, bitsets):
     """New node assignment: rows of nodes with a split (``feature >= 0``) move to a child.
 
@@ -178,7 +178,7 @@ def route(xb, assign, feature, thr, mleft, left, right, cat_idx, bitsets):
     return new
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def merge_sum(keys, vals, offsets):
     """Sum sparse histograms given as sorted runs ``keys[offsets[p]:offsets[p + 1]]`` (unique
     keys within a run) key by key; the result's keys are sorted.
@@ -228,7 +228,7 @@ def merge_sum(keys, vals, offsets):
     return out_k[:o], out_v[:o]  # leading slices, no copy
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _weight_impurity(v, squared_error):
     """``(node weight, n · impurity)`` of one statistics row, with NumPy's operation order:
     channel sums left to right, ``n - Σ v² / n`` (gini) or ``max(q - s² / w, 0)``."""
@@ -246,7 +246,7 @@ def _weight_impurity(v, squared_error):
     return n, (n - sq / n if n > 0 else 0.0)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _side_gain(L, Mv, T_, missing_left, parent, msl, squared_error, left, right):
     """Gain of one candidate: left statistics ``L`` (+ the missing bin ``Mv`` when the missing
     rows go left), right = totals ``T_`` − left; ``-inf`` when a side is empty or lighter than
@@ -263,7 +263,7 @@ def _side_gain(L, Mv, T_, missing_left, parent, msl, squared_error, left, right)
     return (parent - il) - ir if ok else -np.inf
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def split_scores(L, T_, Mv, has_m, parent, msl, squared_error):
     """Gains of every candidate split, missing values right (``g1``) and left (``g2``).
 
@@ -292,7 +292,7 @@ def split_scores(L, T_, Mv, has_m, parent, msl, squared_error):
     return g1, g2
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def best_candidates(s_i, k_i, vals, tot, M, parent, msl, squared_error):
     """The best candidate split of every node, in one pass over its sparse histogram cells.
 

@@ -1,0 +1,182 @@
+"""dml's numba kernels and where their compiled code is cached.
+
+Every numba kernel of dml is declared with :func:`kernel` (``numba.njit`` plus this cache) so
+that compiled code goes to one place, never into the installed package: a package directory may
+be read-only (a container image) and cache files left in ``site-packages/dml/`` outlive the
+package they were compiled from (a later editable install finds a stray ``dml`` namespace
+package there).
+
+Where the cache lives
+---------------------
+``$DML_CACHE_DIR/numba`` when ``DML_CACHE_DIR`` is set, else ``$XDG_CACHE_HOME/dml/numba``
+(``~/.cache/dml/numba``). When that directory cannot be written (a read-only container file
+system), new code is written to ``<temp dir>/dml-<uid>/numba`` and the unwritable directory is
+still *read*: a warm cache compiled into an image at build time (``python -m dml.worker_setup``)
+is used as is. Entries are keyed by the kernel's source (a content hash), its argument types,
+the numba version and the CPU, so a stale or foreign entry is never used, only recompiled.
+
+The directory is chosen when a kernel module is first imported; set ``DML_CACHE_DIR`` before
+that (for Dask workers: in the worker's environment).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from pathlib import Path
+
+import numba
+from numba.core import caching
+
+__all__ = ["kernel", "cache_dirs", "kernels"]
+
+#: Every dispatcher made by :func:`kernel`, in definition order.
+_KERNELS: list = []
+
+
+def _configured_dir() -> Path:
+    root = os.environ.get("DML_CACHE_DIR")
+    if root:
+        return Path(root).expanduser() / "numba"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "dml" / "numba"
+
+
+def _writable(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+        return True
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def _dirs() -> tuple[Path | None, tuple[Path, ...]]:
+    configured = _configured_dir()
+    if _writable(configured):
+        return configured, ()
+    readonly = (configured,) if configured.is_dir() else ()
+    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
+    fallback = Path(tempfile.gettempdir()) / f"dml-{uid}" / "numba"
+    return (fallback if _writable(fallback) else None), readonly
+
+
+def cache_dirs() -> tuple[Path | None, tuple[Path, ...]]:
+    """``(write_dir, read_only_dirs)``: where new compiled code goes (None: nowhere, every
+    process compiles) and the unwritable directories whose entries are still loaded.
+
+    Examples
+    --------
+    >>> from dml._numba import cache_dirs
+    >>> write_dir, read_only = cache_dirs()
+    >>> write_dir is None or write_dir.name == "numba"
+    True
+    """
+    return _dirs()
+
+
+def kernels() -> list:
+    """The numba dispatchers of every dml kernel imported so far."""
+    return list(_KERNELS)
+
+
+class _Locator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+    """Caches a kernel under ``<dir>/<folder>_<hash of the source folder>/``, like numba's
+    ``NUMBA_CACHE_DIR`` locator but in dml's directory."""
+
+    def __init__(self, py_func, py_file, root: Path):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = str(root / self.get_suitable_cache_subpath(py_file))
+
+    def get_cache_path(self):
+        return self._cache_path
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        write_dir, _ = _dirs()
+        if write_dir is None or not os.path.exists(py_file):
+            return None
+        return cls(py_func, py_file, write_dir)
+
+
+class _CacheImpl(caching.CompileResultCacheImpl):
+    _locator_classes = [_Locator]
+
+
+class _KernelCache(caching.FunctionCache):
+    """numba's per-function disk cache in dml's directory, also reading the read-only ones."""
+
+    _impl_class = _CacheImpl
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        locator = self._impl.locator
+        subpath = os.path.basename(locator.get_cache_path())
+        stamp = locator.get_source_stamp()
+        self._readonly = [caching.IndexDataCacheFile(str(d / subpath), self._impl.filename_base,
+                                                     stamp)
+                          for d in _dirs()[1]]
+
+    def _load_overload(self, sig, target_context):
+        data = super()._load_overload(sig, target_context)
+        if data is not None or not self._enabled:
+            return data
+        key = self._index_key(sig, target_context.codegen())
+        for layer in self._readonly:
+            try:
+                found = layer.load(key)
+            except Exception:  # an unreadable or foreign entry is recompiled, never fatal
+                found = None
+            if found is not None:
+                return self._impl.rebuild(target_context, found)
+        return None
+
+    def contains(self, sig, target_context) -> bool:
+        """Whether an entry for ``sig`` exists in one of the directories (nothing is loaded)."""
+        target_context.refresh()
+        key = self._index_key(sig, target_context.codegen())
+        for layer in [self._cache_file, *self._readonly]:
+            try:
+                if key in layer._load_index():
+                    return True
+            except Exception:
+                pass
+        return False
+
+
+def kernel(func=None, **options):
+    """``numba.njit(**options)`` whose compiled code is cached in dml's cache directory.
+
+    Use it instead of ``numba.njit(cache=True)`` for every kernel of dml (``cache`` is not an
+    option here: it is always on, in the directory :func:`cache_dirs` names).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml._numba import kernel
+    >>> @kernel(nogil=True)
+    ... def total(x):
+    ...     s = 0.0
+    ...     for v in x:
+    ...         s += v
+    ...     return s
+    >>> float(total(np.arange(4.0)))
+    6.0
+    """
+    if "cache" in options:
+        raise TypeError("kernel() always caches (in dml's cache directory); remove cache=")
+
+    def decorate(f):
+        dispatcher = numba.njit(**options)(f)
+        if _dirs()[0] is not None and getattr(dispatcher, "_cache", None) is not None:
+            try:
+                dispatcher._cache = _KernelCache(dispatcher.py_func)
+            except RuntimeError:  # no source file (e.g. defined in a REPL): compile per process
+                pass
+        _KERNELS.append(dispatcher)
+        return dispatcher
+
+    return decorate(func) if func is not None else decorate

@@ -1,0 +1,272 @@
+"""Get dml's compiled kernels ready before the first fit: on Dask workers as they start, or in
+the cache of a container image at build time.
+
+The tree, stacked-search and matrix-factorisation kernels are numba functions; the first call of
+each in a process compiles it (seconds of CPU each, see ``docs/cold_start.md``) unless the cache
+directory (:mod:`dml._numba`) already holds it, in which case it is loaded in milliseconds.
+This module compiles or loads the exact argument types the estimators use, ahead of time:
+
+``dask worker --preload dml.worker_setup SCHEDULER``
+    Each worker imports dml's kernel modules and loads or compiles every kernel in a background
+    thread from the moment it starts, so the work overlaps the worker's registration and the
+    job's data loading instead of stalling its first fit. ``DML_WARM_KERNELS`` chooses what:
+    ``cached`` (default: load what the cache holds, compile nothing), ``all`` (also compile
+    what is missing), ``none``, or a comma-separated list of :data:`FAMILIES` (compiled).
+    Compiling everything in the background is opt-in: with an empty cache it holds numba's
+    compiler lock for tens of seconds, and a fit that needs another kernel meanwhile waits.
+``client.register_plugin(dml.worker_setup.WarmKernels())``
+    The same from the client, for workers already running and every worker that joins later.
+``python -m dml.worker_setup``
+    Compile everything into the cache directory now (the container image runs this at build
+    time, so its pods start warm).
+
+Models do not depend on any of this: the same kernels run, compiled earlier.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+import threading
+import time
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+logger = logging.getLogger(__name__)
+
+#: Kernel groups, by the estimators that use them.
+FAMILIES = {
+    "trees": "decision trees, random forests, bagging of trees (dml.tree._kernels)",
+    "stacked_sgd": "searches over SGD linear models, stacked (dml.optim._stacked_kernels)",
+    "recommender": "MatrixFactorization, SGD and ALS (dml.recommender._kernels)",
+}
+
+
+#: What a worker's first dml task imports (dml's drivers, pandas, scikit-learn: seconds of imports
+#: on a fresh worker); imported first by :func:`warm`.
+MODULES = ("dml._blocks", "dml.base", "dml.optim.engine", "dml.optim.stacked",
+           "dml.linear_model", "dml.neural_network", "dml.naive_bayes", "dml.cluster._kmeans",
+           "dml.cluster._lloyd", "dml.tree", "dml.ensemble", "dml.recommender",
+           "dml.model_selection")
+
+
+def _signatures():
+    """family → [(module, kernel name, argument types)]: the types the estimators call with
+    (``tests/test_cold_start.py`` checks that fits after :func:`warm` compile nothing new)."""
+    from numba import types as nt
+
+    def a(dtype, ndim):
+        return nt.Array(dtype, ndim, "C")
+
+    f64, i64, b = nt.float64, nt.int64, nt.boolean
+    f1, f2, f3 = a(f64, 1), a(f64, 2), a(f64, 3)
+    i1, i2 = a(i64, 1), a(i64, 2)
+    u2, i32_2, b1, b2 = a(nt.uint8, 2), a(nt.int32, 2), a(b, 1), a(b, 2)
+    trees = "dml.tree._kernels"
+    rec = "dml.recommender._kernels"
+    return {
+        "trees": [
+            (trees, "hist_sparse", (u2, i1, f1, u2, b, i32_2, i2, i64, i64, b)),   # classes
+            (trees, "hist_sparse", (u2, f1, f1, u2, b, i32_2, i2, i64, i64, b)),   # regression
+            (trees, "slots_of_rows", (i32_2, i32_2)),
+            (trees, "route", (u2, i32_2, i32_2, i32_2, b2, i32_2, i32_2, i32_2, b2)),
+            (trees, "merge_sum", (i1, f2, i1)),
+            (trees, "best_candidates", (i1, i1, f2, f2, f3, f1, i64, b)),
+            (trees, "split_scores", (f2, f2, f2, b1, f1, i64, b)),                 # categorical
+        ],
+        "stacked_sgd": [
+            ("dml.optim._stacked_kernels", "sgd_segment",
+             (f3, f2, f1, f1, i2, i1, i64, i64, i64, f3, i2, i64, f64, f2, f2, i64, f3, i64,
+              f2, f2)),
+        ],
+        "recommender": [
+            (rec, "sort_by_key_then_value", (i1, f1, i64)),
+            (rec, "sort_by_key_then_value", (i1, i1, i64)),
+            (rec, "sgd_cell", (i1, i1, f1, i1, f2, f2, f1, f1, f64, f64, f64, b, i64, i64)),
+            (rec, "als_gram_add", (i1, i1, f1, f2, f3, f2, f1)),
+        ],
+    }
+
+
+def _families(families) -> list[str]:
+    if families is None:
+        return list(FAMILIES)
+    families = [families] if isinstance(families, str) else list(families)
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        raise ValueError(f"unknown kernel families {unknown}; choose from {sorted(FAMILIES)}")
+    return families
+
+
+def warm(families=None, *, compile: bool = True, imports: bool = True) -> dict:
+    """Load, or compile and cache, dml's kernels for the argument types the estimators use.
+
+    Parameters
+    ----------
+    families : str or list of str, optional
+        Kernel groups among :data:`FAMILIES` (default: all).
+    compile : bool, default True
+        False: only load what the cache directory already holds; compile nothing.
+    imports : bool, default True
+        Import :data:`MODULES` first.
+
+    Returns
+    -------
+    dict
+        ``loaded``, ``compiled``, ``skipped`` (counts of kernel signatures), ``seconds``
+        (in all), ``import_seconds`` and ``cache_dir`` (where new compiled code went, None:
+        not cached).
+
+    Examples
+    --------
+    >>> from dml.worker_setup import warm
+    >>> report = warm("trees", compile=False, imports=False)  # load what is cached, only
+    >>> report["compiled"]
+    0
+    """
+    from dml._numba import cache_dirs
+
+    t = time.perf_counter()
+    if imports:
+        for module in MODULES:
+            importlib.import_module(module)
+    import_seconds = time.perf_counter() - t
+    counts = {"loaded": 0, "compiled": 0, "skipped": 0}
+    table = _signatures()
+    for family in _families(families):
+        for module, name, sig in table[family]:
+            dispatcher = getattr(importlib.import_module(module), name)
+            if tuple(sig) in dispatcher.overloads:
+                counts["loaded"] += 1
+                continue
+            cache = dispatcher._cache
+            cached = hasattr(cache, "contains") and cache.contains(sig, dispatcher.targetctx)
+            if not (cached or compile):
+                counts["skipped"] += 1
+                continue
+            dispatcher.compile(sig)
+            counts["loaded" if cached else "compiled"] += 1
+    write_dir, _ = cache_dirs()
+    return {**counts, "seconds": time.perf_counter() - t, "import_seconds": import_seconds,
+            "cache_dir": None if write_dir is None else str(write_dir)}
+
+
+# ---------------------------------------------------------------------------------------------
+# On Dask workers
+# ---------------------------------------------------------------------------------------------
+
+_state = {"status": "not started", "report": None, "error": None}
+_done = threading.Event()
+_lock = threading.Lock()
+
+
+def _run(families, compile):
+    try:
+        report = warm(families, compile=compile)
+        _state.update(status="done", report=report)
+        logger.info("dml kernels ready in %.1f s: %d loaded, %d compiled, %d skipped (cache %s)",
+                    report["seconds"], report["loaded"], report["compiled"], report["skipped"],
+                    report["cache_dir"])
+    except Exception as exc:  # a worker must start even if warming fails: fits compile lazily
+        _state.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        logger.warning("warming dml's kernels failed (%s); they compile on first use", exc)
+    finally:
+        _done.set()
+
+
+def start(families=None, *, compile: bool = True) -> bool:
+    """Warm the kernels in a background thread of this process (once; later calls return
+    False)."""
+    families = _families(families)
+    with _lock:
+        if _state["status"] != "not started":
+            return False
+        _state["status"] = "running"
+    threading.Thread(target=_run, args=(families, compile), name="dml-warm-kernels",
+                     daemon=True).start()
+    return True
+
+
+def status(timeout: float | None = 0) -> dict:
+    """This process's warm-up: ``status`` ('not started', 'running', 'done', 'failed'),
+    ``report`` (see :func:`warm`) and ``error``; waits up to ``timeout`` seconds (None: until
+    it ends) for a running one. Call it on workers with ``client.run(status, None)``."""
+    if _state["status"] == "running":
+        _done.wait(timeout)
+    return dict(_state)
+
+
+class WarmKernels(WorkerPlugin):
+    """Worker plugin: warm dml's kernels in a background thread of every worker.
+
+    Parameters
+    ----------
+    families : list of str, optional
+        Kernel groups among :data:`FAMILIES` (default: all).
+    compile : bool, default False
+        Also compile what the workers' cache directory lacks (in the background; a fit
+        needing another kernel meanwhile waits for numba's compiler lock).
+
+    Examples
+    --------
+    >>> from dml.worker_setup import WarmKernels
+    >>> plugin = WarmKernels(["trees"], compile=True)
+    >>> # client.register_plugin(plugin)   # on every current and future worker
+    """
+
+    name = "dml-warm-kernels"
+
+    def __init__(self, families=None, compile: bool = False):
+        self.families = _families(families)
+        self.compile = compile
+
+    def setup(self, worker):
+        start(self.families, compile=self.compile)
+
+
+def _from_environment():
+    """(families, compile) from ``DML_WARM_KERNELS``; None: do nothing."""
+    value = os.environ.get("DML_WARM_KERNELS", "cached").strip().lower()
+    if value == "none":
+        return None
+    if value == "all":
+        return None, True
+    if value == "cached":
+        return None, False
+    return _families([v.strip() for v in value.split(",") if v.strip()]), True
+
+
+def dask_setup(worker):
+    """``dask worker --preload dml.worker_setup``: start warming at worker start."""
+    choice = _from_environment()
+    if choice is not None:
+        start(choice[0], compile=choice[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# python -m dml.worker_setup
+# ---------------------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m dml.worker_setup",
+                                description="Compile dml's numba kernels into the cache "
+                                            "directory (DML_CACHE_DIR) now.")
+    p.add_argument("--families", nargs="+", choices=list(FAMILIES), default=None,
+                   help="kernel groups (default: all)")
+    p.add_argument("--cached-only", action="store_true",
+                   help="load what is cached, compile nothing (reports what is missing)")
+    args = p.parse_args(argv)
+    report = warm(args.families, compile=not args.cached_only)
+    print(f"dml kernels: {report['loaded']} loaded from the cache, {report['compiled']} "
+          f"compiled, {report['skipped']} not cached, in {report['seconds']:.1f} s; cache "
+          f"directory: {report['cache_dir']}")
+    if report["cache_dir"] is None and report["compiled"]:
+        print("warning: no writable cache directory: nothing was saved", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
