@@ -60,7 +60,7 @@ def test_column_names_for_target_and_weight(data):
     np.testing.assert_allclose(out["w"], w.sum(), rtol=1e-12)
     assert out["y"] == y.sum()
     # lengths are only computed when asked for
-    assert b._lengths is None
+    assert b.known_lengths is None
     assert list(b.lengths) == list(ddf.map_partitions(len).compute()) and b.n_samples == 103
 
 
@@ -256,7 +256,7 @@ def test_same_partitions_with_unknown_lengths_cost_no_extra_pass():
         out = b.map_reduce(stats)
     assert sorted(seen) == [0, 1, 2]         # one production per partition: one pass
     assert out["n"] == 15 and out["sum"][0] == sum(range(15))
-    assert b._lengths is None
+    assert b.known_lengths is None
 
 
 def test_same_partition_count_but_different_rows_is_realigned():
@@ -264,7 +264,7 @@ def test_same_partition_count_but_different_rows_is_realigned():
     X = X[da.from_array(np.arange(10) != 3, chunks=5)]   # 9 rows, unknown chunks (4, 5)
     y = da.from_array(np.arange(9), chunks=((5, 4),))    # paired first, misaligned
     b = as_blocks(X, y)
-    assert b._lengths is None
+    assert b.known_lengths is None
     out = b.map_reduce(stats)                            # realigned on the fly, then exact
     assert out["n"] == 9 and out["y"] == sum(range(9)) and list(b.lengths) == [4, 5]
     short = da.from_array(np.arange(8), chunks=((4, 4),))
@@ -277,7 +277,7 @@ def test_unknown_lengths_without_y_stay_lazy():
     seen = PRODUCED
     with dask.config.set(scheduler="sync"):
         b = as_blocks(X)
-        assert seen == [] and b._lengths is None
+        assert seen == [] and b.known_lengths is None
         assert b.map_reduce(stats)["n"] == 15
     assert sorted(seen) == [0, 1, 2]
 
