@@ -4,7 +4,7 @@ What one Dask worker does per block of the ``nb_gaussian`` / ``nb_multinomial`` 
 one core (BLAS limited to one thread for everybody), without the cluster::
 
     python -m benchmarks.micro_naive_bayes                        # 21 interleaved repeats
-    git show <rev>:dml/naive_bayes.py > /tmp/nb_old.py            # before/after in ONE run:
+    git show <rev>:dml/naive_bayes/_kernels.py > /tmp/nb_old.py   # before/after in ONE run:
     python -m benchmarks.micro_naive_bayes --baseline /tmp/nb_old.py
 
 Cases (100,000 rows by default, the block size of the workloads):
@@ -78,13 +78,14 @@ def main(argv=None) -> int:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=int, default=21)
     p.add_argument("--rows", type=int, default=100_000)
-    p.add_argument("--baseline", help="path of an older dml/naive_bayes.py to time as well")
+    p.add_argument("--baseline", help="path of an older dml/naive_bayes/_kernels.py (before "
+                                      "the package split: dml/naive_bayes.py) to time as well")
     p.add_argument("--cases", nargs="+", help="subset of the cases (default: all)")
     args = p.parse_args(argv)
 
     from threadpoolctl import threadpool_limits
 
-    from dml import naive_bayes as current
+    from dml.naive_bayes import _kernels as current
 
     modules = {"dml": current}
     if args.baseline:

@@ -159,6 +159,9 @@ class Workload:
     metric: Metric
     implementations: dict[str, Implementation | Unavailable]
     target: Target | None = None
+    #: Row blocks of the Dask arrays for this workload, whatever ``--blocks`` says (for
+    #: workloads about the partition count); None: ``--blocks``.
+    n_blocks: int | None = None
 
     def ordered(self) -> list[str]:
         known = [i for i in IMPLEMENTATION_ORDER if i in self.implementations]

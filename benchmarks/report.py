@@ -84,6 +84,8 @@ class WorkloadResult:
     memory: str = ""
     load_before: tuple | None = None
     load_after: tuple | None = None
+    #: Dask row blocks used for this workload (None: the run's ``--blocks``).
+    n_blocks: int | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -207,7 +209,7 @@ def render_section(w: WorkloadResult, run: RunInfo) -> str:
         f"Data: {w.data}. Fit on {n_train:,} × {d} rows, quality on {n_test:,} held-out rows.",
         "",
         f"Measured {run.date} with `{run.command}` (scale {run.scale:g}, {run.repeat} "
-        f"repeat(s) + warm-up, {run.n_blocks} Dask blocks; load average "
+        f"repeat(s) + warm-up, {w.n_blocks or run.n_blocks} Dask blocks; load average "
         f"{_fmt_load(w.load_before)} → {_fmt_load(w.load_after)}) on: {run.machine}.",
         "",
         f"| implementation | fit median (s) | min–max (s) | {w.metric} | time ratio vs dml "

@@ -243,7 +243,7 @@ def run_workload(workload: Workload, selected: list[str], client, repeat: int, s
         target_text=target.describe() if target else None,
         target_reference=target.reference if target else "",
         target_check=target.check(medians) if target else [],
-        not_selected=not_selected, memory=memory.describe(),
+        not_selected=not_selected, memory=memory.describe(), n_blocks=n_blocks,
         load_before=load_before, load_after=os.getloadavg())
 
 
@@ -278,7 +278,8 @@ def main(argv=None) -> int:
                 f"{client.dashboard_link}")
             for name in args.workloads:
                 results[name] = run_workload(workloads[name], args.implementations, client,
-                                             args.repeat, args.scale, args.blocks)
+                                             args.repeat, args.scale,
+                                             workloads[name].n_blocks or args.blocks)
             # Versions after the run: the imports above are what threadpoolctl reports.
             machine, versions = report.machine_info(with_spark=use_spark)
     finally:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import numbers
 import pickle
+import uuid
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
@@ -31,12 +32,17 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 from dask import delayed
-from dask.delayed import Delayed
+from dask._task_spec import Task, TaskRef
+from dask.base import tokenize
+from dask.delayed import Delayed, unpack_collections
+from dask.highlevelgraph import HighLevelGraph
 from sklearn.exceptions import DataConversionWarning
 
 __all__ = [
-    "Blocks", "BlockSpec", "MisalignedBlocksError", "as_blocks", "tree_add", "tree_reduce", "compute", "broadcast",
-    "seed_from", "block_rng", "is_dask", "default_block_rows", "check_x_layout",
+    "Blocks", "BlockSpec", "MisalignedBlocksError", "as_blocks", "tree_add", "tree_reduce",
+    "compute", "broadcast", "map_delayed", "seed_from", "block_rng", "is_dask",
+    "default_block_rows", "check_x_layout", "extract_block", "compute_lengths", "column_names",
+    "with_known_rows", "is_numeric_dtype",
 ]
 
 #: Target size of one block when dml itself cuts local (NumPy/pandas) data into blocks. A fixed
@@ -127,24 +133,124 @@ def _combine(combine, *parts):
     return combine(list(parts))
 
 
+# --------------------------------------------------------------------------------------------
+# Graph building
+# --------------------------------------------------------------------------------------------
+# Graphs are written as one layer of tasks with precomputed keys rather than one ``delayed``
+# call per task: ``delayed`` tokenises every argument of every call (the kernel, the block, the
+# broadcast parameters), which cost milliseconds per block on the client and grew every round
+# with the partition count.
+
+def new_name(prefix: str) -> str:
+    """A fresh graph-layer name ``prefix-<random hex>`` (never reused across computations)."""
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def _graph(name: str, layer: dict, deps: Sequence) -> HighLevelGraph:
+    """A graph of the new ``layer`` on top of the graphs of ``deps`` (each merged once)."""
+    layers: dict = {}
+    dependencies: dict = {}
+    own: set = set()
+    seen: set = set()
+    for d in deps:
+        own.update(d.__dask_layers__())
+        g = d.__dask_graph__()
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
+        if not isinstance(g, HighLevelGraph):
+            g = HighLevelGraph.from_collections(d.__dask_layers__()[0], g, dependencies=())
+        layers.update(g.layers)
+        dependencies.update(g.dependencies)
+    layers[name] = layer
+    dependencies[name] = own
+    return HighLevelGraph(layers, dependencies)
+
+
+def _as_argument(obj, deps: list):
+    """``obj`` as a task argument: Dask collections inside it become references (once per call)."""
+    if isinstance(obj, Delayed):
+        deps.append(obj)
+        return TaskRef(obj.key)
+    if isinstance(obj, (list, tuple, dict, set)) or is_dask(obj):
+        task, collections = unpack_collections(obj)
+        if collections:
+            deps.extend(collections)
+            return task
+    return obj
+
+
+def _ref(obj, deps: list):
+    """A reference to a Delayed (or None) as a task argument."""
+    if obj is None:
+        return None
+    deps.append(obj)
+    return TaskRef(obj.key)
+
+
+def map_delayed(func: Callable, parts: Sequence[Delayed], *args, name: str | None = None,
+                with_index: bool = False) -> list[Delayed]:
+    """``func(part, *args)`` for every Delayed part: one graph layer, one task per part.
+
+    The cheap form of ``[delayed(func)(p, *args) for p in parts]``: the arguments are converted
+    once, not tokenised per task. With ``with_index=True`` the task calls
+    ``func(part, index, *args)``. Keys are fresh for every call.
+
+    Examples
+    --------
+    >>> from dask import delayed
+    >>> parts = [delayed(i) for i in range(3)]
+    >>> import dask
+    >>> dask.compute(*map_delayed(pow, parts, 2))
+    (0, 1, 4)
+    """
+    name = name or new_name(getattr(func, "__name__", "map"))
+    deps: list = []
+    args = tuple(_as_argument(a, deps) for a in args)
+    layer = {}
+    for i, p in enumerate(parts):
+        ref = _ref(p, deps)
+        key = (name, i)
+        layer[key] = (Task(key, func, ref, i, *args) if with_index else
+                      Task(key, func, ref, *args))
+    graph = _graph(name, layer, deps)
+    return [Delayed((name, i), graph, layer=name) for i in range(len(parts))]
+
+
 def tree_reduce(parts: list[Delayed], combine: Callable = tree_add, split_every: int = 8) -> Delayed:
     """Combine delayed results in a fixed tree: consecutive groups of ``split_every``, in order.
 
     The grouping depends only on the number of parts, so floating-point results are reproducible
-    whatever the scheduling.
+    whatever the scheduling. Even one part goes through ``combine`` once, so every result has the
+    same form.
+
+    Examples
+    --------
+    >>> from dask import delayed
+    >>> tree_reduce([delayed(i) for i in range(10)], sum, split_every=4).compute()
+    45
     """
     if not parts:
         raise ValueError("nothing to reduce: the data has no blocks")
     if split_every < 2:
         raise ValueError("split_every must be at least 2")
-    level = list(parts)
-    while len(level) > 1:
-        level = [delayed(_combine, pure=True)(combine, *level[i:i + split_every])
-                 for i in range(0, len(level), split_every)]
-    if len(parts) == 1:
-        # Even one block goes through combine once, so every result has the same form.
-        return delayed(_combine, pure=True)(combine, level[0])
-    return level[0]
+    name = new_name("tree-reduce")
+    deps: list = []
+    level = [_ref(p, deps) for p in parts]
+    layer = {}
+    depth = 0
+    while True:
+        groups = [level[i:i + split_every] for i in range(0, len(level), split_every)]
+        level = []
+        for j, group in enumerate(groups):
+            key = (name, depth, j)
+            layer[key] = Task(key, _combine, combine, *group)
+            level.append(TaskRef(key))
+        depth += 1
+        if len(level) == 1:
+            break
+    graph = _graph(name, layer, deps)
+    return Delayed(level[0].key, graph, layer=name)
 
 
 def compute(*objs):
@@ -221,7 +327,7 @@ class BlockSpec:
 
 def _as_numeric_block(xb, spec: BlockSpec, index: int) -> np.ndarray:
     if isinstance(xb, pd.DataFrame):
-        bad = [c for c, t in xb.dtypes.items() if not _is_numeric_dtype(t)]
+        bad = [c for c, t in xb.dtypes.items() if not is_numeric_dtype(t)]
         if bad:
             raise TypeError(_non_numeric_message(bad, spec))
         if any(_is_nullable(t) for t in xb.dtypes):
@@ -253,7 +359,15 @@ def _as_numeric_block(xb, spec: BlockSpec, index: int) -> np.ndarray:
     return xb
 
 
-def _is_numeric_dtype(t) -> bool:
+def is_numeric_dtype(t) -> bool:
+    """True for a numeric pandas/NumPy dtype that dml can use as a feature (not categorical).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> is_numeric_dtype(pd.Int64Dtype()), is_numeric_dtype(pd.CategoricalDtype([1, 2]))
+    (True, False)
+    """
     return pd.api.types.is_numeric_dtype(t) and not isinstance(t, pd.CategoricalDtype)
 
 
@@ -323,8 +437,41 @@ def _as_vector(vb, what: str, n: int, spec: BlockSpec, index: int, numeric: bool
     return vb
 
 
-def _extract(xb, yb, wb, spec: BlockSpec, index: int):
-    """Validate one block of (X, y, sample_weight) on the worker and return the tuple."""
+def extract_block(xb, yb, wb, spec: BlockSpec, index: int):
+    """Validate one block of (X, y, sample_weight) and return the ``(X, y, w)`` tuple.
+
+    This is what every block task of :func:`as_blocks` runs on the worker that holds the block,
+    and what estimators call directly on local data (one block, ``index=0``) so that local and
+    Dask input pass the same checks.
+
+    Parameters
+    ----------
+    xb : ndarray or DataFrame
+        The rows of X.
+    yb, wb : array-like or None
+        The matching rows of y and sample_weight.
+    spec : BlockSpec
+        What the block must look like.
+    index : int
+        Block index, quoted in error messages.
+
+    Returns
+    -------
+    tuple
+        ``(X, y, w)``; X a 2-D NumPy array when ``spec.numeric``, y and w 1-D arrays or None.
+
+    Raises
+    ------
+    MisalignedBlocksError
+        When y or w does not have as many rows as X.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> xb, yb, wb = extract_block(np.ones((2, 3), dtype=np.int64), [0, 1], None, BlockSpec(), 0)
+    >>> xb.dtype, yb.tolist(), wb
+    (dtype('float64'), [0, 1], None)
+    """
     if spec.numeric:
         xb = _as_numeric_block(xb, spec, index)
     elif not isinstance(xb, pd.DataFrame):
@@ -342,10 +489,25 @@ def _extract(xb, yb, wb, spec: BlockSpec, index: int):
     return xb, yb, wb
 
 
-def _extract_frame(part: pd.DataFrame, features, ycol, wcol, spec: BlockSpec, index: int):
-    yb = part[ycol] if ycol is not None else None
-    wb = part[wcol] if wcol is not None else None
-    return _extract(part[features], yb, wb, spec, index)
+def _extract_frame(part: pd.DataFrame, features, ycol, wcol, spec: BlockSpec, index: int,
+                   yb=None, wb=None):
+    """:func:`extract_block` of a dataframe partition: y/w from its columns or given."""
+    if ycol is not None:
+        yb = part[ycol]
+    if wcol is not None:
+        wb = part[wcol]
+    return extract_block(part[features], yb, wb, spec, index)
+
+
+#: Functions whose block task a standalone reduction runs inside its kernel task (see
+#: :meth:`Blocks.map_parts`): pure, cheap validation whose output only that kernel reads.
+_FUSABLE = {extract_block, _extract_frame}
+
+
+def register_fusable(func: Callable) -> Callable:
+    """Mark a block-making function (like :func:`extract_block`) as fusable into kernel tasks."""
+    _FUSABLE.add(func)
+    return func
 
 
 def _call(kernel, with_index, part, index, *args):
@@ -355,11 +517,23 @@ def _call(kernel, with_index, part, index, *args):
     return kernel(xb, yb, wb, *args)
 
 
+def _fusable_task(part: Delayed):
+    """The task making ``part`` when it is an unpersisted, fusable block task, else None."""
+    graph = part.__dask_graph__()
+    if not isinstance(graph, HighLevelGraph):
+        return None
+    layer = graph.layers.get(part.__dask_layers__()[0])
+    task = layer.get(part.key) if layer is not None and hasattr(layer, "get") else None
+    if isinstance(task, Task) and task.func in _FUSABLE:
+        return task
+    return None
+
+
 # --------------------------------------------------------------------------------------------
 # Blocks
 # --------------------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(init=False)
 class Blocks:
     """Row blocks of X with aligned y and sample_weight, ready for per-block kernels.
 
@@ -375,6 +549,15 @@ class Blocks:
         Column names when X was a dataframe with string column names.
     local : bool
         True when X was NumPy/pandas: estimators then return NumPy results, as scikit-learn does.
+    spec : BlockSpec
+        The validation every block went through.
+    has_y, has_weight : bool
+        Whether y / sample_weight were given.
+    dtypes : pandas Series or None
+        Column dtypes of dataframe input.
+    known_lengths : ndarray of int or None
+        Rows per block when known without computing anything (local data, Dask arrays with
+        known chunks, or after :attr:`lengths` computed them); None otherwise.
     lengths : ndarray of int
         Rows per block (computed once, on first use, when the input did not say).
     """
@@ -387,10 +570,30 @@ class Blocks:
     has_y: bool = False
     has_weight: bool = False
     dtypes: Any = None
-    _lengths: np.ndarray | None = field(default=None, repr=False)
+    known_lengths: np.ndarray | None = field(default=None, repr=False)
     #: For blocks paired partition by partition without known lengths: builds the realigned
     #: blocks (computing lengths) if a block turns out misaligned.
     _realign: Callable | None = field(default=None, repr=False)
+
+    def __init__(self, parts, n_features, feature_names, local, spec, has_y=False,
+                 has_weight=False, dtypes=None, known_lengths=None, _realign=None, *,
+                 _lengths=None):
+        # ``_lengths`` is the former name of ``known_lengths``, accepted for callers not yet
+        # updated (``dataclasses.replace(blocks, _lengths=...)``).
+        self.parts = parts
+        self.n_features = n_features
+        self.feature_names = feature_names
+        self.local = local
+        self.spec = spec
+        self.has_y = has_y
+        self.has_weight = has_weight
+        self.dtypes = dtypes
+        self.known_lengths = known_lengths if _lengths is None else _lengths
+        self._realign = _realign
+
+    @property
+    def _lengths(self):  # former name, see __init__
+        return self.known_lengths
 
     @property
     def npartitions(self) -> int:
@@ -398,10 +601,10 @@ class Blocks:
 
     @property
     def lengths(self) -> np.ndarray:
-        if self._lengths is None:
-            self._lengths = np.asarray(
-                compute(*[delayed(_block_len, pure=True)(p) for p in self.parts]), dtype=np.int64)
-        return self._lengths
+        if self.known_lengths is None:
+            self.known_lengths = np.asarray(
+                compute(*map_delayed(_block_len, self.parts)), dtype=np.int64)
+        return self.known_lengths
 
     @property
     def n_samples(self) -> int:
@@ -412,16 +615,35 @@ class Blocks:
         parts = list(dask.persist(*self.parts))
         return replace(self, parts=parts)
 
-    def map_parts(self, kernel: Callable, *args, with_index: bool = False) -> list[Delayed]:
+    def map_parts(self, kernel: Callable, *args, with_index: bool = False,
+                  fuse: bool = False) -> list[Delayed]:
         """Apply ``kernel(X, y, w, *args)`` to every block; returns one Delayed per block.
 
-        ``args`` are broadcast: each becomes one graph key shared by all block tasks. With
-        ``with_index=True`` the kernel is called as ``kernel(block_index, X, y, w, *args)``
-        (e.g. to derive its random generator with :func:`block_rng`).
+        ``args`` are broadcast (:func:`broadcast`): small ones embedded in each task, large ones
+        one graph key shared by all block tasks. With ``with_index=True`` the kernel is called
+        as ``kernel(block_index, X, y, w, *args)`` (e.g. to derive its random generator with
+        :func:`block_rng`).
+
+        With ``fuse=True`` a block that is not in worker memory is validated inside the kernel's
+        task instead of a task of its own (half the tasks of a one-pass fit). Only for results
+        that are the sole reader of the blocks in their computation: another reduction computed
+        together would validate the blocks again.
         """
-        args = [broadcast(a) for a in args]
-        return [delayed(_call, pure=True)(kernel, with_index, p, i, *args)
-                for i, p in enumerate(self.parts)]
+        name = new_name(f"{getattr(kernel, '__name__', 'kernel')}-block")
+        deps: list = []
+        args = tuple(_as_argument(broadcast(a), deps) for a in args)
+        layer = {}
+        for i, p in enumerate(self.parts):
+            task = _fusable_task(p) if fuse else None
+            if task is not None:
+                ref = Task(None, task.func, *task.args, **task.kwargs)
+                deps.extend(_task_deps(p, task))
+            else:
+                ref = _ref(p, deps)
+            key = (name, i)
+            layer[key] = Task(key, _call, kernel, with_index, ref, i, *args)
+        graph = _graph(name, layer, deps)
+        return [Delayed((name, i), graph, layer=name) for i in range(len(self.parts))]
 
     def map_reduce(self, kernel: Callable, *args, combine: Callable = tree_add,
                    split_every: int = 8, with_index: bool = False, compute_now: bool = True):
@@ -441,8 +663,9 @@ class Blocks:
         with_index : bool, default False
             Pass the block index as the first kernel argument.
         compute_now : bool, default True
-            Return the computed result; with False return a Delayed, so that several reductions
-            can run in one pass over the data with :func:`compute`.
+            Return the computed result (one graph: each block validated inside its kernel
+            task); with False return a Delayed, so that several reductions can run in one pass
+            over the data with :func:`compute`.
 
         Examples
         --------
@@ -451,8 +674,8 @@ class Blocks:
         >>> b.map_reduce(lambda x, y, w: x.sum(axis=0))
         array([30., 36.])
         """
-        out = tree_reduce(self.map_parts(kernel, *args, with_index=with_index), combine,
-                          split_every)
+        out = tree_reduce(self.map_parts(kernel, *args, with_index=with_index, fuse=compute_now),
+                          combine, split_every)
         if not compute_now:
             return out
         try:
@@ -463,7 +686,8 @@ class Blocks:
             # Paired optimistically and the partitions differ: realign once (this raises the
             # clear total-length error when the lengths differ) and run again.
             fixed = self._realign()
-            self.parts, self._lengths, self._realign = fixed.parts, fixed._lengths, None
+            self.parts, self.known_lengths, self._realign = (fixed.parts, fixed.known_lengths,
+                                                             None)
             return self.map_reduce(kernel, *args, combine=combine, split_every=split_every,
                                    with_index=with_index)
 
@@ -473,12 +697,33 @@ class Blocks:
         The kernel returns an array with one row per row of the block and trailing shape
         ``tail_shape`` (``()`` for a vector).
         """
-        known = self._lengths is not None
+        known = self.known_lengths is not None
         outs = self.map_parts(_x_only, kernel, *args)
-        pieces = [da.from_delayed(o, shape=((int(self._lengths[i]) if known else np.nan),
+        pieces = [da.from_delayed(o, shape=((int(self.known_lengths[i]) if known else np.nan),
                                              *tail_shape), dtype=dtype)
                   for i, o in enumerate(outs)]
         return da.concatenate(pieces, axis=0) if len(pieces) > 1 else pieces[0]
+
+
+def _task_deps(part: Delayed, task: Task) -> list:
+    """Collections standing for the inputs of a fused block task (for the graph merge)."""
+    return [_Keyed(part.__dask_graph__(), k) for k in task.dependencies]
+
+
+class _Keyed:
+    """A key of an existing graph, as a dependency for :func:`_graph`."""
+
+    __slots__ = ("_graph", "_key")
+
+    def __init__(self, graph, key):
+        self._graph, self._key = graph, key
+
+    def __dask_graph__(self):
+        return self._graph
+
+    def __dask_layers__(self):
+        # The layers of the graph the fused task read from: all of them (culled at compute).
+        return tuple(self._graph.layers)
 
 
 def _x_only(xb, yb, wb, kernel, *args):
@@ -493,7 +738,16 @@ def _block_len(part) -> int:
 # Building blocks from user input
 # --------------------------------------------------------------------------------------------
 
-def _column_names(columns) -> np.ndarray | None:
+def column_names(columns) -> np.ndarray | None:
+    """``feature_names_in_`` of a dataframe's columns: an object array when all are strings.
+
+    As in scikit-learn, non-string column names record no feature names (None).
+
+    Examples
+    --------
+    >>> column_names(["a", "b"]), column_names([0, 1])
+    (array(['a', 'b'], dtype=object), None)
+    """
     names = list(columns)
     if names and all(isinstance(c, str) for c in names):
         return np.asarray(names, dtype=object)
@@ -508,14 +762,31 @@ def _lengths_of(obj) -> np.ndarray | None:
     return None
 
 
-def _compute_lengths(*objs) -> list[np.ndarray]:
-    """Partition lengths of several Dask collections in one computation."""
+def compute_lengths(*objs) -> list[np.ndarray]:
+    """Rows of every partition of several Dask collections, in one computation.
+
+    Parameters
+    ----------
+    *objs : dask.array.Array, dask.dataframe.DataFrame or Series
+        Row-partitioned collections (arrays by their first axis).
+
+    Returns
+    -------
+    list of ndarray of int64
+        One array of partition lengths per collection.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> [a.tolist() for a in compute_lengths(da.ones((5, 2), chunks=2))]
+    [[2, 2, 1]]
+    """
     tasks = []
     for o in objs:
         if isinstance(o, (dd.DataFrame, dd.Series)):
             tasks.append(o.map_partitions(len, meta=(None, "int64")))
         else:
-            tasks.append([delayed(len)(b) for b in _delayed_parts(o)])
+            tasks.append(map_delayed(len, _delayed_parts(o)))
     results = compute(*tasks)
     return [np.asarray(list(r), dtype=np.int64) for r in results]
 
@@ -558,12 +829,15 @@ def _to_array(v, lengths: np.ndarray | None):
     if isinstance(v, dd.Series):
         return v.to_dask_array(lengths=list(lengths) if lengths is not None else None)
     if isinstance(v, da.Array):
-        return _known_rows(v, lengths)
+        return with_known_rows(v, lengths)
     return da.from_array(v, chunks=(tuple(lengths),) if lengths is not None else -1, name=False)
 
 
-def _known_rows(arr: da.Array, lengths) -> da.Array:
+def with_known_rows(arr: da.Array, lengths) -> da.Array:
     """``arr`` with unknown (NaN) row chunks labelled with their computed lengths.
+
+    ``lengths`` come from :func:`compute_lengths` of this very array; ``arr`` is returned
+    unchanged when its row chunks are already known (or ``lengths`` is None).
 
     Dask cannot rechunk along a dimension of unknown chunk sizes, but the lengths computed from
     these very blocks describe them exactly, so the array is only relabelled (nothing computed).
@@ -656,10 +930,10 @@ def as_blocks(X, y=None, sample_weight=None, *, spec: BlockSpec | None = None,
         if not features:
             raise ValueError(f"{name}: X has no feature columns left")
         if spec.numeric:
-            bad = [c for c in features if not _is_numeric_dtype(X.dtypes[c])]
+            bad = [c for c in features if not is_numeric_dtype(X.dtypes[c])]
             if bad:
                 raise TypeError(_non_numeric_message(bad, spec))
-        feature_names = _column_names(features)
+        feature_names = column_names(features)
         dtypes = X.dtypes[features]
         if isinstance(X, pd.DataFrame):
             X = dd.from_pandas(X, npartitions=_n_local_blocks(len(X), len(features), block_rows),
@@ -668,9 +942,8 @@ def as_blocks(X, y=None, sample_weight=None, *, spec: BlockSpec | None = None,
         wv = None if (sample_weight is None or wcol) else _as_dask_vector(sample_weight,
                                                                            "sample_weight")
         if yv is None and wv is None:
-            parts = [delayed(_extract_frame, pure=True)(p, features, ycol, wcol, spec, i)
-                     for i, p in enumerate(X[features + [c for c in (ycol, wcol) if c]]
-                                           .to_delayed())]
+            xparts = X[features + [c for c in (ycol, wcol) if c]].to_delayed()
+            parts = _extract_parts(xparts, None, None, spec, (features, ycol, wcol))
             return Blocks(parts, len(features), feature_names, local, spec,
                           has_y=y is not None, has_weight=sample_weight is not None,
                           dtypes=dtypes)
@@ -722,7 +995,7 @@ def _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local,
     differently from X and some partition lengths are unknown. Collections with the same number
     of partitions but unknown lengths (typically columns of one dataframe, or a transform's
     output and the target of the same frame) are paired partition by partition without an extra
-    pass; the per-block check in ``_extract`` then catches any misalignment with a clear error.
+    pass; the per-block check in :func:`extract_block` then catches any misalignment with a clear error.
     """
     name = spec.estimator
     frame = isinstance(X, dd.DataFrame)
@@ -742,7 +1015,7 @@ def _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local,
         xlens = known[id(X)]
     else:
         if unknown:
-            for o, lens in zip(unknown, _compute_lengths(*unknown)):
+            for o, lens in zip(unknown, compute_lengths(*unknown)):
                 known[id(o)] = lens
         xlens = known[id(X)]
         n = int(xlens.sum())
@@ -762,21 +1035,11 @@ def _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local,
 
         ys, ws = aligned(yv), aligned(wv)
         if not frame:
-            X = _known_rows(X, xlens)
+            X = with_known_rows(X, xlens)
             if tuple(X.chunks[0]) != tuple(xlens):
                 X = X.rechunk((tuple(int(r) for r in xlens), X.shape[1]))
         xparts = _delayed_parts(X)
-    parts = []
-    for i, xp in enumerate(xparts):
-        yb = ys[i] if ys is not None else None
-        wb = ws[i] if ws is not None else None
-        if frame:
-            ypart = yb if ycol is None else delayed(_column, pure=True)(xp, ycol)
-            wpart = wb if wcol is None else delayed(_column, pure=True)(xp, wcol)
-            xb = delayed(_columns, pure=True)(xp, features)
-            parts.append(delayed(_extract, pure=True)(xb, ypart, wpart, spec, i))
-        else:
-            parts.append(delayed(_extract, pure=True)(xp, yb, wb, spec, i))
+    parts = _extract_parts(xparts, ys, ws, spec, (features, ycol, wcol) if frame else None)
     n_features = len(features) if frame else int(X.shape[1])
     realign = None
     if paired and vectors:
@@ -785,13 +1048,29 @@ def _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local,
                                    dtypes, has_y, has_w, force_lengths=True)
     return Blocks(parts, n_features, feature_names, local, spec, has_y=has_y, has_weight=has_w,
                   dtypes=dtypes,
-                  _lengths=None if xlens is None else np.asarray(xlens, dtype=np.int64),
+                  known_lengths=None if xlens is None else np.asarray(xlens, dtype=np.int64),
                   _realign=realign)
 
 
-def _column(part, col):
-    return part[col]
+def _extract_parts(xparts, ys, ws, spec: BlockSpec, frame: tuple | None) -> list[Delayed]:
+    """One validation task per block: :func:`extract_block` (or its dataframe form).
 
-
-def _columns(part, cols):
-    return part[cols]
+    The layer name is a hash of the input keys and the spec, so the same input gives the same
+    blocks (as ``delayed(pure=True)`` did) without tokenising every task.
+    """
+    name = "extract-block-" + tokenize(
+        [p.key for p in xparts], None if ys is None else [p.key for p in ys],
+        None if ws is None else [p.key for p in ws], spec, frame)
+    deps: list = []
+    layer = {}
+    for i, xp in enumerate(xparts):
+        key = (name, i)
+        x = _ref(xp, deps)
+        yb = _ref(ys[i], deps) if ys is not None else None
+        wb = _ref(ws[i], deps) if ws is not None else None
+        if frame is not None:
+            layer[key] = Task(key, _extract_frame, x, *frame, spec, i, yb, wb)
+        else:
+            layer[key] = Task(key, extract_block, x, yb, wb, spec, i)
+    graph = _graph(name, layer, deps)
+    return [Delayed((name, i), graph, layer=name) for i in range(len(xparts))]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from sklearn.exceptions import NotFittedError
 
-from dml._blocks import (Blocks, BlockSpec, _column_names, _extract, as_blocks,
+from dml._blocks import (Blocks, BlockSpec, column_names, extract_block, as_blocks,
                          check_x_layout, is_dask)
 
 __all__ = ["DaskEstimatorMixin", "check_is_fitted"]
@@ -65,7 +65,7 @@ class DaskEstimatorMixin:
         # chunks); an empty training set otherwise fails deep inside a kernel or, worse, fits a
         # model of zeros.
         n_rows = (len(X) if isinstance(X, (np.ndarray, pd.DataFrame))
-                  else blocks.n_samples if blocks._lengths is not None else None)
+                  else blocks.n_samples if blocks.known_lengths is not None else None)
         if n_rows == 0:
             raise ValueError(f"{name}: X has 0 rows (Found array with 0 sample(s), shape=(0, "
                              f"{blocks.n_features})) while a minimum of 1 is required; "
@@ -122,7 +122,7 @@ class DaskEstimatorMixin:
             # Local input is checked in place: no Dask graph (hashing a large array costs time).
             data = check_x_layout(X, spec.estimator)
             n = data.shape[1]
-            names = _column_names(data.columns) if isinstance(data, pd.DataFrame) else None
+            names = column_names(data.columns) if isinstance(data, pd.DataFrame) else None
         if check_features:
             self._check_features(n, names)
         elif n_features is not None and n != n_features:
@@ -130,7 +130,7 @@ class DaskEstimatorMixin:
                              f"{n_features} features as input.")
         if isinstance(data, Blocks) or (isinstance(data, pd.DataFrame) and not spec.numeric):
             return data
-        data, _, _ = _extract(data, None, None, spec, 0)
+        data, _, _ = extract_block(data, None, None, spec, 0)
         return data
 
     def _blockwise(self, X, kernel: Callable, *args, dtype, tail_shape: tuple = (),

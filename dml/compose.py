@@ -23,7 +23,7 @@ from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils import Bunch, get_tags
 from sklearn.utils.metaestimators import _BaseComposition
 
-from dml._blocks import (Blocks, BlockSpec, _extract, _is_numeric_dtype, check_x_layout,
+from dml._blocks import (Blocks, BlockSpec, extract_block, is_numeric_dtype, check_x_layout,
                          compute, is_dask)
 from dml.base import DaskEstimatorMixin, check_is_fitted
 from dml.preprocessing import _dtypes_of, _feature_names_in
@@ -94,7 +94,7 @@ def _take(xb, key, by_name: bool):
 
 def _select_extract(part, idx, spec: BlockSpec, index: int):
     xb, yb, wb = part
-    return _extract(_take(xb, idx, False), yb, wb, spec, index)
+    return extract_block(_take(xb, idx, False), yb, wb, spec, index)
 
 
 def _head(part, k: int):
@@ -132,7 +132,7 @@ def _column_transform_kernel(xb, parts, by_name, dtype, n_out):
     for p in parts:
         sub = _take(xb, p.key, by_name)
         if p.kernel is not None:
-            xs, _, _ = _extract(sub, None, None, p.spec, 0)
+            xs, _, _ = extract_block(sub, None, None, p.spec, 0)
             res = p.kernel(xs, *p.args)
         else:
             res = _dense(p.transformer.transform(sub))
@@ -402,7 +402,7 @@ class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
         spec = t._spec(**t._fit_overrides)
         sub_dtypes = None if blocks.dtypes is None else blocks.dtypes.iloc[idx]
         if spec.numeric and sub_dtypes is not None:
-            bad = [c for c, dt in sub_dtypes.items() if not _is_numeric_dtype(dt)]
+            bad = [c for c, dt in sub_dtypes.items() if not is_numeric_dtype(dt)]
             if bad:
                 raise TypeError(f"ColumnTransformer: transformer {name!r} "
                                 f"({type(t).__name__}) got non-numeric columns {bad}; select "
@@ -412,7 +412,7 @@ class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
                  for i, p in enumerate(blocks.parts)]
         names = None if blocks.feature_names is None else blocks.feature_names[idx]
         return Blocks(parts, len(idx), names, blocks.local, spec, dtypes=sub_dtypes,
-                      _lengths=blocks._lengths)
+                      known_lengths=blocks.known_lengths)
 
     @staticmethod
     def _sample(X, blocks: Blocks):

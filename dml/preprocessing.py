@@ -50,7 +50,7 @@ class TransformPlan(NamedTuple):
     """How a fitted dml transformer transforms one validated block.
 
     ``kernel(X_block, *args)`` returns an ``(n_rows, n_out)`` array of ``dtype``; the block must
-    first be validated with ``_extract`` and the transformer's ``_spec(**overrides)``.
+    first be validated with ``extract_block`` and the transformer's ``_spec(**overrides)``.
     """
 
     kernel: Callable

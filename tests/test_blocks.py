@@ -60,7 +60,7 @@ def test_column_names_for_target_and_weight(data):
     np.testing.assert_allclose(out["w"], w.sum(), rtol=1e-12)
     assert out["y"] == y.sum()
     # lengths are only computed when asked for
-    assert b._lengths is None
+    assert b.known_lengths is None
     assert list(b.lengths) == list(ddf.map_partitions(len).compute()) and b.n_samples == 103
 
 
@@ -256,7 +256,7 @@ def test_same_partitions_with_unknown_lengths_cost_no_extra_pass():
         out = b.map_reduce(stats)
     assert sorted(seen) == [0, 1, 2]         # one production per partition: one pass
     assert out["n"] == 15 and out["sum"][0] == sum(range(15))
-    assert b._lengths is None
+    assert b.known_lengths is None
 
 
 def test_same_partition_count_but_different_rows_is_realigned():
@@ -264,7 +264,7 @@ def test_same_partition_count_but_different_rows_is_realigned():
     X = X[da.from_array(np.arange(10) != 3, chunks=5)]   # 9 rows, unknown chunks (4, 5)
     y = da.from_array(np.arange(9), chunks=((5, 4),))    # paired first, misaligned
     b = as_blocks(X, y)
-    assert b._lengths is None
+    assert b.known_lengths is None
     out = b.map_reduce(stats)                            # realigned on the fly, then exact
     assert out["n"] == 9 and out["y"] == sum(range(9)) and list(b.lengths) == [4, 5]
     short = da.from_array(np.arange(8), chunks=((4, 4),))
@@ -277,7 +277,7 @@ def test_unknown_lengths_without_y_stay_lazy():
     seen = PRODUCED
     with dask.config.set(scheduler="sync"):
         b = as_blocks(X)
-        assert seen == [] and b._lengths is None
+        assert seen == [] and b.known_lengths is None
         assert b.map_reduce(stats)["n"] == 15
     assert sorted(seen) == [0, 1, 2]
 
@@ -289,3 +289,67 @@ def test_multi_column_chunks_and_different_partition_counts_realign():
     y = y.rechunk(6)                                     # 2 partitions: realigned by lengths
     out = as_blocks(X, y).map_reduce(stats)
     assert out["n"] == 11 and out["y"] == sum(range(11)) and out["sum"][0] == 11
+
+
+def _nest(parts):
+    """A combine that records the grouping (not associative: any other tree would show)."""
+    return "(" + ",".join(map(str, parts)) + ")"
+
+
+@pytest.mark.parametrize("n, split_every, tree", [
+    (1, 8, "(0)"),
+    (8, 8, "(0,1,2,3,4,5,6,7)"),
+    (10, 4, "((0,1,2,3),(4,5,6,7),(8,9))"),
+    (9, 2, "((((0,1),(2,3)),((4,5),(6,7))),(((8))))"),
+])
+def test_tree_reduce_groups_consecutive_parts_level_by_level(n, split_every, tree):
+    # The float results of every reduction depend on this exact tree.
+    assert tree_reduce([delayed(i) for i in range(n)], _nest, split_every).compute() == tree
+
+
+def _graph_size(obj):
+    return len(obj.__dask_graph__().cull({obj.key}))
+
+
+def test_standalone_reduction_validates_each_block_inside_its_kernel_task(data):
+    X, y, w = data
+    b = as_blocks(da.from_array(X, chunks=10), da.from_array(y, chunks=10),
+                  da.from_array(w, chunks=10))
+    fused = tree_reduce(b.map_parts(stats, fuse=True))
+    separate = tree_reduce(b.map_parts(stats))
+    # 11 blocks: X, y and w chunks (33 keys, the from_array sources 3 more), 11 block tasks and
+    # 2 + 1 combines; without fusion 11 more validation tasks.
+    assert _graph_size(separate) - _graph_size(fused) == b.npartitions
+    out, ref = dask.compute(fused, separate)
+    assert np.array_equal(out["sum"], ref["sum"]) and out["w"] == ref["w"]
+    # Validation still runs (and fails clearly) inside a fused task.
+    Xbad = X.copy()
+    Xbad[57, 1] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        as_blocks(da.from_array(Xbad, chunks=10)).map_reduce(stats)
+
+
+def test_persisted_blocks_are_referenced_not_recomputed(data):
+    X, y, _ = data
+    b = as_blocks(da.from_array(X, chunks=10), da.from_array(y, chunks=10)).persist()
+    parts = b.map_parts(stats, fuse=True)
+    graph = parts[0].__dask_graph__()
+    deps = {k for p in parts for k in graph.layers[p.__dask_layers__()[0]][p.key].dependencies}
+    assert deps == {p.key for p in b.parts}
+
+
+def test_public_block_core_names_and_former_lengths_name(data):
+    from dataclasses import replace
+
+    from dml._blocks import Blocks, compute_lengths, extract_block, map_delayed
+
+    X, y, _ = data
+    b = as_blocks(X, y, block_rows=40)
+    assert list(b.known_lengths) == [40, 40, 23]
+    # dataclasses.replace with the former field name still works (callers being migrated).
+    c = replace(b, parts=b.parts[:2], _lengths=np.array([40, 40]))
+    assert isinstance(c, Blocks) and list(c.known_lengths) == [40, 40] and c._lengths is not None
+    assert [a.tolist() for a in compute_lengths(da.from_array(X, chunks=50))] == [[50, 50, 3]]
+    xb, yb, wb = extract_block(X[:3], y[:3], None, BlockSpec(), 0)
+    assert xb.shape == (3, 4) and wb is None
+    assert dask.compute(*map_delayed(len, b.parts)) == (3, 3, 3)

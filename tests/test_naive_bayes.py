@@ -17,6 +17,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
 from dml import naive_bayes as nb
+from dml.naive_bayes import _kernels as nb_kernels
 
 TOL = dict(rtol=1e-10, atol=1e-12)
 KINDS = ["gaussian", "multinomial", "bernoulli", "categorical"]
@@ -488,8 +489,8 @@ def test_kernel_strategies_agree_with_missing_values(kind, monkeypatch):
     results = []
     # one-hot products / grouped rows with a per-class loop / grouped rows with reduceat
     for onehot, loop in ((100, 100), (0, 100), (0, 0)):
-        monkeypatch.setattr(nb, "_ONEHOT_CLASSES", onehot)
-        monkeypatch.setattr(nb, "_LOOP_CLASSES", loop)
+        monkeypatch.setattr(nb_kernels, "_ONEHOT_CLASSES", onehot)
+        monkeypatch.setattr(nb_kernels, "_LOOP_CLASSES", loop)
         for sw in (None, w):
             est = ESTIMATORS[kind][0](**ESTIMATORS[kind][2], missing="ignore")
             results.append(est.fit(da.from_array(X, chunks=170), y, sample_weight=sw))

@@ -5,6 +5,7 @@ it below (the import order is the order of the sections in ``RESULTS.md``).
 """
 from benchmarks.workloads import naive_bayes  # noqa: F401
 from benchmarks.workloads import kmeans  # noqa: F401
+from benchmarks.workloads import one_pass  # noqa: F401
 from benchmarks.workloads import logistic  # noqa: F401
 from benchmarks.workloads import svm  # noqa: F401
 from benchmarks.workloads import forest  # noqa: F401

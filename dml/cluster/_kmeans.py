@@ -244,7 +244,7 @@ def prepare(blocks: Blocks, name: str = "KMeans") -> Prepared:
                                 allow_other_workers=True)
             for i, p in zip(idx, done):
                 parts[i] = p
-    prepared = replace(blocks, parts=list(parts), _lengths=lengths)
+    prepared = replace(blocks, parts=list(parts), known_lengths=lengths)
     stats_d = prepared.map_reduce(_lloyd.prepared_stats, combine=_lloyd.combine_prepared_stats,
                                   compute_now=False)
     mean, stats, dtype = compute(mean, stats_d, delayed(_dtype_of, pure=True)(parts[0]))

@@ -22,7 +22,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
-from dml._blocks import BlockSpec, _compute_lengths, _extract, as_blocks, is_dask
+from dml._blocks import BlockSpec, compute_lengths, extract_block, as_blocks, is_dask
 
 __all__ = ["MetricInput", "label_input", "stacked_input", "block_labels", "union_labels",
            "first_column", "float_block", "weight_vector", "weighted_bincount", "LabelPairs",
@@ -168,7 +168,7 @@ def _with_known_chunks(arrays: list) -> list:
                if isinstance(a, da.Array) and any(np.isnan(c) for c in a.chunks[0])]
     if not unknown:
         return arrays
-    lengths = _compute_lengths(*[arrays[i] for i in unknown])
+    lengths = compute_lengths(*[arrays[i] for i in unknown])
     out = list(arrays)
     for i, lens in zip(unknown, lengths):
         out[i] = _with_lengths(arrays[i], lens)
@@ -281,7 +281,7 @@ def _label_blocks(name, y_true, y_pred, sample_weight, true_name, pred_name, n_c
         if isinstance(X, pd.DataFrame):
             X = X.to_numpy()
         with _y_named(true_name):
-            local = _extract(X, y_true, sample_weight, spec, 0)
+            local = extract_block(X, y_true, sample_weight, spec, 0)
         return MetricInput(n_columns, local=local)
     try:
         blocks = as_blocks(X, y_true, sample_weight, spec=spec)
@@ -343,14 +343,14 @@ def _stacked_blocks(name, y_true, y_pred, sample_weight):
     k = int(a.shape[1])
     if not any(is_dask(v) for v in (a, b, sample_weight)):
         X = np.concatenate([_object_or_float(a), _object_or_float(b)], axis=1)
-        local = _extract(X, None, sample_weight, _spec(name), 0)
+        local = extract_block(X, None, sample_weight, _spec(name), 0)
         return MetricInput(2 * k, local=local), k
 
     # Dask sides whose row counts are unknown: all their lengths in one pass.
     unknown = [v for v in (a, b) if isinstance(v, dd.DataFrame) or
                (isinstance(v, da.Array) and any(np.isnan(c) for c in v.chunks[0]))]
     if unknown:
-        lengths = dict(zip(map(id, unknown), _compute_lengths(*unknown)))
+        lengths = dict(zip(map(id, unknown), compute_lengths(*unknown)))
         a, b = [_with_lengths(v, lengths[id(v)]) if id(v) in lengths else v for v in (a, b)]
     na, nb = [int(sum(v.chunks[0])) if is_dask(v) else len(v) for v in (a, b)]
     if na != nb:

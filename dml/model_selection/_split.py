@@ -24,7 +24,7 @@ from dask import delayed
 from sklearn import model_selection as _skms
 from sklearn.utils import _safe_indexing
 
-from dml._blocks import _compute_lengths, _known_rows, is_dask
+from dml._blocks import compute_lengths, with_known_rows, is_dask
 
 __all__ = ["KFold", "StratifiedKFold", "ShuffleSplit", "train_test_split", "check_cv",
            "take_rows", "n_rows"]
@@ -35,9 +35,9 @@ def n_rows(X) -> int:
     if isinstance(X, da.Array):
         if not any(np.isnan(c) for c in X.chunks[0]):
             return int(X.shape[0])
-        return int(_compute_lengths(X)[0].sum())
+        return int(compute_lengths(X)[0].sum())
     if isinstance(X, (dd.DataFrame, dd.Series)):
-        return int(_compute_lengths(X)[0].sum())
+        return int(compute_lengths(X)[0].sum())
     if hasattr(X, "shape"):
         return int(X.shape[0])
     return len(X)
@@ -166,10 +166,10 @@ def take_rows(X, indices):
     idx = np.sort(np.asarray(indices, dtype=np.int64))
     if isinstance(X, da.Array):
         if any(np.isnan(c) for c in X.chunks[0]):
-            X = _known_rows(X, _compute_lengths(X)[0])
+            X = with_known_rows(X, compute_lengths(X)[0])
         lengths = np.asarray(X.chunks[0], dtype=np.int64)
     else:
-        lengths = _compute_lengths(X)[0]
+        lengths = compute_lengths(X)[0]
     bounds = np.concatenate([[0], np.cumsum(lengths)])
     cuts = np.searchsorted(idx, bounds)
     local = [idx[cuts[i]:cuts[i + 1]] - bounds[i] for i in range(len(lengths))]

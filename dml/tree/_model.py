@@ -226,7 +226,7 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
                              "classifier needs at least two classes")
         cw = _class_weights(est.class_weight, classes, blocks, name)
     binned = blocks.map_parts(bin_kernel, edges, categorical, categories, classes, cw, name)
-    n = blocks.n_samples if blocks._lengths is not None else None
+    n = blocks.n_samples if blocks.known_lengths is not None else None
     n_rows = n if n is not None else sk["n"]
     per_pass = getattr(est, "trees_per_pass", None) or DEFAULT_TREES_PER_PASS
     # Persist the binned blocks (and per-pass node assignments, bootstrap counts) only when they

@@ -1,0 +1,689 @@
+"""Per-block naive Bayes kernels: fit statistics, their combines, and prediction.
+
+Plain NumPy/pandas functions of one block (testable without a cluster). The fit kernels return
+statistics keyed by the labels (and, for the categorical model, the categories) that the block
+happens to contain; the combines merge them by label in the fixed order of
+:func:`dml._blocks.tree_reduce`, which is what makes a fit equal to ``partial_fit`` over pieces.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import pandas as pd
+from scipy.special import logsumexp
+
+
+# --------------------------------------------------------------------------------------------
+# Label bookkeeping shared by the kernels and the combines
+# --------------------------------------------------------------------------------------------
+
+def _check_labels(y, est, index):
+    """Class labels must be discrete (as scikit-learn's check_classification_targets)."""
+    if y.dtype.kind != "f":
+        return
+    if not np.isfinite(y).all():
+        raise ValueError(f"{est}: Input y contains infinity (row block {index}); every row "
+                         "needs a class label.")
+    frac = y != np.floor(y)
+    if frac.any():
+        raise ValueError(f"{est}: Unknown label type: continuous (y holds "
+                         f"{_show(y[frac][0])} in row block {index}). Naive Bayes needs class "
+                         "labels; use a regressor for continuous targets or encode the labels.")
+
+
+# Kernel strategies, chosen by the number of classes in a block (timings: 100k-row blocks,
+# one core; see benchmarks/micro_naive_bayes.py):
+#: Up to this many classes, per-class sums are one BLAS product ``onehot @ X`` (as scikit-learn
+#: does) and no full-size temporary is made. Its cost grows with the number of classes; above
+#: it the rows are grouped by class in one copy of the block instead.
+_ONEHOT_CLASSES = 16
+#: Up to this many classes, reductions over rows grouped by class are one contiguous NumPy call
+#: per class; above it the Python loop costs more than np.add.reduceat (slower per element).
+_LOOP_CLASSES = 64
+#: Elements per row chunk of GaussianNB's centred pass (a 2 MiB, cache-sized buffer).
+_CHUNK_ELEMENTS = 1 << 18
+
+
+def _labels(y, est="estimator", index=0):
+    """Sorted local labels of one block, the label index of every row and the row counts.
+
+    Gives ``np.unique(y, return_inverse=True)`` (plus counts) faster: integer labels of a
+    small range (and integral floats, booleans) are indexed with a bincount, strings and objects
+    by hashing the rows and sorting only the distinct values.
+    """
+    _check_labels(y, est, index)
+    if y.dtype.kind in "iufb" and len(y):
+        fast = _small_int_labels(y)
+        if fast is not None:
+            return fast
+    codes = None
+    if y.dtype.kind in "OU":
+        try:
+            codes, uniques = pd.factorize(y, use_na_sentinel=False)
+        except TypeError:  # unhashable labels: let np.unique decide
+            codes = None
+    try:
+        if codes is not None:
+            # pd.factorize(sort=True) would order mixed types silently; np.unique refuses.
+            classes, rank = np.unique(uniques, return_inverse=True)
+            inverse = rank.reshape(-1)[codes]
+        else:
+            classes, inverse = np.unique(y, return_inverse=True)
+    except TypeError as exc:
+        raise TypeError(f"{est}: y mixes labels of different types that cannot be sorted "
+                        f"({exc}); use one type for all labels (e.g. all strings)") from None
+    inverse = inverse.reshape(-1).astype(np.intp, copy=False)
+    return classes, inverse, np.bincount(inverse, minlength=len(classes))
+
+
+def _small_int_labels(y):
+    """``_labels`` by one bincount when y holds integers of a small range, else None."""
+    dtype = y.dtype
+    if dtype.kind == "b":
+        y = y.view(np.uint8)
+    lo, hi = y.min(), y.max()
+    if dtype.kind == "f" and not (abs(lo) < 2.0 ** 53 and abs(hi) < 2.0 ** 53):
+        return None
+    span = int(hi) - int(lo)
+    if span > 2 * len(y) + 1024:
+        return None
+    # Exact: the differences are in [0, span] (signed ints wrap back into that range in int64).
+    shifted = y.astype(np.int64) - np.int64(lo) if dtype.kind == "i" else y - lo
+    idx = shifted.astype(np.intp, copy=False)
+    cnt = np.bincount(idx, minlength=span + 1)
+    present = np.flatnonzero(cnt)
+    if len(present) == span + 1:
+        inverse = idx
+    else:
+        lut = np.zeros(span + 1, dtype=np.intp)
+        lut[present] = np.arange(len(present))
+        inverse = lut[idx]
+    if dtype.kind == "i":
+        classes = (present.astype(np.int64) + np.int64(lo)).astype(dtype)
+    else:
+        classes = (present.astype(y.dtype) + lo).astype(dtype)
+    return classes, inverse, cnt[present]
+
+
+def _class_order(inverse, n_classes):
+    """Stable row order grouping the rows by label (a radix sort for up to 65536 labels)."""
+    key = inverse.astype(np.uint8 if n_classes <= 256 else
+                         np.uint16 if n_classes <= 65536 else np.intp, copy=False)
+    return np.argsort(key, kind="stable")
+
+
+class _Segments:
+    """Per-class reductions over a block whose rows are grouped by class.
+
+    Class c owns rows ``bounds[c]:bounds[c + 1]``. With few classes each reduction is one
+    contiguous NumPy call per class (no temporaries); with many, one np.add.reduceat.
+    """
+
+    def __init__(self, counts):
+        self.counts = counts
+        self.bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+        self.loop = len(counts) <= _LOOP_CLASSES
+
+    def _ranges(self):
+        return zip(self.bounds[:-1], self.bounds[1:])
+
+    def sum(self, A, w=None):
+        """(L, d) per-class column sums of A, weighted by w if given."""
+        if self.loop:
+            return np.stack([A[a:b].sum(axis=0) if w is None else w[a:b] @ A[a:b]
+                             for a, b in self._ranges()])
+        return np.add.reduceat(A if w is None else A * w[:, None], self.bounds[:-1], axis=0)
+
+    def sumsq(self, A, w=None):
+        """(L, d) per-class column sums of A², weighted by w if given."""
+        if self.loop:
+            return np.stack([np.einsum("ij,ij->j", A[a:b], A[a:b]) if w is None else
+                             np.einsum("i,ij,ij->j", w[a:b], A[a:b], A[a:b])
+                             for a, b in self._ranges()])
+        sq = A * A
+        if w is not None:
+            sq *= w[:, None]
+        return np.add.reduceat(sq, self.bounds[:-1], axis=0)
+
+    def center(self, A, M, out):
+        """``out = A - M[class of each row]``; out may be A itself."""
+        if self.loop:
+            for c, (a, b) in enumerate(self._ranges()):
+                np.subtract(A[a:b], M[c], out=out[a:b])
+        else:
+            np.subtract(A, np.repeat(M, self.counts, axis=0), out=out)
+        return out
+
+
+def _missing_mask(X, missing):
+    """Where X is NaN, or None when nothing is missing.
+
+    Block validation has already refused NaN unless ``missing="ignore"``; even then one sum
+    (finite means no NaN) spares the full isnan pass in the common case.
+    """
+    if missing != "ignore" or np.isfinite(np.sum(X)):
+        return None
+    nan = np.isnan(X)
+    return nan if nan.any() else None
+
+
+def _union(arrays, what: str):
+    """Sorted union of sorted unique key arrays (labels or categories) from several blocks."""
+    arrays = [np.asarray(a) for a in arrays]
+    if len(arrays) == 1:
+        return arrays[0]
+    try:
+        return np.unique(np.concatenate(arrays))
+    except TypeError:
+        kinds = sorted({type(v).__name__ for a in arrays for v in a.tolist()})
+        raise TypeError(f"{what} mixes values of different types ({', '.join(kinds)}) across "
+                        "row blocks; they cannot be sorted. Use one type per column / for "
+                        "the labels.") from None
+
+
+def _positions(union, keys):
+    """Index of every key in the sorted ``union`` (every key is present)."""
+    return np.searchsorted(union, keys) if len(keys) else np.zeros(0, dtype=np.intp)
+
+
+def _show(v):
+    """repr of a value for an error message, without NumPy's scalar wrapper."""
+    return repr(v.item() if isinstance(v, np.generic) else v)
+
+
+def _safe_div(a, b):
+    return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape), where=b != 0)
+
+
+def _drop_none(parts):
+    return [p for p in parts if p is not None]
+
+
+# --------------------------------------------------------------------------------------------
+# GaussianNB: per-class weighted (count, mean, M2) and global unweighted (count, mean, M2)
+# --------------------------------------------------------------------------------------------
+
+def _gaussian_block(index, X, y, w, est, missing="error"):
+    """Per-class statistics of one block, two-pass within each class (numerically stable).
+
+    The unweighted statistics of all of X (for epsilon_; scikit-learn uses
+    ``np.var(X, axis=0)``) are Chan merges of the unweighted per-class ones, which are the
+    weighted ones when there are no sample weights (otherwise both are computed).
+
+    Counts are per (class, feature) so that a missing value (NaN, only present when the
+    estimator allows it) leaves its feature out for that row and nothing else. That path makes
+    two more full-size temporaries (the zero-filled block and the mask) and is slower.
+    """
+    n_rows, d = X.shape
+    if n_rows == 0:
+        return None
+    classes, inverse, counts = _labels(y, est, index)
+    nan = _missing_mask(X, missing)
+    obs = None
+    if nan is not None:
+        X = np.where(nan, 0.0, X)
+        obs = (~nan).astype(np.float64)
+    unweighted = (None, counts.astype(np.float64))
+    if w is None:
+        weightings = [unweighted]
+    else:
+        w = np.asarray(w, dtype=np.float64)
+        weightings = [(w, np.bincount(inverse, weights=w, minlength=len(classes))), unweighted]
+    moments = (_moments_onehot if len(classes) <= _ONEHOT_CLASSES else _moments_grouped)
+    (n, mean, m2), *rest = moments(X, inverse, counts, weightings, obs)
+    un, umean, um2 = rest[0] if rest else (n, mean, m2)
+    gn = un.sum(axis=0)
+    gmean = _safe_div((un * umean).sum(axis=0), gn)
+    gm2 = um2.sum(axis=0) + (un * (umean - gmean) ** 2).sum(axis=0)
+    return {"classes": classes, "wsum": weightings[0][1], "n": n, "mean": mean, "m2": m2,
+            "gn": gn, "gmean": gmean, "gm2": gm2}
+
+
+def _moments_onehot(X, inverse, counts, weightings, obs):
+    """Per-class (n, mean, M2) for each ``(weights, class totals)`` in weightings, few classes.
+
+    Sums are one BLAS product with the (weighted) one-hot label matrix; the centred second pass
+    runs over cache-sized row chunks with one reused buffer, so no full-size temporary is made.
+    """
+    L, (n_rows, d) = len(counts), X.shape
+    onehot = inverse == np.arange(L)[:, None]
+    Ys = [onehot.astype(np.float64) if w is None else np.where(onehot, w, 0.0)
+          for w, _ in weightings]
+    out = []
+    for Y, (_, totals) in zip(Ys, weightings):
+        nc = np.repeat(totals[:, None], d, axis=1) if obs is None else Y @ obs
+        out.append([nc, _safe_div(Y @ X, nc), np.zeros((L, d))])
+    rows = min(n_rows, max(64, _CHUNK_ELEMENTS // d))
+    buf = np.empty((rows, d))
+    for r0 in range(0, n_rows, rows):
+        rs = slice(r0, r0 + rows)
+        idx = inverse[rs]
+        dev = buf[:len(idx)]
+        for Y, (_, mean, m2) in zip(Ys, out):
+            np.take(mean, idx, axis=0, out=dev, mode="clip")
+            np.subtract(X[rs], dev, out=dev)
+            if obs is not None:
+                dev *= obs[rs]
+            dev *= dev
+            m2 += Y[:, rs] @ dev
+    return out
+
+
+def _moments_grouped(X, inverse, counts, weightings, obs):
+    """As :func:`_moments_onehot` for many classes: rows grouped by class in one copy.
+
+    The copy then holds the deviations (a second buffer when there are two weightings, which
+    both need the grouped values).
+    """
+    order = _class_order(inverse, len(counts))
+    seg = _Segments(counts)
+    Xs = X.take(order, axis=0)
+    obs_s = None if obs is None else obs[order]
+    buf = Xs if len(weightings) == 1 else np.empty_like(Xs)
+    out = []
+    for w, totals in weightings:
+        ws = None if w is None else w[order]
+        nc = (np.repeat(totals[:, None], X.shape[1], axis=1) if obs is None else
+              seg.sum(obs_s, ws))
+        mean = _safe_div(seg.sum(Xs, ws), nc)
+        dev = seg.center(Xs, mean, out=buf)
+        if obs_s is not None:
+            dev *= obs_s
+        out.append([nc, mean, seg.sumsq(dev, ws)])
+    return out
+
+
+def _chan(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
+    """Chan, Golub & LeVeque's parallel merge of (count, mean, sum of squared deviations).
+
+    Exact when either side is empty, so merging into a zero state reproduces the other side.
+    """
+    n = n_a + n_b
+    frac = _safe_div(n_b, n)
+    delta = mean_b - mean_a
+    mean = mean_a + delta * frac
+    m2 = m2_a + m2_b + delta * delta * n_a * frac
+    return n, mean, m2
+
+
+def _gaussian_combine(parts):
+    parts = _drop_none(parts)
+    if not parts:
+        return None
+    classes = _union([p["classes"] for p in parts], "y")
+    L, d = len(classes), parts[0]["n"].shape[1]
+    out = {"classes": classes, "wsum": np.zeros(L), "n": np.zeros((L, d)),
+           "mean": np.zeros((L, d)), "m2": np.zeros((L, d)),
+           "gn": np.zeros(d), "gmean": np.zeros(d), "gm2": np.zeros(d)}
+    for p in parts:
+        idx = _positions(classes, p["classes"])
+        out["wsum"][idx] += p["wsum"]
+        n, mean, m2 = _chan(out["n"][idx], out["mean"][idx], out["m2"][idx],
+                            p["n"], p["mean"], p["m2"])
+        out["n"][idx], out["mean"][idx], out["m2"][idx] = n, mean, m2
+        out["gn"], out["gmean"], out["gm2"] = _chan(out["gn"], out["gmean"], out["gm2"],
+                                                    p["gn"], p["gmean"], p["gm2"])
+    return out
+
+
+def _gaussian_jll(X, theta, var, class_prior):
+    # Same arithmetic as scikit-learn's GaussianNB._joint_log_likelihood when nothing is missing.
+    nan = np.isnan(X)
+    has_nan = bool(nan.any())
+    cols = []
+    with np.errstate(divide="ignore"):
+        log_prior = np.log(class_prior)
+    for i in range(len(class_prior)):
+        if not has_nan:
+            n_ij = -0.5 * np.sum(np.log(2.0 * np.pi * var[i, :]))
+            n_ij = n_ij - 0.5 * np.sum(((X - theta[i, :]) ** 2) / var[i, :], axis=1)
+        else:
+            term = np.log(2.0 * np.pi * var[i, :]) + ((X - theta[i, :]) ** 2) / var[i, :]
+            n_ij = -0.5 * np.where(nan, 0.0, term).sum(axis=1)
+        cols.append(log_prior[i] + n_ij)
+    return np.stack(cols).T.reshape(X.shape[0], len(class_prior))
+
+
+# --------------------------------------------------------------------------------------------
+# MultinomialNB / BernoulliNB: per-class feature sums and missing counts
+# --------------------------------------------------------------------------------------------
+
+def _binarize(X, threshold):
+    out = (X > threshold).astype(np.float64)
+    nan = np.isnan(X)
+    if nan.any():
+        out[nan] = np.nan
+    return out
+
+
+def _count_block(index, X, y, w, binarize, non_negative, estimator, missing="error"):
+    """Per-class weighted feature sums, class weights and weights of missing entries."""
+    if X.shape[0] == 0:
+        return None
+    nan = _missing_mask(X, missing)
+    if binarize is not None:
+        X = (X > binarize).astype(np.float64)  # NaN > t is False; `nan` remembers them
+    elif nan is not None:
+        X = np.where(nan, 0.0, X)
+    if non_negative and X.min() < 0:
+        r, c = np.argwhere(X < 0)[0]
+        raise ValueError(
+            f"{estimator} needs non-negative counts; X contains negative values (row block "
+            f"{index}, e.g. {_show(X[r, c])} in column {c}). Negative values in data are not "
+            "counts: use GaussianNB for real-valued features or BernoulliNB with a binarize "
+            "threshold.")
+    classes, inverse, counts = _labels(y, estimator, index)
+    L = len(classes)
+    wf = None if w is None else np.asarray(w, dtype=np.float64)
+    class_count = (counts.astype(np.float64) if wf is None else
+                   np.bincount(inverse, weights=wf, minlength=L))
+    if L <= _ONEHOT_CLASSES:
+        # scikit-learn's Y.T @ X with Y the (weighted) one-hot labels: one BLAS pass over X.
+        onehot = inverse == np.arange(L)[:, None]
+        Y = onehot.astype(np.float64) if wf is None else np.where(onehot, wf, 0.0)
+        fc = Y @ X
+        miss = None if nan is None else Y @ nan.astype(np.float64)
+    else:
+        order = _class_order(inverse, L)
+        seg = _Segments(counts)
+        ws = None if wf is None else wf[order]
+        fc = seg.sum(X.take(order, axis=0), ws)
+        miss = None if nan is None else seg.sum(nan[order].astype(np.float64), ws)
+    if miss is None:
+        miss = np.zeros((L, X.shape[1]))
+    return {"classes": classes, "class_count": class_count, "feature_count": fc,
+            "missing_count": miss}
+
+
+def _count_combine(parts):
+    parts = _drop_none(parts)
+    if not parts:
+        return None
+    classes = _union([p["classes"] for p in parts], "y")
+    L, d = len(classes), parts[0]["feature_count"].shape[1]
+    out = {"classes": classes, "class_count": np.zeros(L), "feature_count": np.zeros((L, d)),
+           "missing_count": np.zeros((L, d))}
+    for p in parts:
+        idx = _positions(classes, p["classes"])
+        for k in ("class_count", "feature_count", "missing_count"):
+            out[k][idx] += p[k]
+    return out
+
+
+def _multinomial_jll(X, feature_log_prob, class_log_prior):
+    nan = np.isnan(X)
+    if nan.any():
+        X = np.where(nan, 0.0, X)  # a missing count contributes nothing
+    return X @ feature_log_prob.T + class_log_prior
+
+
+def _bernoulli_jll(X, feature_log_prob, class_log_prior, binarize):
+    if binarize is not None:
+        X = _binarize(X, binarize)
+    neg_prob = np.log(1 - np.exp(feature_log_prob))
+    nan = np.isnan(X)
+    if not nan.any():
+        # scikit-learn's BernoulliNB._joint_log_likelihood
+        jll = X @ (feature_log_prob - neg_prob).T
+        jll += class_log_prior + neg_prob.sum(axis=1)
+        return jll
+    observed = (~nan).astype(np.float64)
+    jll = np.where(nan, 0.0, X) @ (feature_log_prob - neg_prob).T
+    jll += observed @ neg_prob.T + class_log_prior
+    return jll
+
+
+# --------------------------------------------------------------------------------------------
+# CategoricalNB: per-feature (categories, class × category counts)
+# --------------------------------------------------------------------------------------------
+
+def _feature_label(names, j):
+    return f"{names[j]!r}" if names is not None else f"{j}"
+
+
+def _column(X, j):
+    return X.iloc[:, j] if isinstance(X, pd.DataFrame) else X[:, j]
+
+
+def _numeric_values(col, est, feat):
+    """A column of integer codes as int or float NumPy values (NaN = missing)."""
+    if isinstance(col, pd.Series):
+        if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iu":
+            return col.to_numpy()
+        if isinstance(col.dtype, np.dtype) and col.dtype.kind == "b":
+            return col.to_numpy().astype(np.int64)
+        try:
+            return col.to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            pass
+    else:
+        a = np.asarray(col)
+        if a.dtype.kind in "iu":
+            return a
+        if a.dtype.kind == "b":
+            return a.astype(np.int64)
+        try:
+            return a.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    raise ValueError(f"{est}: feature {feat} was fitted as integer category codes but now holds "
+                     "non-numeric values; pass the same kind of column as during fit.")
+
+
+def _codes_from_numbers(v, est, feat, missing, index=None):
+    """Validated integer codes (-1 = missing) from numeric values."""
+    where = f" (row block {index})" if index is not None else ""
+    if v.dtype.kind == "f":
+        if np.isinf(v).any():
+            raise ValueError(f"{est}: Input X contains infinity in feature {feat}{where}. "
+                             "Replace or drop infinite values.")
+        nan = np.isnan(v)
+        if nan.any() and missing == "error":
+            raise ValueError(f"{est}: Input X contains missing values (NaN) in feature "
+                             f"{feat}{where}. Impute or drop them, or use missing='ignore'.")
+        obs = v[~nan]
+        if (obs != np.floor(obs)).any():
+            bad = obs[obs != np.floor(obs)][0]
+            raise ValueError(f"{est}: feature {feat} must hold integer category codes "
+                             f"0, 1, 2, ...; got {_show(bad)}.")
+        # Beyond 2**63 the cast to int64 wraps to a negative number, which would silently mark
+        # the value as missing.
+        huge = obs >= 2.0**63
+        if huge.any():
+            raise ValueError(f"{est}: feature {feat} holds {_show(obs[huge][0])}, too large for "
+                             "an integer category code (codes must be 0, 1, 2, ...); encode the "
+                             "column, e.g. with an OrdinalEncoder, or pass it as a "
+                             "string/categorical column.")
+        codes = np.full(v.shape, -1, dtype=np.int64)
+        codes[~nan] = obs.astype(np.int64)
+        if (obs < 0).any():
+            bad = obs[obs < 0][0]
+        else:
+            return codes
+    else:
+        if v.dtype.kind == "u" and v.size and v.max() >= 2**63:
+            raise ValueError(f"{est}: feature {feat} holds {_show(v.max())}, too large for an "
+                             "integer category code (codes must be 0, 1, 2, ...); encode the "
+                             "column, e.g. with an OrdinalEncoder.")
+        codes = v.astype(np.int64)
+        if not (codes < 0).any():
+            return codes
+        bad = codes[codes < 0][0]
+    raise ValueError(f"{est}: feature {feat} has the negative value {_show(bad)}. Negative "
+                     "values in data are not category codes, which must be 0, 1, 2, ... "
+                     "(encode the column, e.g. with an OrdinalEncoder, or pass it as a "
+                     "string/categorical column).")
+
+
+def _object_values(col):
+    if isinstance(col, pd.Series):
+        return col.to_numpy(dtype=object)
+    return np.asarray(col, dtype=object)
+
+
+def _type_group(v):
+    if isinstance(v, (str, np.str_)):
+        return "str"
+    if isinstance(v, (bool, np.bool_)):
+        return "bool"
+    if isinstance(v, numbers.Number):
+        return "number"
+    return type(v).__name__
+
+
+def _check_label_keys(keys, est, feat, index):
+    groups = {_type_group(v) for v in keys.tolist()}
+    if len(groups) > 1:
+        raise TypeError(f"{est}: feature {feat} mixes values of different types "
+                        f"({', '.join(sorted(groups))}) in row block {index}; categories must "
+                        "be of one type to be sorted.")
+    if groups == {"number"} and np.isinf(np.asarray(keys, dtype=np.float64)).any():
+        raise ValueError(f"{est}: Input X contains infinity in feature {feat} (row block "
+                         f"{index}). Replace or drop infinite values.")
+
+
+def _encode_fit(col, kind, est, feat, missing, index):
+    """(codes with -1 for missing, sorted keys) of one feature in one block."""
+    if kind == "code":
+        codes = _codes_from_numbers(_numeric_values(col, est, feat), est, feat, missing, index)
+        obs = codes >= 0
+        keys, inv = np.unique(codes[obs], return_inverse=True)
+        out = np.full(codes.shape, -1, dtype=np.int64)
+        out[obs] = inv.reshape(-1)
+        return out, keys.astype(np.int64)
+    if isinstance(col, pd.Series) and isinstance(col.dtype, pd.CategoricalDtype):
+        # Keep every declared category (zero counts too): a Dask dataframe whose categories are
+        # unknown on the client still learns them from the partitions.
+        cats = np.asarray(col.cat.categories, dtype=object)
+        _check_label_keys(cats, est, feat, index)
+        perm = np.argsort(cats, kind="stable")
+        rank = np.empty(len(cats), dtype=np.int64)
+        rank[perm] = np.arange(len(cats))
+        raw = col.cat.codes.to_numpy().astype(np.int64)
+        codes = np.where(raw >= 0, rank[np.maximum(raw, 0)], -1)
+        keys = cats[perm]
+    else:
+        values = _object_values(col)
+        codes, keys = pd.factorize(values, sort=True, use_na_sentinel=True)
+        keys = np.asarray(keys, dtype=object)
+        _check_label_keys(keys, est, feat, index)
+        codes = codes.astype(np.int64)
+    if missing == "error" and (codes < 0).any():
+        raise ValueError(f"{est}: Input X contains missing values (None/NaN/NA) in feature "
+                         f"{feat} (row block {index}). Impute or drop them, or use "
+                         "missing='ignore'.")
+    return codes, keys
+
+
+def _categorical_block(index, X, y, w, kinds, missing, names, est):
+    n = X.shape[0]
+    if n == 0:
+        return None
+    classes, inverse, _ = _labels(y, est, index)
+    L = len(classes)
+    wf = None if w is None else np.asarray(w, dtype=np.float64)
+    class_count = np.bincount(inverse, weights=wf, minlength=L).astype(np.float64)
+    features = []
+    for j, kind in enumerate(kinds):
+        codes, keys = _encode_fit(_column(X, j), kind, est, _feature_label(names, j), missing,
+                                  index)
+        K = len(keys)
+        obs = codes >= 0
+        flat = inverse[obs] * K + codes[obs]
+        cnt = np.bincount(flat, weights=None if wf is None else wf[obs], minlength=L * K)
+        features.append((keys, cnt.reshape(L, K).astype(np.float64)))
+    return {"classes": classes, "class_count": class_count, "features": features}
+
+
+def _categorical_combine(parts):
+    parts = _drop_none(parts)
+    if not parts:
+        return None
+    classes = _union([p["classes"] for p in parts], "y")
+    L = len(classes)
+    cidx = [_positions(classes, p["classes"]) for p in parts]
+    class_count = np.zeros(L)
+    for p, idx in zip(parts, cidx):
+        class_count[idx] += p["class_count"]
+    features = []
+    for j in range(len(parts[0]["features"])):
+        keys = _union([p["features"][j][0] for p in parts], f"feature {j}")
+        counts = np.zeros((L, len(keys)))
+        for p, idx in zip(parts, cidx):
+            pk, pc = p["features"][j]
+            counts[np.ix_(idx, _positions(keys, pk))] += pc
+        features.append((keys, counts))
+    return {"classes": classes, "class_count": class_count, "features": features}
+
+
+def _encode_predict(col, kind, categories, est, feat, missing):
+    """Column index into ``feature_log_prob_[j]`` per row; -1 where the value is missing."""
+    if kind == "code":
+        codes = _codes_from_numbers(_numeric_values(col, est, feat), est, feat, missing)
+        unknown = codes >= len(categories)
+        if unknown.any():
+            raise ValueError(
+                f"{est}: feature {feat} has the value {int(codes[unknown][0])!r}, which is not "
+                f"one of the {len(categories)} categories seen during fit (codes 0 to "
+                f"{len(categories) - 1}). Refit with these data or set min_categories.")
+        return codes
+    values = _object_values(col)
+    na = pd.isna(values)
+    if na.any() and missing == "error":
+        raise ValueError(f"{est}: Input X contains missing values (None/NaN/NA) in feature "
+                         f"{feat}. Impute or drop them, or use missing='ignore'.")
+    idx = pd.Index(categories).get_indexer(values) if len(categories) else \
+        np.full(len(values), -1)
+    unknown = (idx < 0) & ~na
+    if unknown.any():
+        shown = list(categories[:10]) + (["..."] if len(categories) > 10 else [])
+        raise ValueError(f"{est}: feature {feat} has the value {_show(values[unknown][0])}, which "
+                         f"was not seen during fit (known categories: {shown}).")
+    return np.where(na, -1, idx).astype(np.int64)
+
+
+def _categorical_jll(X, feature_log_prob, class_log_prior, kinds, categories, missing, names,
+                     est):
+    n = X.shape[0]
+    jll = np.zeros((n, len(class_log_prior)))
+    for j, kind in enumerate(kinds):
+        idx = _encode_predict(_column(X, j), kind, categories[j], est, _feature_label(names, j),
+                              missing)
+        miss = idx < 0
+        if miss.any():
+            contrib = feature_log_prob[j][:, np.maximum(idx, 0)].T
+            contrib[miss] = 0.0  # a missing attribute is skipped in the product
+            jll += contrib
+        else:
+            jll += feature_log_prob[j][:, idx].T
+    return jll + class_log_prior
+
+
+# --------------------------------------------------------------------------------------------
+# Prediction kernels (NumPy block in, NumPy block out)
+# --------------------------------------------------------------------------------------------
+
+_JLL = {"gaussian": _gaussian_jll, "multinomial": _multinomial_jll,
+        "bernoulli": _bernoulli_jll, "categorical": _categorical_jll}
+
+
+def _nb_output(X, kind, params, classes, output):
+    jll = _JLL[kind](X, *params)
+    if output == "joint":
+        return jll
+    if output == "predict":
+        return classes[np.argmax(jll, axis=1)]
+    log_prob = jll - logsumexp(jll, axis=1).reshape(-1, 1)
+    return log_prob if output == "log_proba" else np.exp(log_prob)
+
+
+def _nb_score(X, y, w, kind, params, classes):
+    """(weighted number of correct predictions, total weight) of one block."""
+    if X.shape[0] == 0:
+        return np.zeros(2)
+    hit = (classes[np.argmax(_JLL[kind](X, *params), axis=1)] == y).astype(np.float64)
+    if w is None:
+        return np.array([hit.sum(), float(len(hit))])
+    w = np.asarray(w, dtype=np.float64)
+    return np.array([np.dot(w, hit), w.sum()])
