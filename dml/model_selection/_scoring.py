@@ -25,6 +25,7 @@ __all__ = ["get_scorer", "score_predictions", "metric_info", "metric_names", "de
 
 CLASSIFICATION = "classification"
 REGRESSION = "regression"
+CLUSTERING = "clustering"
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class MetricInfo:
     # "binary": without an explicit average, binary labels score the positive class
     # (classes_[1]) and more classes the macro average.
     averaging: str | None = None
+    # A scikit-learn metric with no blockwise form in dml.metrics: the labels are gathered.
+    gathered: bool = False
 
 
 def _table() -> dict[str, MetricInfo]:
@@ -60,6 +63,8 @@ def _table() -> dict[str, MetricInfo]:
         MetricInfo("confusion_matrix", "confusion_matrix", "confusion_matrix", CLASSIFICATION,
                    "confusion matrix", scalar=False),
         MetricInfo("r2", "r2", "r2_score", REGRESSION, "R2"),
+        MetricInfo("adjusted_rand_score", "ari", "adjusted_rand_score", CLUSTERING, "ARI",
+                   gathered=True),
         MetricInfo("neg_mean_squared_error", "mse", "mean_squared_error", REGRESSION, "MSE", -1),
         MetricInfo("neg_root_mean_squared_error", "rmse", "root_mean_squared_error", REGRESSION,
                    "RMSE", -1),
@@ -150,9 +155,16 @@ def _value(x):
 def _metric_value(row: MetricInfo, y_true, y_pred, y_proba, classes, sample_weight=None,
                   y_score=None):
     """The unsigned metric of ``row`` (possibly lazy) from whichever response it reads."""
-    from dml import metrics as M
+    if row.gathered:
+        import dask
+        from sklearn import metrics as skm
 
-    fn = getattr(M, row.metric)
+        y_true, y_pred = dask.compute(y_true, y_pred)
+        fn = getattr(skm, row.metric)
+    else:
+        from dml import metrics as M
+
+        fn = getattr(M, row.metric)
     kw = dict(row.kwargs)
     if sample_weight is not None:
         kw["sample_weight"] = sample_weight
