@@ -197,6 +197,9 @@ def cmd_validate(args) -> int:
         except JobError as exc:
             failed.append(exc)
             continue
+        except CLIError as exc:  # an unreadable job file: reported with the others
+            failed.append(JobError(str(exc)))
+            continue
         print(f"{path}: valid ({job.model_name} on {job.describe_data()}, target "
               f"{job.target!r}, {len(features)} feature column(s))")
     if failed:
