@@ -44,7 +44,7 @@ from dml.cli._schema import FORMATS
 
 __all__ = ["main", "load_job", "Job", "Step", "JobError", "CLIError", "DEMOS", "DemoEntry",
            "split_blocks", "evaluate_frame", "build_preprocessing", "arrays_to_frame",
-           "format_table", "LOG_LEVEL_ENV"]
+           "format_table", "log_level", "LOG_LEVEL_ENV"]
 
 LOG_LEVEL_ENV = "DML_LOG_LEVEL"
 _LEVELS = ("debug", "info", "warning", "error")

@@ -416,7 +416,6 @@ def _json(f: Field) -> dict:
 def json_schema() -> dict:
     """The JSON Schema (draft 2020-12) of a job file, for editors and other tools."""
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
-              "$id": "https://github.com/dml/dml/deploy/jobs/job.schema.json",
               "title": "dml job file", **_json(JOB_SCHEMA)}
     # data: a path, or exactly one of path and generator.
     data = schema["properties"]["data"]["anyOf"][1]

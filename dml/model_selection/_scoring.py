@@ -1,7 +1,8 @@
 """Scorers and metric names: one table for searches, cross-validation and the ``dml`` command.
 
 Every metric dml can score by name is one row of :data:`_TABLE`: the :mod:`dml.metrics` function
-(blockwise for Dask input), the sign that makes greater better, what it reads from the model
+(blockwise for Dask input; the adjusted Rand index, which has no blockwise form, is scikit-learn's
+on gathered labels), the sign that makes greater better, what it reads from the model
 (labels, class probabilities, or a score for ROC AUC), the task it belongs to and a short label
 for tables. Two consumers read it:
 
