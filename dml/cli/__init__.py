@@ -47,6 +47,8 @@ __all__ = ["main", "load_job", "Job", "Step", "JobError", "CLIError", "DEMOS", "
            "format_table", "log_level", "LOG_LEVEL_ENV"]
 
 LOG_LEVEL_ENV = "DML_LOG_LEVEL"
+_VERBOSE_HELP = ("log more: -v info (the cluster, resuming from checkpoints, epoch summaries of "
+                 "models with verbose: 1), -vv debug")
 _LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -59,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the full traceback of an error")
     common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
-                        help="log more: -v info (epoch summaries, checkpoints), -vv debug")
+                        help=_VERBOSE_HELP)
     common.add_argument("--log-level", choices=_LEVELS, default=argparse.SUPPRESS,
                         help=f"level of dml's log lines on stderr (default: ${LOG_LEVEL_ENV}, "
                              "else warning)")
@@ -80,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="dml", description="Train, evaluate and apply dml models on a Dask cluster.")
     p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="log more: -v info (epoch summaries, checkpoints), -vv debug")
+                   help=_VERBOSE_HELP)
     p.add_argument("--log-level", choices=_LEVELS,
                    help=f"level of dml's log lines on stderr (default: ${LOG_LEVEL_ENV}, else "
                         "warning)")
