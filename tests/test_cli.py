@@ -302,16 +302,55 @@ def test_unreachable_scheduler_is_one_line(project, capsys):
 # pieces
 # --------------------------------------------------------------------------------------------
 
-def test_split_frame_is_seeded_blockwise_and_complementary():
+def test_blockwise_split_is_seeded_and_complementary():
+    from dml.model_selection import train_test_split
+
     df = dd.from_pandas(pd.DataFrame({"i": np.arange(2000)}), npartitions=5)
-    train, test = cli.split_frame(df, 0.2, seed=7)
+    train, test = train_test_split(df, test_size=0.2, random_state=7, blockwise=True)
     tr, te = train.compute()["i"].to_numpy(), test.compute()["i"].to_numpy()
     assert np.array_equal(np.sort(np.concatenate([tr, te])), np.arange(2000))
     assert 300 < len(te) < 500
-    again = cli.split_frame(df, 0.2, seed=7)[1].compute()["i"].to_numpy()
-    other = cli.split_frame(df, 0.2, seed=8)[1].compute()["i"].to_numpy()
-    assert np.array_equal(te, again) and not np.array_equal(te, other)
+    again = train_test_split(df, test_size=0.2, random_state=7, blockwise=True)[1]
+    other = train_test_split(df, test_size=0.2, random_state=8, blockwise=True)[1]
+    assert np.array_equal(te, again.compute()["i"].to_numpy())
+    assert not np.array_equal(te, other.compute()["i"].to_numpy())
     assert train.npartitions == test.npartitions == 5  # no shuffle, no gather
+
+
+def test_blockwise_split_keeps_arrays_and_frames_aligned(inprocess_client):
+    import dask.array as da
+
+    from dml.model_selection import train_test_split
+
+    X = da.from_array(np.arange(3000.0).reshape(1000, 3), chunks=((300, 300, 400), (2, 1)))
+    y = da.from_array(np.arange(1000), chunks=((300, 300, 400),))
+    frame = dd.from_pandas(pd.DataFrame({"i": np.arange(1000)}), npartitions=1)
+    frame = frame.repartition(divisions=[0, 300, 600, 999])
+    Xtr, Xte, ytr, yte, ftr, fte = train_test_split(X, y, frame, test_size=0.3, random_state=3,
+                                                    blockwise=True)
+    Xte, yte, fte = Xte.compute(), yte.compute(), fte.compute()["i"].to_numpy()
+    np.testing.assert_array_equal(Xte[:, 0] / 3, yte)
+    np.testing.assert_array_equal(fte, yte)  # same partitions: the same rows fall out
+    assert len(Xtr.compute()) + len(yte) == 1000
+    # the rows of a partition depend on the partition only, whatever the other partitions are
+    part = train_test_split(X.blocks[1:], test_size=0.3, random_state=3, blockwise=True)[1]
+    assert not np.array_equal(part.compute()[:, 0] / 3, yte[yte >= 300])  # block 1 is now block 0
+
+
+def test_blockwise_split_refuses_what_it_cannot_do():
+    import dask.array as da
+
+    from dml.model_selection import train_test_split
+
+    X = da.ones((10, 2), chunks=5)
+    with pytest.raises(TypeError, match="splits Dask arrays and dataframes"):
+        train_test_split(np.ones((10, 2)), blockwise=True)
+    with pytest.raises(ValueError, match="same row partitions"):
+        train_test_split(X, da.ones(10, chunks=2), blockwise=True)
+    with pytest.raises(ValueError, match="train_size, stratify and shuffle=False"):
+        train_test_split(X, train_size=0.5, blockwise=True)
+    with pytest.raises(ValueError, match="test_size as a fraction"):
+        train_test_split(X, test_size=3, blockwise=True)
 
 
 def test_load_job_defaults_and_resolution(project, monkeypatch):
@@ -347,14 +386,60 @@ def test_regression_metrics_match_scikit_learn():
     import dask.array as da
     from sklearn import metrics as skm
 
+    from dml.model_selection import score_predictions
+
     rng = np.random.default_rng(0)
     y, p = rng.normal(size=500), rng.normal(size=500)
-    out = cli.compute_metrics(["mse", "rmse", "mae", "r2"], da.from_array(y, chunks=90),
-                              da.from_array(p, chunks=90))
+    out = score_predictions(["mse", "rmse", "mae", "r2"], da.from_array(y, chunks=90),
+                            da.from_array(p, chunks=90))
     assert out["mse"] == pytest.approx(skm.mean_squared_error(y, p), rel=1e-12)
     assert out["rmse"] == pytest.approx(skm.mean_squared_error(y, p) ** 0.5, rel=1e-12)
     assert out["mae"] == pytest.approx(skm.mean_absolute_error(y, p), rel=1e-12)
     assert out["r2"] == pytest.approx(skm.r2_score(y, p), rel=1e-12)
+
+
+def test_report_metrics_are_the_scorers_of_model_selection():
+    """The CLI's metrics and the searches' scorers are one table: same names, same values."""
+    import dask.array as da
+    from sklearn import metrics as skm
+
+    from dml.model_selection import get_scorer, score_predictions
+
+    rng = np.random.default_rng(1)
+    classes = np.array(["bad", "good"])
+    y = classes[rng.integers(0, 2, 400)]
+    proba = rng.dirichlet([1, 1], 400)
+    pred = classes[proba.argmax(1)]
+    out = score_predictions(["accuracy", "f1", "log_loss", "roc_auc", "confusion_matrix",
+                             "f1_score", "precision_weighted"],
+                            da.from_array(y, chunks=150), da.from_array(pred, chunks=150),
+                            da.from_array(proba, chunks=(150, 2)), classes=classes)
+    assert out["accuracy"] == pytest.approx(skm.accuracy_score(y, pred), rel=1e-12)
+    assert out["f1"] == pytest.approx(skm.f1_score(y, pred, pos_label="good"), rel=1e-12)
+    assert "f1_score" not in out  # an alias reports under the metric's short name
+    assert out["log_loss"] == pytest.approx(skm.log_loss(y, proba, labels=classes), rel=1e-9)
+    assert out["roc_auc"] == pytest.approx(skm.roc_auc_score(y == "good", proba[:, 1]),
+                                           rel=1e-12)
+    assert out["precision_weighted"] == pytest.approx(
+        skm.precision_score(y, pred, average="weighted"), rel=1e-12)
+    assert out["confusion_matrix"] == {"labels": ["bad", "good"],
+                                       "matrix": skm.confusion_matrix(y, pred).tolist()}
+    # aliases name the same scorers as scikit-learn's names (negated losses)
+    assert repr(get_scorer("rmse")) == "make_scorer(neg_root_mean_squared_error)"
+    assert repr(get_scorer("log_loss")) == "make_scorer(neg_log_loss)"
+    with pytest.raises(ValueError, match="not supported"):
+        get_scorer("confusion_matrix")
+
+
+def test_the_cli_package_has_no_metric_code():
+    """Metric names and values come from dml.model_selection; no module of dml/cli computes
+    one (no import of dml.metrics, no metric table) and none is over ~800 lines."""
+    for path in (ROOT / "dml" / "cli").glob("*.py"):
+        text = path.read_text()
+        for code in ("from dml.metrics", "from dml import metrics", "sklearn.metrics",
+                     "_score(", "mean_squared_error", "log_loss(", "confusion_matrix("):
+            assert code not in text, (path.name, code)
+        assert len(text.splitlines()) < 800, path.name
 
 
 def test_debug_flag_before_or_after_the_command():
@@ -362,6 +447,88 @@ def test_debug_flag_before_or_after_the_command():
     assert parser.parse_args(["--debug", "demo"]).debug
     assert parser.parse_args(["demo", "--debug"]).debug
     assert not parser.parse_args(["demo"]).debug
+
+
+def test_log_level_flags_before_or_after_the_command(monkeypatch):
+    import logging
+
+    parser = cli._parser()
+    monkeypatch.delenv(cli.LOG_LEVEL_ENV, raising=False)
+    level = lambda *a: cli.log_level(parser.parse_args([*a]))  # noqa: E731
+    assert level("demo") == logging.WARNING
+    assert level("-v", "demo") == level("demo", "-v") == logging.INFO
+    assert level("-vv", "demo") == level("demo", "-vv") == logging.DEBUG
+    assert level("--log-level", "error", "demo") == level("demo", "--log-level", "error") \
+        == logging.ERROR
+    monkeypatch.setenv(cli.LOG_LEVEL_ENV, "info")
+    assert level("demo") == logging.INFO
+    assert level("--log-level", "warning", "demo") == logging.WARNING  # the flag wins
+    monkeypatch.setenv(cli.LOG_LEVEL_ENV, "loud")
+    with pytest.raises(cli.CLIError, match="DML_LOG_LEVEL='loud' is not a log level"):
+        level("demo")
+
+
+SGD_JOB = """\
+data:
+  generator: make_classification
+  params: {n_samples: 2000, n_features: 5, chunks: 1000, random_state: 0}
+model:
+  name: sgd_classifier
+  params: {max_iter: 3, tol: null, random_state: 0, verbose: 1, checkpoint_dir: CKPT}
+metrics: [accuracy]
+"""
+
+
+@pytest.mark.slow
+def test_train_logs_and_progress_reach_a_log_file(project, capsys, inprocess_client):
+    """Not a terminal (as under kubectl logs): -v shows dml's INFO records, one line each, and
+    the progress display writes plain lines, no carriage returns."""
+    job = write_job(project, SGD_JOB.replace("CKPT", str(project / "ckpt")))
+    proc = run_cli("-v", "train", job, "--output", project / "out", cwd=project)
+    assert_ok(proc)
+    assert "\r" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert any(re.search(r" INFO \[dml\.optim\] SGDClassifier epoch 3", line) for line in lines)
+    assert any(re.search(r"\[#+\.*\] epoch 1/3", line) for line in lines), proc.stderr
+    assert any(re.search(r"\[#+\] epoch 3/3", line) for line in lines), proc.stderr
+    # Again (in this process, on its cluster), resumed from the checkpoint: the engine says so
+    # at INFO, shown with --log-level info and not by default.
+    code, _, err = main_in_process(capsys, "train", job, "--output", project / "out")
+    assert code == 0, err
+    assert "resuming from the checkpoint" not in err and " INFO " not in err
+    code, _, err = main_in_process(capsys, "--log-level", "info", "train", job, "--output",
+                                   project / "out")
+    assert code == 0, err
+    assert re.search(r" INFO \[dml\.optim\] SGDClassifier: resuming from the checkpoint of "
+                     r"epoch 3", err), err
+
+
+def test_text_progress_redraws_on_a_terminal_and_writes_lines_elsewhere():
+    import io
+
+    from dml.optim.progress import TextProgress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, plain in ((io.StringIO(), True), (Terminal(), False)):
+        bar = TextProgress(stream)
+        bar.start(2, desc="fit")
+        for epoch in (1, 2):
+            bar.update({"epoch": epoch, "objective": 1.0 / epoch})
+        bar.close()
+        text = stream.getvalue()
+        if plain:
+            assert "\r" not in text and len(text.splitlines()) == 2
+            assert text.splitlines()[1].startswith("fit [")
+        else:
+            assert text.count("\r") == 2 and text.endswith("\n") and text.count("\n") == 1
+    forced = io.StringIO()
+    bar = TextProgress(forced, plain=False)
+    bar.start(1)
+    bar.update({"epoch": 1})
+    assert forced.getvalue().startswith("\r")
 
 
 def test_arrays_to_frame_converts_back_to_arrays_on_a_cluster(inprocess_client):

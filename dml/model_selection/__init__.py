@@ -7,12 +7,18 @@
   :class:`RandomizedSearchCV`: every (candidate, fold) fit runs concurrently on the current Dask
   cluster (tasks on scattered data for scikit-learn estimators, concurrent driver loops for dml
   estimators and Dask data), results laid out as scikit-learn's.
+* :func:`get_scorer`, :func:`score_predictions`, :func:`metric_info`: one table of metric names
+  (scikit-learn's scorer names and short aliases) for searches and for reports such as the
+  ``dml`` command's.
 """
 from dml.model_selection._search import GridSearchCV, RandomizedSearchCV
 from dml.model_selection._split import (KFold, ShuffleSplit, StratifiedKFold, check_cv,
                                         take_rows, train_test_split)
-from dml.model_selection._validation import cross_val_score, cross_validate, get_scorer
+from dml.model_selection._scoring import (default_metrics, get_scorer, metric_info,
+                                          metric_names, score_predictions)
+from dml.model_selection._validation import cross_val_score, cross_validate
 
 __all__ = ["KFold", "StratifiedKFold", "ShuffleSplit", "train_test_split", "check_cv",
            "take_rows", "cross_validate", "cross_val_score", "get_scorer", "GridSearchCV",
-           "RandomizedSearchCV"]
+           "RandomizedSearchCV", "score_predictions", "metric_info", "metric_names",
+           "default_metrics"]

@@ -193,7 +193,7 @@ def take_rows(X, indices):
 
 
 def train_test_split(*arrays, test_size=None, train_size=None, random_state=None,
-                     shuffle=True, stratify=None):
+                     shuffle=True, stratify=None, blockwise=False):
     """Split arrays into random train and test subsets: scikit-learn's rule, Dask-aware.
 
     The row indices are scikit-learn's (``ShuffleSplit``/``StratifiedShuffleSplit`` with the
@@ -203,6 +203,14 @@ def train_test_split(*arrays, test_size=None, train_size=None, random_state=None
     their original order; scikit-learn returns them in shuffled order). ``stratify`` (labels) is
     brought to the client when it is a Dask collection; X never is.
 
+    ``blockwise=True`` (Dask arrays and dataframes only) splits each partition where it lives:
+    every row goes to the test part with probability ``test_size``, drawn from its partition's
+    own random stream (seeded by ``random_state`` and the partition number). Nothing reaches the
+    client, not even the row count; the test part holds about ``test_size`` of the rows; the
+    split depends only on the data, its partitioning and ``random_state``. The inputs must have
+    the same row partitions (the same rows fall out of X and y); array outputs have unknown
+    chunk sizes. ``train_size``, ``stratify`` and ``shuffle=False`` do not apply.
+
     Examples
     --------
     >>> import numpy as np
@@ -210,9 +218,20 @@ def train_test_split(*arrays, test_size=None, train_size=None, random_state=None
     >>> X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, random_state=0)
     >>> y_test.tolist()
     [2, 8, 4]
+
+    Blockwise on Dask data (aligned X and y stay aligned):
+
+    >>> import dask.array as da
+    >>> Xd, yd = da.from_array(X, chunks=(4, 2)), da.from_array(y, chunks=4)
+    >>> parts = train_test_split(Xd, yd, test_size=0.3, random_state=0, blockwise=True)
+    >>> X_test, y_test = parts[1].compute(), parts[3].compute()
+    >>> bool((X_test[:, 0] // 2 == y_test).all())
+    True
     """
     if not arrays:
         raise ValueError("At least one array required as input")
+    if blockwise:
+        return _blockwise_split(arrays, test_size, train_size, random_state, shuffle, stratify)
     n = n_rows(arrays[0])
     for a in arrays[1:]:
         if a is not None and n_rows(a) != n:
@@ -240,4 +259,66 @@ def train_test_split(*arrays, test_size=None, train_size=None, random_state=None
     out = []
     for a in arrays:
         out.extend([take_rows(a, train), take_rows(a, test)])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Blockwise split: each partition decides its own rows
+# --------------------------------------------------------------------------------------------
+
+# The stream the ``dml train`` command has always split with, kept so that its held-out rows
+# (and so its models and metrics) stay as they were.
+_BLOCKWISE_PURPOSE = "dml.cli.split"
+
+
+def _test_mask(n: int, seed: int, index: int, test_size: float) -> np.ndarray:
+    from dml._blocks import block_rng
+
+    return block_rng(seed, _BLOCKWISE_PURPOSE, index).random(n) < test_size
+
+
+def _split_partition(part, seed, test_size, test, partition_info=None):
+    index = partition_info["number"] if partition_info else 0
+    mask = _test_mask(len(part), seed, index, test_size)
+    return part[mask if test else ~mask]
+
+
+def _split_block(block, seed, test_size, test, block_id=None):
+    mask = _test_mask(len(block), seed, block_id[0], test_size)
+    return block[mask if test else ~mask]
+
+
+def _blockwise_split(arrays, test_size, train_size, random_state, shuffle, stratify):
+    from dml._blocks import seed_from
+
+    if train_size is not None or stratify is not None or not shuffle:
+        raise ValueError("train_test_split(blockwise=True) draws each row's side independently "
+                         "with probability test_size; train_size, stratify and shuffle=False "
+                         "do not apply. Use blockwise=False for scikit-learn's exact split")
+    test_size = 0.25 if test_size is None else test_size
+    if isinstance(test_size, (bool, np.bool_)) or not isinstance(test_size, (float, np.floating)) \
+            or not 0 < test_size < 1:
+        raise ValueError(f"train_test_split(blockwise=True) needs test_size as a fraction "
+                         f"between 0 and 1 (exclusive), got {test_size!r}")
+    nblocks = set()
+    for a in arrays:
+        if not isinstance(a, (da.Array, dd.DataFrame, dd.Series)):
+            raise TypeError(f"train_test_split(blockwise=True) splits Dask arrays and dataframes "
+                            f"partition by partition; got {type(a).__name__}. Convert it with "
+                            "dask.array.from_array or dask.dataframe.from_pandas first")
+        nblocks.add(a.numblocks[0] if isinstance(a, da.Array) else a.npartitions)
+    if len(nblocks) > 1:
+        raise ValueError(f"train_test_split(blockwise=True) needs inputs with the same row "
+                         f"partitions; got {sorted(nblocks)} partitions. Rechunk them alike")
+    seed = seed_from(random_state)
+    out = []
+    for a in arrays:
+        for test in (False, True):
+            if isinstance(a, da.Array):
+                chunks = ((np.nan,) * a.numblocks[0],) + a.chunks[1:]
+                out.append(a.map_blocks(_split_block, seed, float(test_size), test,
+                                        chunks=chunks, dtype=a.dtype, meta=a._meta))
+            else:
+                out.append(a.map_partitions(_split_partition, seed, float(test_size), test,
+                                            meta=a._meta))
     return out

@@ -46,86 +46,15 @@ from sklearn.exceptions import FitFailedWarning
 from sklearn.pipeline import Pipeline
 
 from dml._blocks import check_x_layout, is_dask
+from dml.model_selection._scoring import get_scorer, sklearn_name
 from dml.model_selection._split import check_cv, n_rows, take_rows
 
 __all__ = ["cross_validate", "cross_val_score", "get_scorer", "check_scoring", "run_fits"]
 
 
 # --------------------------------------------------------------------------------------------
-# Scorers
+# Scorers (the table of names is in _scoring)
 # --------------------------------------------------------------------------------------------
-
-class _Scorer:
-    """``scorer(estimator, X, y)`` from a dml metric: predictions stay lazy for Dask input."""
-
-    def __init__(self, name, metric, sign=1, response="predict", **kwargs):
-        self.name, self.metric, self.sign, self.response = name, metric, sign, response
-        self.kwargs = kwargs
-
-    def __call__(self, estimator, X, y, sample_weight=None):
-        if self.response == "predict":
-            pred = estimator.predict(X)
-        elif self.response == "proba":
-            pred = estimator.predict_proba(X)
-        else:  # "score": the positive-class score for a binary AUC
-            if hasattr(estimator, "decision_function"):
-                pred = estimator.decision_function(X)
-            else:
-                pred = estimator.predict_proba(X)
-                pred = pred[:, 1] if pred.ndim == 2 and pred.shape[1] == 2 else pred
-        kw = dict(self.kwargs)
-        if sample_weight is not None:
-            kw["sample_weight"] = sample_weight
-        if self.response == "proba" and hasattr(estimator, "classes_"):
-            kw.setdefault("labels", estimator.classes_)
-        return self.sign * float(self.metric(y, pred, **kw))
-
-    def __repr__(self):
-        return f"make_scorer({self.name})"
-
-
-def _scorers():
-    from dml import metrics as m
-
-    table = {
-        "accuracy": (m.accuracy_score, 1, "predict", {}),
-        "neg_log_loss": (m.log_loss, -1, "proba", {}),
-        "roc_auc": (m.roc_auc_score, 1, "score", {}),
-        "r2": (m.r2_score, 1, "predict", {}),
-        "neg_mean_squared_error": (m.mean_squared_error, -1, "predict", {}),
-        "neg_root_mean_squared_error": (m.root_mean_squared_error, -1, "predict", {}),
-        "neg_mean_absolute_error": (m.mean_absolute_error, -1, "predict", {}),
-    }
-    for base, fn in (("f1", m.f1_score), ("precision", m.precision_score),
-                     ("recall", m.recall_score)):
-        table[base] = (fn, 1, "predict", {})
-        for avg in ("macro", "micro", "weighted"):
-            table[f"{base}_{avg}"] = (fn, 1, "predict", {"average": avg})
-    return table
-
-
-def get_scorer(scoring):
-    """A scorer computed with :mod:`dml.metrics` (blockwise for Dask input) from its name.
-
-    Names are scikit-learn's: ``accuracy``, ``neg_log_loss``, ``roc_auc``, ``f1`` /
-    ``precision`` / ``recall`` (and their ``_macro``/``_micro``/``_weighted`` forms), ``r2``,
-    ``neg_mean_squared_error``, ``neg_root_mean_squared_error``, ``neg_mean_absolute_error``.
-    Callables ``scorer(estimator, X, y)`` are returned as they are.
-
-    Examples
-    --------
-    >>> get_scorer("accuracy")
-    make_scorer(accuracy)
-    """
-    if callable(scoring):
-        return scoring
-    table = _scorers()
-    if scoring not in table:
-        raise ValueError(f"scoring {scoring!r} is not supported for dml estimators; use one of "
-                         f"{sorted(table)} or a callable scorer(estimator, X, y)")
-    fn, sign, response, kw = table[scoring]
-    return _Scorer(scoring, fn, sign, response, **kw)
-
 
 def check_scoring(estimator, scoring, *, dask_path: bool):
     """``(scorers, multimetric)``: a dict name → scorer, or ``{"score": scorer}``.
@@ -145,7 +74,9 @@ def check_scoring(estimator, scoring, *, dask_path: bool):
 
         if scoring is None or callable(scoring):
             return {"score": sk_check(estimator, scoring=scoring)}, False
-        make = sk_get
+
+        def make(name):
+            return sk_get(sklearn_name(name) if isinstance(name, str) else name)
     if isinstance(scoring, str) or callable(scoring):
         return {"score": make(scoring)}, False
     if isinstance(scoring, (list, tuple, set)):

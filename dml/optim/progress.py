@@ -4,7 +4,8 @@ The loop calls ``progress.start(total, initial, desc)``, ``progress.update(recor
 epoch (``record`` is the epoch's history entry) and ``progress.close()``. Anything with those
 three methods can be passed as an estimator's ``progress`` (a notebook widget, a tqdm wrapper);
 a plain callable is called with each record. Two displays are built in: :class:`TextProgress`,
-one self-overwriting line on stderr (``progress="text"``, or the default with ``verbose``), and
+one self-overwriting line on stderr when it is a terminal and one line per epoch otherwise
+(``progress="text"``, or the default with ``verbose``), and
 :class:`NotebookProgress`, an HTML bar updated in place in a Jupyter notebook
 (``progress="notebook"``). Both are chosen by name so that estimators keep plain, clonable and
 saveable hyper-parameters.
@@ -23,19 +24,56 @@ logger = logging.getLogger("dml.optim")
 
 
 class TextProgress:
-    """``[#####.....] epoch 5/10  objective 0.4213  val 0.8120  0.31 s/epoch`` on a stream."""
+    """``[#####.....] epoch 5/10  objective 0.4213  val 0.8120  0.31 s/epoch`` on a stream.
 
-    def __init__(self, stream=None, width: int = 20):
+    On a terminal the line redraws itself in place (``\\r``); on anything else (a log file, a
+    pipe, ``kubectl logs``) every epoch is a plain line of its own, so the log stays readable.
+
+    Parameters
+    ----------
+    stream : file-like, optional
+        Where to write; default ``sys.stderr`` at the time of each write.
+    width : int, default 20
+        Characters of the bar.
+    plain : bool, optional
+        One line per epoch; default: when ``stream`` is not a terminal.
+
+    Examples
+    --------
+    >>> import io
+    >>> out = io.StringIO()          # not a terminal: one line per epoch
+    >>> bar = TextProgress(out, width=4)
+    >>> bar.start(2, desc="fit")
+    >>> bar.update({"epoch": 1, "objective": 0.5})
+    >>> bar.update({"epoch": 2, "objective": 0.25})
+    >>> bar.close()
+    >>> [line.split("  ")[:2] for line in out.getvalue().splitlines()]
+    [['fit [##..] epoch 1/2', 'objective 0.5'], ['fit [####] epoch 2/2', 'objective 0.25']]
+    """
+
+    def __init__(self, stream=None, width: int = 20, plain: bool | None = None):
         self.stream = stream
         self.width = width
+        self.plain = plain
         self.total = 0
         self._t0 = 0.0
         self._done0 = 0
+        self._drawn = False
         self.desc = ""
+
+    def _plain(self, stream) -> bool:
+        if self.plain is not None:
+            return bool(self.plain)
+        isatty = getattr(stream, "isatty", None)
+        try:
+            return not (isatty and isatty())
+        except ValueError:  # a closed stream
+            return True
 
     def start(self, total: int, initial: int = 0, desc: str = "") -> None:
         self.total, self._done0, self.desc = max(int(total), 1), int(initial), desc
         self._t0 = time.perf_counter()
+        self._drawn = False
 
     def update(self, record: dict) -> None:
         stream = self.stream or sys.stderr
@@ -44,19 +82,25 @@ class TextProgress:
         filled = int(round(frac * self.width))
         bar = "#" * filled + "." * (self.width - filled)
         rate = (time.perf_counter() - self._t0) / max(epoch - self._done0, 1)
-        text = f"\r{self.desc} [{bar}] epoch {epoch}/{self.total}"
+        text = f"{self.desc} [{bar}] epoch {epoch}/{self.total}"
         if record.get("objective") is not None:
             text += f"  objective {record['objective']:.6g}"
         if record.get("validation_score") is not None:
             text += f"  val {record['validation_score']:.4g}"
         text += f"  {rate:.2f} s/epoch"
-        stream.write(text)
+        if self._plain(stream):
+            stream.write(text + "\n")
+        else:
+            stream.write("\r" + text)
+            self._drawn = True
         stream.flush()
 
     def close(self) -> None:
         stream = self.stream or sys.stderr
-        stream.write("\n")
-        stream.flush()
+        if self._drawn:  # end the redrawn line; plain lines already ended
+            stream.write("\n")
+            stream.flush()
+        self._drawn = False
 
 
 def in_notebook() -> bool:
