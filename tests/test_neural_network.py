@@ -244,17 +244,21 @@ def test_checkpoint_resume_equals_uninterrupted(tmp_path):
 
 def test_bad_input():
     X, y = _blobs(60)
-    with pytest.raises(ValueError, match="activation must be"):
+    with pytest.raises(ValueError, match=r"The 'activation' parameter of MLPClassifier must be a str among"):
         MLPClassifier(activation="softplus").fit(X, y)
-    with pytest.raises(ValueError, match="hidden_layer_sizes"):
+    with pytest.raises(ValueError, match=r"The 'hidden_layer_sizes' parameter of MLPClassifier must be a positive "
+                                         r"int or a tuple of positive ints\. Got \(4, 0\)"):
         MLPClassifier(hidden_layer_sizes=(4, 0)).fit(X, y)
-    with pytest.raises(ValueError, match="solver must be"):
+    with pytest.raises(ValueError, match=r"The 'solver' parameter of MLPClassifier must be a str among"):
         MLPClassifier(solver="lbfgs").fit(X, y)
-    with pytest.raises(ValueError, match="dropout must be"):
+    with pytest.raises(ValueError, match=r"The 'dropout' parameter of MLPClassifier must be a float in the range "
+                                         r"\[0\.0, 1\.0\)"):
         MLPClassifier(dropout=1.0).fit(X, y)
-    with pytest.raises(ValueError, match="dtype must be"):
+    with pytest.raises(ValueError, match=r"The 'dtype' parameter of MLPClassifier must be 'float32' or "
+                                         r"'float64'"):
         MLPClassifier(dtype="float16").fit(X, y)
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(ValueError, match=r"The 'batch_size' parameter of MLPClassifier must be an int in the "
+                                         r"range \[1, inf\) or a str among \{'auto'\}"):
         MLPClassifier(batch_size=0).fit(X, y)
     with pytest.raises(ValueError, match="at least 2 classes"):
         MLPClassifier().fit(X, np.zeros(len(X)))
