@@ -19,6 +19,7 @@ from sklearn.base import clone, is_classifier
 from sklearn.utils import indexable
 
 from dml._blocks import is_dask
+from dml.base import fit_context
 from dml.model_selection._split import check_cv
 from dml.model_selection._validation import check_scoring, run_fits, uses_dask_path
 
@@ -26,8 +27,14 @@ __all__ = ["GridSearchCV", "RandomizedSearchCV"]
 
 
 class _SearchMixin:
-    """``fit`` of a search: splits once, runs all fits concurrently, formats as scikit-learn."""
+    """``fit`` of a search: splits once, runs all fits concurrently, formats as scikit-learn.
 
+    The parameters are scikit-learn's, with its constraints (``_parameter_constraints`` of
+    its searches), except ``scoring``, which :func:`check_scoring` checks: dml's scorers of
+    Dask data have names of their own.
+    """
+
+    @fit_context
     def fit(self, X, y=None, **params):
         """Run fit with all sets of parameters, then refit the best on all of X (``refit``).
 
@@ -45,10 +52,6 @@ class _SearchMixin:
         if isinstance(y, str):
             raise TypeError(f"{type(self).__name__}.fit: pass y as an array; a column name "
                             "cannot be split with X")
-        if self.refit is not False and not (isinstance(self.refit, str) or callable(self.refit)
-                                            or self.refit is True):
-            raise ValueError(f"refit must be True, False, a scorer name or a callable, got "
-                             f"{self.refit!r}")
         # As scikit-learn's search (utils.indexable): sparse input becomes CSR and other
         # array-likes NumPy, so every fold can take rows of it. Dask input is split lazily.
         if not is_dask(X) and not is_dask(y):
@@ -169,6 +172,9 @@ class GridSearchCV(_SearchMixin, _skms.GridSearchCV):
     ({'alpha': 0.1}, [1, 2, 3])
     """
 
+    _parameter_constraints = {**_skms.GridSearchCV._parameter_constraints,
+                              "scoring": "no_validation"}
+
     def _candidates(self):
         return list(_skms.ParameterGrid(self.param_grid))
 
@@ -190,6 +196,9 @@ class RandomizedSearchCV(_SearchMixin, _skms.RandomizedSearchCV):
     >>> len(s.cv_results_["params"])
     2
     """
+
+    _parameter_constraints = {**_skms.RandomizedSearchCV._parameter_constraints,
+                              "scoring": "no_validation"}
 
     def _candidates(self):
         return list(_skms.ParameterSampler(self.param_distributions, self.n_iter,
