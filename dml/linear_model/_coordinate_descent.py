@@ -107,9 +107,6 @@ _OWN = dict(
                  '{"cd", "sgd"}\nSee the module docstring. Besides ``max_iter``, ``tol`` and '
                  '``warm_start`` the parameters below are used by ``solver="sgd"`` only.'),
     random_state={}, learning_rate={"default": "invscaling"}, power_t={"default": 0.25})
-_SGD_ONLY = ("batch_size", "eta0", "optimizer", "momentum", "average", "local_steps", "shuffle",
-             "early_stopping", "validation_fraction", "n_iter_no_change", "verbose",
-             "checkpoint_dir", "checkpoint_every", "persist", "progress", "callbacks")
 
 
 class _ElasticNetBase(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, RegressorMixin,
@@ -191,7 +188,7 @@ class ElasticNet(_ElasticNetBase):
     True
     """
 
-    _params = table(*_SGD_ONLY, **_OWN, l1_ratio=_L1_RATIO)
+    _params = table("*", exclude=("penalty",), **_OWN, l1_ratio=_L1_RATIO)
 
 
 class Lasso(_ElasticNetBase):
@@ -223,4 +220,4 @@ class Lasso(_ElasticNetBase):
     """
 
     l1_ratio = 1.0
-    _params = table(*_SGD_ONLY, **_OWN)
+    _params = table("*", exclude=("penalty", "l1_ratio"), **_OWN)

@@ -86,26 +86,52 @@ def _unit(closed):
 
 class _BaseMLP(ParamTableMixin, DaskEstimatorMixin, BaseEstimator):
     _params = table(
-        "max_iter", "shuffle", "random_state", "warm_start", "momentum", "early_stopping",
-        "validation_fraction", "local_steps", "checkpoint_dir", "checkpoint_every", "persist",
-        "progress", "callbacks",
-        hidden_layer_sizes=Param((100,), "no_validation", positional=True),
-        activation=Param("relu", [StrOptions(set(ACTIVATIONS))], positional=True),
-        solver=Param("adam", [StrOptions({"adam", "sgd"})]),
-        alpha=Param(1e-4, [Interval(Real, 0, None, closed="left")]),
-        learning_rate_init=Param(0.001, [Interval(Real, 0, None, closed="neither")]),
-        nesterovs_momentum=Param(True, ["boolean"]),
-        beta_1=Param(0.9, _unit("left")), beta_2=Param(0.999, _unit("left")),
-        epsilon=Param(1e-8, [Interval(Real, 0, None, closed="neither")]),
-        dropout=Param(0.0, _unit("left")),
-        init=Param("glorot", [StrOptions({"glorot", "he"})]),
-        dtype=Param("float64", "no_validation"),
-        batch_size={"default": "auto", "constraints": [Interval(Integral, 1, None, closed="left"),
-                                                       StrOptions({"auto"})]},
+        "*", exclude=("penalty", "l1_ratio", "eta0", "optimizer", "average"),
+        hidden_layer_sizes=Param((100,), "no_validation",
+                                 "tuple of int\nThe number of units of each hidden layer.",
+                                 positional=True),
+        activation=Param("relu", [StrOptions(set(ACTIVATIONS))],
+                         '{"relu", "tanh", "logistic", "identity"}\nThe hidden units\' '
+                         "activation.", positional=True),
+        solver=Param("adam", [StrOptions({"adam", "sgd"})],
+                     '{"adam", "sgd"}\n"sgd" uses Nesterov momentum (``nesterovs_momentum``), '
+                     "plain momentum, or none (``momentum=0``); lbfgs is not a mini-batch "
+                     "solver."),
+        alpha=Param(1e-4, [Interval(Real, 0, None, closed="left")],
+                    "float\nL2 strength (scikit-learn's scaling: ``alpha / (2 · batch_size) · "
+                    "Σ‖W‖²``)."),
+        learning_rate_init=Param(0.001, [Interval(Real, 0, None, closed="neither")],
+                                 "float\nThe initial step size (adam's constant one)."),
+        nesterovs_momentum=Param(True, ["boolean"], "bool\nNesterov's momentum with "
+                                 'solver="sgd" and ``momentum > 0``.'),
+        beta_1=Param(0.9, _unit("left"), "float\nAdam's decay of the first moment."),
+        beta_2=Param(0.999, _unit("left"), "float\nAdam's decay of the second moment."),
+        epsilon=Param(1e-8, [Interval(Real, 0, None, closed="neither")],
+                      "float\nAdam's numerical stability term."),
+        dropout=Param(0.0, _unit("left"),
+                      "float\nProbability of dropping each hidden unit during training "
+                      "(inverted scaling; off at prediction)."),
+        init=Param("glorot", [StrOptions({"glorot", "he"})],
+                   '{"glorot", "he"}\nThe initial weights\' distribution.'),
+        dtype=Param("float64", "no_validation",
+                    '{"float64", "float32"}\nParameter and arithmetic precision.'),
+        batch_size={"default": "auto",
+                    "constraints": [Interval(Integral, 1, None, closed="left"),
+                                    StrOptions({"auto"})],
+                    "doc": 'int or "auto"\nRows per step on every block; "auto" is '
+                           "min(200, n_samples)."},
         learning_rate={"default": "constant",
-                       "constraints": [StrOptions({"constant", "invscaling", "adaptive"})]},
+                       "constraints": [StrOptions({"constant", "invscaling", "adaptive"})],
+                       "doc": '{"constant", "invscaling", "adaptive"}\nStep-size schedule of '
+                              'solver="sgd" (adam keeps ``learning_rate_init``).'},
         power_t={}, max_iter={"default": 200}, tol={"default": 1e-4},
-        verbose={"default": False}, n_iter_no_change={"default": 10})
+        verbose={"default": False},
+        warm_start={"doc": "bool\nStart ``fit`` from the previous ``coefs_``/``intercepts_`` "
+                           "(same layer shapes)."},
+        early_stopping={"doc": "bool\nHold out ``validation_fraction`` of every block's rows, "
+                               "stop when their accuracy / R² stops improving and keep the "
+                               "best epoch's weights."},
+        n_iter_no_change={"default": 10})
 
     # ---- hyper-parameters ----
     def _np_dtype(self):
@@ -266,44 +292,7 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
 
     Parameters
     ----------
-    hidden_layer_sizes : tuple of int, default (100,)
-    activation : {"relu", "tanh", "logistic", "identity"}, default "relu"
-    solver : {"adam", "sgd"}, default "adam"
-        "sgd" uses Nesterov momentum (``nesterovs_momentum``), plain momentum, or none
-        (``momentum=0``).
-    alpha : float, default 1e-4
-        L2 strength (scikit-learn's scaling: ``alpha / (2 · batch_size) · Σ‖W‖²``).
-    batch_size : int or "auto", default "auto"
-        Rows per step on every block; "auto" is min(200, n_samples).
-    learning_rate : {"constant", "invscaling", "adaptive"}, default "constant"
-        Step-size schedule of solver="sgd" (adam keeps ``learning_rate_init``).
-    learning_rate_init, power_t : float
-    max_iter : int, default 200
-        Maximum number of epochs.
-    shuffle : bool, default True
-    random_state : int, RandomState, Generator or None
-    tol : float or None, default 1e-4
-        Stop when the epoch loss (or validation score with ``early_stopping``) has not improved
-        by ``tol`` for ``n_iter_no_change`` epochs.
-    verbose : bool or int
-    warm_start : bool, default False
-        Start ``fit`` from the previous ``coefs_``/``intercepts_`` (same layer shapes).
-    momentum, nesterovs_momentum, beta_1, beta_2, epsilon : optimiser settings
-    early_stopping : bool, default False
-        Hold out ``validation_fraction`` of every block's rows, stop when their accuracy stops
-        improving and keep the best epoch's weights.
-    validation_fraction : float, default 0.1
-    n_iter_no_change : int, default 10
-    dropout : float, default 0.0
-        Probability of dropping each hidden unit during training (inverted scaling; off at
-        prediction).
-    init : {"glorot", "he"}, default "glorot"
-    dtype : {"float64", "float32"}, default "float64"
-        Parameter and arithmetic precision.
-    local_steps : int or None
-        Steps each block takes between model averages; None: a full local epoch per round.
-    checkpoint_dir, checkpoint_every, persist, progress, callbacks
-        As :class:`dml.linear_model.SGDClassifier`.
+    {SGD_PARAMETERS}
 
     Attributes
     ----------
@@ -389,8 +378,17 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
 class MLPRegressor(RegressorMixin, _BaseMLP):
     """Multi-layer perceptron regressor (identity output, squared loss ½(f − y)²).
 
-    Parameters and attributes as :class:`MLPClassifier` (no ``classes_``); the early-stopping
-    validation score is R².
+    The early-stopping validation score is R².
+
+    Parameters
+    ----------
+    {SGD_PARAMETERS}
+
+    Attributes
+    ----------
+    coefs_, intercepts_, n_layers_, n_outputs_, out_activation_, loss_, loss_curve_, \
+validation_scores_, best_validation_score_, n_iter_, t_, history_
+        As :class:`MLPClassifier`.
 
     Examples
     --------

@@ -88,11 +88,11 @@ SGD: dict[str, Param] = {
     "eta0": Param(0.01, [Interval(Real, 0, None, closed="left")],
                   "float\nInitial step size (not used by ``optimal``).", stackable=True),
     "power_t": Param(0.5, [Interval(Real, None, None, closed="neither")],
-                     "float\nExponent of ``invscaling``: eta0 / t^power_t.", stackable=True),
+                     "float\nExponent of the ``invscaling`` schedule: the initial step / t^power_t.", stackable=True),
     "optimizer": Param("sgd", [StrOptions(set(OPTIMIZERS)), Optimizer],
                        '{"sgd", "momentum", "nesterov", "adam"}\nThe update rule.'),
     "momentum": Param(0.9, [Interval(Real, 0, 1, closed="left")],
-                      'float\nMomentum of ``optimizer="momentum"`` / ``"nesterov"``.'),
+                      "float\nMomentum of the momentum and Nesterov updates."),
     "average": Param(False, ["boolean", _positive_int(0)],
                      "bool or int\nReturn the average of the iterates (after step ``average`` "
                      "when an int)."),
