@@ -30,7 +30,8 @@ from sklearn.utils._param_validation import (
 )
 
 __all__ = ["Interval", "StrOptions", "Options", "HasMethods", "Hidden", "InvalidParameterError",
-           "Integral", "Real", "RealNotInt", "RANDOM_STATE", "validate", "check_scalar", "invalid_parameter"]
+           "Integral", "Real", "RealNotInt", "RANDOM_STATE", "validate", "check_scalar",
+           "invalid_parameter"]
 
 
 class Interval(_SkInterval):

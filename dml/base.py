@@ -6,7 +6,7 @@ Given Dask input they return lazy Dask arrays from ``predict``/``transform``.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd

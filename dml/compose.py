@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numbers
 from collections import defaultdict
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import dask.dataframe as dd
 import numpy as np

@@ -32,7 +32,8 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import dask.dataframe as dd
 import numpy as np

@@ -519,13 +519,14 @@ def test_bad_input_errors(binary):
                                             r"learning rate \(learning_rate='constant', "
                                             r"eta0=1e\+06\)"):
         SGDRegressor(learning_rate="constant", eta0=1e6).fit(X, X @ np.arange(8.0))
-    with pytest.raises(ValueError, match=r"The 'alpha' parameter of SGDClassifier must be a float in the range "
-                                         r"\[0\.0, inf\)\. Got -1 instead\."):
+    with pytest.raises(ValueError, match=r"The 'alpha' parameter of SGDClassifier must be a float "
+                                         r"in the range \[0\.0, inf\)\. Got -1 instead\."):
         SGDClassifier(alpha=-1).fit(X, y)
-    with pytest.raises(ValueError, match=r"The 'loss' parameter of SGDRegressor must be a str among"):
+    with pytest.raises(ValueError, match=r"The 'loss' parameter of SGDRegressor must be a str "
+                                         r"among"):
         SGDRegressor(loss="hinge").fit(X, y)
-    with pytest.raises(ValueError, match=r"The 'l1_ratio' parameter of LogisticRegression must be 0 "
-                                         r"unless solver='sgd'"):
+    with pytest.raises(ValueError, match=r"The 'l1_ratio' parameter of LogisticRegression must "
+                                         r"be 0 unless solver='sgd'"):
         LogisticRegression(l1_ratio=0.5).fit(X, y)
     with pytest.raises(ValueError, match="X has 3 features, but LogisticRegression is expecting 8"):
         LogisticRegression().fit(X, y).predict(X[:, :3])

@@ -11,7 +11,6 @@ and one task per block serves every run on that block.
 from __future__ import annotations
 
 import functools
-import numbers
 import warnings
 from dataclasses import dataclass, field, replace
 

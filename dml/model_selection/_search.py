@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 from sklearn import model_selection as _skms
 from sklearn.base import clone, is_classifier
 from sklearn.utils import indexable

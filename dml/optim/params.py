@@ -88,7 +88,8 @@ SGD: dict[str, Param] = {
     "eta0": Param(0.01, [Interval(Real, 0, None, closed="left")],
                   "float\nInitial step size (not used by ``optimal``).", stackable=True),
     "power_t": Param(0.5, [Interval(Real, None, None, closed="neither")],
-                     "float\nExponent of the ``invscaling`` schedule: the initial step / t^power_t.", stackable=True),
+                     "float\nExponent of the ``invscaling`` schedule: the initial step / "
+                     "t^power_t.", stackable=True),
     "optimizer": Param("sgd", [StrOptions(set(OPTIMIZERS)), Optimizer],
                        '{"sgd", "momentum", "nesterov", "adam"}\nThe update rule.'),
     "momentum": Param(0.9, [Interval(Real, 0, 1, closed="left")],
