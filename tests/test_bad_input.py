@@ -13,6 +13,7 @@ marked slow).
 """
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import dask.array as da
@@ -165,6 +166,34 @@ def test_invalid_parameter_combinations(name, params, param, wording):
     with pytest.raises(InvalidParameterError,
                        match=rf"^The '{param}' parameter of {name} must be {wording}.*Got "):
         bad.fit(None, None)
+
+
+#: Dask input whose all-zero weights the fit does not check (only local weights are checked
+#: up front; these fits make no pass that sums the weights).
+ZERO_WEIGHTS_UNCHECKED_ON_DASK = {"StandardScaler", "MLPRegressor", "DecisionTreeClassifier",
+                                  "DecisionTreeRegressor", "RandomForestClassifier",
+                                  "RandomForestRegressor"}
+
+
+@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("name", [n for n in NAMES if "sample_weight" in inspect.signature(
+    ESTIMATORS[getattr(n, "values", [n])[0]][2]().fit).parameters])
+def test_all_zero_sample_weights_one_message(name, dask):
+    """Every check of all-zero weights (up front for local weights, in the fit's reduction for
+    Dask weights) says the same thing (dml.base.ALL_ZERO_WEIGHTS)."""
+    if dask and name in ZERO_WEIGHTS_UNCHECKED_ON_DASK:
+        pytest.skip("no reduction of the weights in this fit")
+    make, kind = _get(name)
+    X, y = data(kind)
+    w = np.zeros(N)
+    if dask:
+        X, y, w = to_dask(X), to_dask(y), to_dask(w)
+    est = make()
+    with pytest.raises(ValueError, match=rf"^{name}: Sample weights must contain at least one "
+                                         r"non-zero number; every sample weight is zero, so no "
+                                         r"sample counts towards the fit\.$"):
+        est.fit(X, sample_weight=w) if kind in ("trans", "clust") else \
+            est.fit(X, y, sample_weight=w)
 
 
 # --------------------------------------------------------------------------------------------

@@ -164,7 +164,16 @@ class BaggingClassifier(_BaggingBase, ClassifierMixin, BaseEstimator):
 class BaggingRegressor(_BaggingBase, RegressorMixin, BaseEstimator):
     """Bagging regressor: the mean of clones of ``estimator`` fitted on bootstrap samples.
 
-    Parameters as :class:`BaggingClassifier` (default estimator: DecisionTreeRegressor).
+    Parameters
+    ----------
+    estimator : scikit-learn regressor or None (a DecisionTreeRegressor)
+        The members' estimator, cloned for each.
+    n_estimators : int, default 10
+        The number of members.
+    max_samples : int or float, default 1.0
+        Sample size per member (a fraction of the rows when a float), drawn with replacement.
+    random_state : None, int, RandomState or Generator
+        Seeds the samples and the members' own random states.
 
     Examples
     --------

@@ -182,5 +182,9 @@ class RandomForestRegressor(_RegressorOut, _ForestBase, RegressorMixin, BaseEsti
         return self._fit(X, y, sample_weight, classify=False)
 
 
-for _cls in (RandomForestClassifier, RandomForestRegressor):
-    _cls.__doc__ = _cls.__doc__.replace("%(params)s", _FOREST_DOC)
+_CLASS_WEIGHT_DOC = """    class_weight : dict, "balanced" or None, default None
+        Weights of the classes ("balanced": n / (K · weighted count)).
+    random_state :"""
+RandomForestClassifier.__doc__ = RandomForestClassifier.__doc__.replace(
+    "%(params)s", _FOREST_DOC.replace("    random_state :", _CLASS_WEIGHT_DOC))
+RandomForestRegressor.__doc__ = RandomForestRegressor.__doc__.replace("%(params)s", _FOREST_DOC)

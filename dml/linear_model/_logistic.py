@@ -56,7 +56,10 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes ("balanced": n / (K · count), with weighted counts).
     solver : {"auto", "newton", "lbfgs", "sgd"}, default="auto"
-        See the module docstring.
+        See the module docstring. The parameters from ``batch_size`` on are those of the SGD
+        solver (``verbose``, ``warm_start``, ``persist``, ``progress`` and ``callbacks`` apply
+        to all solvers). Its defaults: Adam with ``eta0=0.01`` divided by 5 whenever the
+        objective stalls (``learning_rate="adaptive"``).
     max_iter : int, default=100
         Iterations (exact solvers) or epochs (SGD).
     multi_class : {"auto", "multinomial"}, default="auto"
@@ -72,10 +75,6 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
     average : bool, int or "auto", default=False
         SGD: average the iterates (after step ``average`` when an int). "auto": after the
         first epoch's worth of steps (fewer epochs on large data, a little less accurate).
-
-    The other parameters are those of the SGD solver (``verbose``, ``warm_start``,
-    ``persist``, ``progress`` and ``callbacks`` apply to all solvers). Its defaults: Adam with
-    ``eta0=0.01`` divided by 5 whenever the objective stalls (``learning_rate="adaptive"``).
 
     {SGD_PARAMETERS}
 

@@ -75,13 +75,12 @@ class LinearSVC(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, ClassifierM
     max_iter : int, default=1000
         Newton iterations (all smoothing stages together) or SGD epochs.
     solver : {"newton", "sgd"}, default="newton"
-        See the module docstring.
+        See the module docstring. The parameters from ``smoothing`` on are those of the SGD
+        solver (``verbose``, ``persist``, ``progress`` and ``callbacks`` apply to both
+        solvers); Pegasos defaults: ``learning_rate="optimal"`` with alpha = 1/(C n),
+        averaging.
     smoothing : float, default=0.01
         Hinge with ``solver="newton"``: the final smoothing width μ.
-
-    The other parameters are those of the SGD solver (``verbose``, ``persist``, ``progress``
-    and ``callbacks`` apply to both solvers); Pegasos defaults: ``learning_rate="optimal"``
-    with alpha = 1/(C n), averaging.
 
     {SGD_PARAMETERS}
 

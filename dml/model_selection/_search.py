@@ -161,6 +161,29 @@ class GridSearchCV(_SearchMixin, _skms.GridSearchCV):
     follows scikit-learn's rule), ``cv_results_`` scores, ``best_params_`` and the refitted
     model equal scikit-learn's for deterministic estimators.
 
+    Parameters
+    ----------
+    estimator : estimator object
+        A scikit-learn or dml estimator, cloned for every fit.
+    param_grid : dict or list of dicts
+        Parameter names mapped to the lists of values to try.
+    scoring : str, callable, list, tuple, dict or None, default=None
+        scikit-learn's scorer names or callables (dml's blockwise scorers for Dask data).
+    n_jobs : int or None, default=None
+        Fits in flight on the client-thread path (default: all, up to 64).
+    refit : bool, str or callable, default=True
+        Refit the best candidate on all of X (the scorer that picks it, for several).
+    cv : int, cross-validation generator, iterable or None, default=None
+        scikit-learn's rule (dml's splitters split Dask data blockwise).
+    verbose : int, default=0
+        Above 0: print progress.
+    pre_dispatch : int or str, default="2*n_jobs"
+        Accepted for compatibility with scikit-learn.
+    error_score : "raise" or float, default=np.nan
+        The score of a failed fit (or raise its error).
+    return_train_score : bool, default=False
+        Also score every fit on its training rows.
+
     Examples
     --------
     >>> import numpy as np
@@ -184,6 +207,33 @@ class RandomizedSearchCV(_SearchMixin, _skms.RandomizedSearchCV):
     scikit-learn's ``RandomizedSearchCV``: the ``n_iter`` candidates are drawn on the client with
     scikit-learn's ``ParameterSampler(random_state=random_state)`` (the same candidates as
     scikit-learn), then fitted as :class:`GridSearchCV` fits them.
+
+    Parameters
+    ----------
+    estimator : estimator object
+        A scikit-learn or dml estimator, cloned for every fit.
+    param_distributions : dict or list of dicts
+        Parameter names mapped to distributions (with ``rvs``) or lists to sample from.
+    n_iter : int, default=10
+        The number of candidates drawn.
+    scoring : str, callable, list, tuple, dict or None, default=None
+        scikit-learn's scorer names or callables (dml's blockwise scorers for Dask data).
+    n_jobs : int or None, default=None
+        Fits in flight on the client-thread path (default: all, up to 64).
+    refit : bool, str or callable, default=True
+        Refit the best candidate on all of X (the scorer that picks it, for several).
+    cv : int, cross-validation generator, iterable or None, default=None
+        scikit-learn's rule (dml's splitters split Dask data blockwise).
+    verbose : int, default=0
+        Above 0: print progress.
+    pre_dispatch : int or str, default="2*n_jobs"
+        Accepted for compatibility with scikit-learn.
+    error_score : "raise" or float, default=np.nan
+        The score of a failed fit (or raise its error).
+    random_state : int, RandomState or None, default=None
+        Seeds the draw of the candidates.
+    return_train_score : bool, default=False
+        Also score every fit on its training rows.
 
     Examples
     --------
