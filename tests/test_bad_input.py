@@ -143,6 +143,8 @@ def test_invalid_hyper_parameters(name):
 RELATIONS = [
     ("LogisticRegression", {"l1_ratio": 0.5}, "l1_ratio", "0 unless solver='sgd'"),
     ("LinearSVC", {"penalty": "l1"}, "penalty", "'l2' unless solver='sgd'"),
+    ("SGDRegressor", {"learning_rate": "constant", "eta0": 0.0}, "eta0",
+     "> 0 unless learning_rate='optimal'"),
     ("RandomForestClassifier", {"bootstrap": False, "oob_score": True}, "oob_score",
      "False unless bootstrap=True"),
     ("MLPClassifier", {"hidden_layer_sizes": (3, 0)}, "hidden_layer_sizes",

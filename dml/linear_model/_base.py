@@ -17,7 +17,7 @@ from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import Blocks, is_dask, seed_from
-from dml._param_validation import validate
+from dml._param_validation import invalid_parameter, validate
 from dml.base import check_is_fitted, check_weights_not_all_zero
 from dml.linear_model._problem import decision_kernel
 from dml.optim import checkpoint as ckpt
@@ -236,6 +236,13 @@ class SGDMixin(ParamTableMixin):
     :data:`~dml.optim.params.SGD` an estimator does not take (e.g. LogisticRegression's alpha,
     which comes from C) are given as ``overrides`` by its ``fit``.
     """
+
+    def _validate_param_relations(self):
+        # (Estimators with exact solvers use the SGD knobs with solver="sgd" only.)
+        sgd = getattr(self, "solver", "sgd") == "sgd"
+        if sgd and self.eta0 == 0 and self.learning_rate != "optimal":
+            raise invalid_parameter(self, "eta0", "> 0 unless learning_rate='optimal' (the "
+                                    "other schedules start from eta0)")
 
     def _hyper(self, overrides: dict | None) -> dict:
         """The SGD hyper-parameters, with estimator-specific values (e.g. alpha from C)."""

@@ -127,6 +127,7 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         return "elasticnet" if self.l1_ratio > 0 else "l2"
 
     def _validate_param_relations(self):
+        super()._validate_param_relations()
         if self.l1_ratio > 0 and self.solver != "sgd" and self.C != np.inf:
             raise invalid_parameter(self, "l1_ratio", "0 unless solver='sgd' (an l1 part is not "
                                     "differentiable; the SGD solver takes proximal steps)")

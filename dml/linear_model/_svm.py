@@ -119,6 +119,7 @@ class LinearSVC(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, ClassifierM
         average={"default": True})
 
     def _validate_param_relations(self):
+        super()._validate_param_relations()
         if self.penalty == "l1" and self.solver != "sgd":
             raise invalid_parameter(self, "penalty", "'l2' unless solver='sgd' (penalty='l1' "
                                     "is not differentiable; the SGD solver takes proximal steps)")
