@@ -5,7 +5,8 @@ Given Dask input they return lazy Dask arrays from ``predict``/``transform``.
 """
 from __future__ import annotations
 
-from typing import Callable
+import functools
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -13,8 +14,26 @@ from sklearn.exceptions import NotFittedError
 
 from dml._blocks import (Blocks, BlockSpec, column_names, extract_block, as_blocks,
                          check_x_layout, is_dask)
+from dml._param_validation import validate
 
-__all__ = ["DaskEstimatorMixin", "check_is_fitted"]
+__all__ = ["DaskEstimatorMixin", "check_is_fitted", "fit_context", "check_weights_not_all_zero",
+           "ALL_ZERO_WEIGHTS"]
+
+
+def fit_context(method):
+    """Decorate ``fit``/``partial_fit``: check the hyper-parameters before the method runs.
+
+    The one path of the parameter contract (:mod:`dml._param_validation`): the class's
+    ``_parameter_constraints`` table, then its ``_validate_param_relations`` rules. Unlike
+    scikit-learn's ``_fit_context`` it does not switch validation off for nested fits: the
+    estimators a search or an ensemble fits are checked too.
+    """
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        self._validate_params()
+        return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 def check_is_fitted(estimator, attribute: str) -> None:
@@ -25,18 +44,28 @@ def check_is_fitted(estimator, attribute: str) -> None:
             "appropriate arguments before using this estimator.")
 
 
-def _check_local_weights(sample_weight, name: str) -> None:
-    """Reject all-zero local sample weights up front (a Dask vector is checked by the fit pass).
+#: The message of an all-zero weight vector (every check of it says the same).
+ALL_ZERO_WEIGHTS = ("{name}: Sample weights must contain at least one non-zero number; every "
+                    "sample weight is zero, so no sample counts towards the fit.")
+
+
+def check_weights_not_all_zero(weight_sum: float, name: str) -> None:
+    """Raise the all-zero-weights error when the (reduced) weight sum is not positive.
 
     With every weight zero there is nothing to learn from: weighted means are 0/0 and a fit
     would silently return NaN or the initial parameters.
     """
+    if not weight_sum > 0:
+        raise ValueError(ALL_ZERO_WEIGHTS.format(name=name))
+
+
+def _check_local_weights(sample_weight, name: str) -> None:
+    """Reject all-zero local sample weights up front (a Dask vector is checked by the fit pass)."""
     if sample_weight is None or isinstance(sample_weight, str) or is_dask(sample_weight):
         return
     w = np.asarray(sample_weight)
     if w.dtype.kind in "biuf" and w.size and not np.any(w):
-        raise ValueError(f"{name}: Sample weights must contain at least one non-zero number; "
-                         "every sample weight is zero, so no sample counts towards the fit.")
+        check_weights_not_all_zero(0.0, name)
 
 
 class DaskEstimatorMixin:
@@ -44,6 +73,22 @@ class DaskEstimatorMixin:
 
     #: Default block validation; estimators override fields via :meth:`_spec`.
     _block_spec = BlockSpec()
+
+    #: The hyper-parameters' constraints (see :mod:`dml._param_validation`); subclasses merge
+    #: their base's table into theirs.
+    _parameter_constraints: dict = {}
+
+    # ---- hyper-parameters ----
+    def _validate_params(self) -> None:
+        """Check the hyper-parameters (called by :func:`fit_context`; scikit-learn's hook)."""
+        validate(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
+        self._validate_param_relations()
+
+    def _validate_param_relations(self) -> None:
+        """Rules between hyper-parameters that the table cannot express (none by default).
+
+        Raise :func:`dml._param_validation.invalid_parameter` errors, worded as the table's.
+        """
 
     def _spec(self, **overrides) -> BlockSpec:
         from dataclasses import replace

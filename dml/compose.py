@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numbers
 from collections import defaultdict
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import dask.dataframe as dd
 import numpy as np
@@ -25,7 +26,8 @@ from sklearn.utils.metaestimators import _BaseComposition
 
 from dml._blocks import (Blocks, BlockSpec, extract_block, is_numeric_dtype, check_x_layout,
                          compute, is_dask)
-from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml._param_validation import HasMethods, StrOptions, invalid_parameter
+from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.preprocessing import _dtypes_of, _feature_names_in
 
 __all__ = ["ColumnTransformer", "make_column_transformer"]
@@ -256,48 +258,53 @@ class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
         self._set_params("_transformers", **kwargs)
         return self
 
-    def _validate(self):
-        if not isinstance(self.transformers, (list, tuple)) or not all(
-                isinstance(t, (list, tuple)) and len(t) == 3 for t in self.transformers):
-            raise ValueError("ColumnTransformer: transformers must be a list of (name, "
-                             "transformer, columns) tuples")
+    _parameter_constraints = {
+        "transformers": [list, tuple],
+        "remainder": [StrOptions({"drop", "passthrough"}), HasMethods(["fit", "transform"])],
+        "transformer_weights": [dict, None],
+        "verbose_feature_names_out": ["boolean"],
+    }
+
+    def _validate_param_relations(self):
+        if not all(isinstance(t, (list, tuple)) and len(t) == 3 for t in self.transformers):
+            raise invalid_parameter(self, "transformers",
+                                    "a list of (name, transformer, columns) tuples")
         names = [t[0] for t in self.transformers]
         self._validate_names(names)
         if "remainder" in names:
-            raise ValueError("ColumnTransformer: 'remainder' is reserved for the remainder; "
-                             "rename that transformer")
+            raise invalid_parameter(self, "transformers", "a list whose names are not "
+                                    "'remainder' (reserved for the remainder; rename that "
+                                    "transformer)", names)
         for name, t, _ in self.transformers:
-            self._check_transformer(name, t)
-        if not (isinstance(self.remainder, str) and self.remainder in ("drop", "passthrough")):
-            if isinstance(self.remainder, str):
-                raise ValueError("ColumnTransformer: remainder must be 'drop', 'passthrough' or a "
-                                 f"transformer, got {self.remainder!r}")
-            self._check_transformer("remainder", self.remainder)
+            self._check_transformer(name, t, "transformers")
+        if not isinstance(self.remainder, str):
+            self._check_transformer("remainder", self.remainder, "remainder")
         if self.transformer_weights is not None:
             unknown = set(self.transformer_weights) - set(names) - {"remainder"}
             if unknown:
-                raise ValueError(f"ColumnTransformer: transformer_weights has unknown "
-                                 f"transformer names {sorted(unknown)}")
+                raise invalid_parameter(self, "transformer_weights", "a dict whose keys are "
+                                        f"transformer names; {sorted(unknown)} are not")
 
-    @staticmethod
-    def _check_transformer(name, t):
+    def _check_transformer(self, name, t, param):
         if isinstance(t, str):
             if t not in ("drop", "passthrough"):
-                raise ValueError(f"ColumnTransformer: transformer {name!r} is {t!r}; strings must "
-                                 "be 'drop' or 'passthrough'")
+                raise invalid_parameter(self, param, f"a list whose transformer {name!r} is a "
+                                        "transformer, 'drop' or 'passthrough'", t)
             return
         if not (hasattr(t, "fit") and hasattr(t, "transform")):
-            raise TypeError(f"ColumnTransformer: transformer {name!r} ({type(t).__name__}) must "
-                            "implement fit and transform, or be 'drop' or 'passthrough'")
+            raise invalid_parameter(self, param, f"a list whose transformer {name!r} implements "
+                                    "fit and transform, or is 'drop' or 'passthrough'", t)
         if not _is_dml_transformer(t) and not _is_stateless(t):
-            raise TypeError(
-                f"ColumnTransformer: transformer {name!r} ({type(t).__module__}."
-                f"{type(t).__name__}) learns from the data but is not a dml transformer; fitting "
-                "it would need all the data in one process. Use the dml equivalent (e.g. "
-                "dml.preprocessing.StandardScaler / OneHotEncoder / MinMaxScaler) or a stateless "
-                "transformer such as sklearn's FunctionTransformer.")
+            raise invalid_parameter(
+                self, param, f"a list of dml or stateless transformers; {name!r} "
+                f"({type(t).__module__}.{type(t).__name__}) learns from the data but is not a dml "
+                "transformer, and fitting it would need all the data in one process. Use the dml "
+                "equivalent (e.g. dml.preprocessing.StandardScaler / OneHotEncoder / "
+                "MinMaxScaler) or a stateless transformer such as sklearn's FunctionTransformer",
+                t)
 
     # ---- fit ----
+    @fit_context
     def fit(self, X, y=None):
         """Fit all transformers on their columns in one pass over X.
 
@@ -311,7 +318,6 @@ class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
         -------
         self
         """
-        self._validate()
         X = check_x_layout(X, type(self).__name__)
         blocks = self._fit_blocks(X, None, None, require_y=False, numeric=False)
         columns = list(X.columns) if isinstance(X, (pd.DataFrame, dd.DataFrame)) else None
@@ -352,6 +358,7 @@ class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
             else:
                 t = clone(t)
             if _is_dml_transformer(t):
+                t._validate_params()  # its fit_context, as its own fit would
                 sub = self._sub_blocks(blocks, idx, t, name)
                 jobs.append((t, t._fit_delayed(sub)))
             else:

@@ -38,6 +38,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from dml._blocks import block_rng, default_block_rows, seed_from
+from dml._param_validation import check_scalar
 
 __all__ = [
     "make_classification", "make_regression", "make_blobs", "make_counts",
@@ -52,25 +53,6 @@ DATA_DIR_ENV = "DML_DATA_DIR"
 # ============================================================================================
 # Generators: shared mechanics
 # ============================================================================================
-
-def _check_int(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_real(value, name: str, *, minimum=None, strict=False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.number)):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    if minimum is not None and (value <= minimum if strict else value < minimum):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {value}")
-    return value
-
 
 def _row_chunks(chunks, n_samples: int, n_features: int) -> tuple[int, ...]:
     """Normalise ``chunks`` (rows per chunk, or the row chunk sizes) to a tuple of sizes."""
@@ -343,17 +325,23 @@ def make_classification(n_samples=100, n_features=20, *, n_informative=2, n_redu
     >>> sorted(set(y.compute().tolist()))
     [0, 1]
     """
-    n_samples = _check_int(n_samples, "n_samples", 1)
-    n_features = _check_int(n_features, "n_features", 1)
-    ni = _check_int(n_informative, "n_informative", 1)
-    nr = _check_int(n_redundant, "n_redundant", 0)
-    nrep = _check_int(n_repeated, "n_repeated", 0)
-    n_classes = _check_int(n_classes, "n_classes", 1)
-    ncpc = _check_int(n_clusters_per_class, "n_clusters_per_class", 1)
-    flip_y = _check_real(flip_y, "flip_y", minimum=0.0)
+    n_samples = check_scalar(n_samples, "n_samples",
+                             "make_classification", minimum=1, integer=True)
+    n_features = check_scalar(n_features, "n_features",
+                              "make_classification", minimum=1, integer=True)
+    ni = check_scalar(n_informative, "n_informative",
+                      "make_classification", minimum=1, integer=True)
+    nr = check_scalar(n_redundant, "n_redundant", "make_classification", minimum=0, integer=True)
+    nrep = check_scalar(n_repeated, "n_repeated", "make_classification", minimum=0, integer=True)
+    n_classes = check_scalar(n_classes, "n_classes",
+                             "make_classification", minimum=1, integer=True)
+    ncpc = check_scalar(n_clusters_per_class, "n_clusters_per_class",
+                        "make_classification", minimum=1, integer=True)
+    flip_y = check_scalar(flip_y, "flip_y", "make_classification", minimum=0.0)
     if flip_y > 1:
         raise ValueError(f"flip_y must be in [0, 1], got {flip_y}")
-    class_sep = _check_real(class_sep, "class_sep", minimum=0.0, strict=True)
+    class_sep = check_scalar(class_sep, "class_sep",
+                             "make_classification", minimum=0.0, closed="neither")
     if ni + nr + nrep > n_features:
         raise ValueError(
             f"n_informative + n_redundant + n_repeated = {ni + nr + nrep} exceeds n_features="
@@ -487,12 +475,13 @@ def make_regression(n_samples=100, n_features=100, *, n_informative=10, n_target
     >>> bool(abs(y - X @ w).max().compute() < 1e-9)
     True
     """
-    n_samples = _check_int(n_samples, "n_samples", 1)
-    n_features = _check_int(n_features, "n_features", 1)
-    n_informative = min(_check_int(n_informative, "n_informative", 0), n_features)
-    n_targets = _check_int(n_targets, "n_targets", 1)
-    bias = _check_real(bias, "bias")
-    noise = _check_real(noise, "noise", minimum=0.0)
+    n_samples = check_scalar(n_samples, "n_samples", "make_regression", minimum=1, integer=True)
+    n_features = check_scalar(n_features, "n_features", "make_regression", minimum=1, integer=True)
+    n_informative = min(check_scalar(n_informative, "n_informative",
+                                     "make_regression", minimum=0, integer=True), n_features)
+    n_targets = check_scalar(n_targets, "n_targets", "make_regression", minimum=1, integer=True)
+    bias = check_scalar(bias, "bias", "make_regression", closed="neither")
+    noise = check_scalar(noise, "noise", "make_regression", minimum=0.0)
     if effective_rank is not None:
         raise NotImplementedError(
             "make_regression(effective_rank=...) is not supported by dml.datasets: a low-rank X "
@@ -591,15 +580,16 @@ def make_blobs(n_samples=100, n_features=2, *, centers=None, cluster_std=1.0,
     if not isinstance(n_samples, (numbers.Integral, np.integer)) or isinstance(n_samples, bool):
         raise TypeError("dml.datasets.make_blobs supports an integer n_samples only (rows are "
                         f"split equally between the centres); got {n_samples!r}")
-    n_samples = _check_int(n_samples, "n_samples", 1)
+    n_samples = check_scalar(n_samples, "n_samples", "make_blobs", minimum=1, integer=True)
     seed = seed_from(random_state)
     rng = _model_rng(seed, "make_blobs")
     if centers is None:
         centers = 3
     if isinstance(centers, (numbers.Integral, np.integer)) and not isinstance(centers, bool):
-        n_centers = _check_int(centers, "centers", 1)
-        n_features = _check_int(n_features, "n_features", 1)
-        lo, hi = (_check_real(b, "center_box") for b in center_box)
+        n_centers = check_scalar(centers, "centers", "make_blobs", minimum=1, integer=True)
+        n_features = check_scalar(n_features, "n_features", "make_blobs", minimum=1, integer=True)
+        lo, hi = (check_scalar(b, "center_box",
+                               "make_blobs", closed="neither") for b in center_box)
         if not lo < hi:
             raise ValueError(f"center_box must be (min, max) with min < max, got {center_box}")
         centers_ = rng.uniform(lo, hi, size=(n_centers, n_features))
@@ -691,9 +681,9 @@ def make_counts(n_samples=100, n_features=20, n_classes=3, *, random_state=None,
     >>> bool((Xc >= 0).all() and (Xc == Xc.round()).all()), X.dtype
     (True, dtype('float64'))
     """
-    n_samples = _check_int(n_samples, "n_samples", 1)
-    n_features = _check_int(n_features, "n_features", 1)
-    n_classes = _check_int(n_classes, "n_classes", 1)
+    n_samples = check_scalar(n_samples, "n_samples", "make_counts", minimum=1, integer=True)
+    n_features = check_scalar(n_features, "n_features", "make_counts", minimum=1, integer=True)
+    n_classes = check_scalar(n_classes, "n_classes", "make_counts", minimum=1, integer=True)
     sizes = _row_chunks(chunks, n_samples, n_features)
     dtype = _check_dtype(dtype)
     seed = seed_from(random_state)
@@ -931,7 +921,7 @@ def _split_reads(file: Path, npartitions) -> dict:
     """read_csv keyword arguments giving about ``npartitions`` byte-range partitions."""
     if npartitions is None:
         return {}
-    npartitions = _check_int(npartitions, "npartitions", 1)
+    npartitions = check_scalar(npartitions, "npartitions", "load", minimum=1, integer=True)
     return {"blocksize": max(1, file.stat().st_size // npartitions)}
 
 
@@ -1182,15 +1172,15 @@ def make_ratings(n_users=1000, n_items=500, n_ratings=10000, *, rank=10, noise=0
     import dask.dataframe as dd
     import pandas as pd
 
-    n_users = _check_int(n_users, "n_users", 1)
-    n_items = _check_int(n_items, "n_items", 1)
-    n_ratings = _check_int(n_ratings, "n_ratings", 1)
-    rank = _check_int(rank, "rank", 1)
-    noise = _check_real(noise, "noise", minimum=0.0)
-    mean = _check_real(mean, "mean")
+    n_users = check_scalar(n_users, "n_users", "make_ratings", minimum=1, integer=True)
+    n_items = check_scalar(n_items, "n_items", "make_ratings", minimum=1, integer=True)
+    n_ratings = check_scalar(n_ratings, "n_ratings", "make_ratings", minimum=1, integer=True)
+    rank = check_scalar(rank, "rank", "make_ratings", minimum=1, integer=True)
+    noise = check_scalar(noise, "noise", "make_ratings", minimum=0.0)
+    mean = check_scalar(mean, "mean", "make_ratings", closed="neither")
     if npartitions is None:
         npartitions = max(1, -(-n_ratings // 1_000_000))
-    npartitions = _check_int(npartitions, "npartitions", 1)
+    npartitions = check_scalar(npartitions, "npartitions", "make_ratings", minimum=1, integer=True)
     seed = seed_from(random_state)
     sizes = np.diff(np.linspace(0, n_ratings, npartitions + 1).round().astype(np.int64))
     meta = pd.DataFrame({"user": pd.Series([], dtype=np.int64),

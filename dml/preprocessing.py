@@ -32,7 +32,8 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import dask.dataframe as dd
 import numpy as np
@@ -41,7 +42,8 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import check_array
 
 from dml._blocks import Blocks, check_x_layout, compute, is_dask
-from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml._param_validation import Integral, Interval, RealNotInt, StrOptions, invalid_parameter
+from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 
 __all__ = ["StandardScaler", "MinMaxScaler", "OneHotEncoder", "TransformPlan"]
 
@@ -279,6 +281,10 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
             if hasattr(self, attr):
                 delattr(self, attr)
 
+    _parameter_constraints = {"copy": ["boolean"], "with_mean": ["boolean"],
+                              "with_std": ["boolean"]}
+
+    @fit_context
     def fit(self, X, y=None, sample_weight=None):
         """Compute the mean and standard deviation of X in one pass over its blocks.
 
@@ -297,6 +303,7 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
         self._reset()
         return self.partial_fit(X, y, sample_weight)
 
+    @fit_context
     def partial_fit(self, X, y=None, sample_weight=None):
         """Update the mean and variance with X (one pass over X's blocks).
 
@@ -308,10 +315,6 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
 
     # ---- one-pass protocol ----
     def _fit_delayed(self, blocks: Blocks, reset: bool = True):
-        for p in ("with_mean", "with_std", "copy"):
-            if not isinstance(getattr(self, p), (bool, np.bool_)):
-                raise ValueError(f"{type(self).__name__}: {p} must be True or False, got "
-                                 f"{getattr(self, p)!r}")
         self._record_layout(blocks, reset)
         self._fit_weighted = bool(blocks.has_weight)
         return blocks.map_reduce(_moments_kernel, combine=_merge_moments, compute_now=False)
@@ -478,31 +481,29 @@ class MinMaxScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin, 
             if hasattr(self, attr):
                 delattr(self, attr)
 
+    _parameter_constraints = {"feature_range": [tuple, list], "copy": ["boolean"],
+                              "clip": ["boolean"]}
+
+    def _validate_param_relations(self):
+        fr = self.feature_range
+        if not (len(fr) == 2 and all(isinstance(v, numbers.Real) for v in fr) and fr[0] < fr[1]):
+            raise invalid_parameter(self, "feature_range", "a tuple (min, max) of two numbers "
+                                    "with min < max")
+
+    @fit_context
     def fit(self, X, y=None):
         """Compute the per-feature minimum and maximum in one pass over X's blocks."""
         self._reset()
         return self.partial_fit(X, y)
 
+    @fit_context
     def partial_fit(self, X, y=None):
         """Update the minimum and maximum with X (one pass over X's blocks)."""
         first = not hasattr(self, "n_samples_seen_")
         return self._one_pass_fit(X, None, reset=first)
 
-    def _check_range(self):
-        fr = self.feature_range
-        if not (isinstance(fr, (tuple, list)) and len(fr) == 2 and
-                all(isinstance(v, numbers.Real) for v in fr)):
-            raise ValueError(f"MinMaxScaler: feature_range must be a tuple (min, max) of two "
-                             f"numbers, got {fr!r}")
-        if fr[0] >= fr[1]:
-            raise ValueError("Minimum of desired feature range must be smaller than maximum. "
-                             f"Got {tuple(fr)}.")
-
     # ---- one-pass protocol ----
     def _fit_delayed(self, blocks: Blocks, reset: bool = True):
-        self._check_range()
-        if not isinstance(self.clip, (bool, np.bool_)):
-            raise ValueError(f"MinMaxScaler: clip must be True or False, got {self.clip!r}")
         if blocks.has_weight:
             raise TypeError("MinMaxScaler does not support sample_weight")
         self._record_layout(blocks, reset)
@@ -831,54 +832,31 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
         self.feature_name_combiner = feature_name_combiner
 
     # ---- parameters ----
-    def _validate_params(self):
-        name = type(self).__name__
-        if self.sparse_output is not False:
-            raise ValueError(
-                f"{name}: sparse_output=True is not supported; dml returns dense arrays (a lazy "
-                "Dask array for Dask input). Pass sparse_output=False.")
-        if self.handle_unknown not in ("error", "ignore", "infrequent_if_exist", "warn"):
-            raise ValueError(f"{name}: handle_unknown must be 'error', 'ignore', "
-                             f"'infrequent_if_exist' or 'warn', got {self.handle_unknown!r}")
+    _parameter_constraints = {
+        "categories": [StrOptions({"auto"}), list, tuple],
+        "drop": [StrOptions({"first", "if_binary"}), "array-like", None],
+        "sparse_output": ["boolean"],
+        "dtype": "no_validation",  # a numeric dtype: see _validate_param_relations
+        "handle_unknown": [StrOptions({"error", "ignore", "infrequent_if_exist", "warn"})],
+        "min_frequency": [Interval(Integral, 1, None, closed="left"),
+                          Interval(RealNotInt, 0, 1, closed="neither"), None],
+        "max_categories": [Interval(Integral, 1, None, closed="left"), None],
+        "feature_name_combiner": [StrOptions({"concat"}), callable],
+    }
+
+    def _validate_param_relations(self):
+        if self.sparse_output:
+            raise invalid_parameter(self, "sparse_output", "False (dml returns dense arrays: a "
+                                    "lazy Dask array for Dask input)")
         try:
-            dt = np.dtype(self.dtype)
+            kind = np.dtype(self.dtype).kind
         except TypeError:
-            raise ValueError(f"{name}: dtype must be a numeric dtype, got {self.dtype!r}") \
-                from None
-        if dt.kind not in "biuf":
-            raise ValueError(f"{name}: dtype must be a numeric dtype, got {self.dtype!r}")
-        mf = self.min_frequency
-        if mf is not None:
-            if isinstance(mf, numbers.Integral) and not isinstance(mf, bool):
-                if mf < 1:
-                    raise ValueError(f"{name}: min_frequency must be an int >= 1 or a float in "
-                                     f"(0, 1), got {mf!r}")
-            elif isinstance(mf, numbers.Real):
-                if not 0 < mf < 1:
-                    raise ValueError(f"{name}: min_frequency must be an int >= 1 or a float in "
-                                     f"(0, 1), got {mf!r}")
-            else:
-                raise ValueError(f"{name}: min_frequency must be an int or a float, got {mf!r}")
-        mc = self.max_categories
-        if mc is not None and (not isinstance(mc, numbers.Integral) or isinstance(mc, bool)
-                               or mc < 1):
-            raise ValueError(f"{name}: max_categories must be an int >= 1, got {mc!r}")
-        if isinstance(self.drop, str) and self.drop not in ("first", "if_binary"):
-            raise ValueError(f"{name}: drop must be None, 'first', 'if_binary' or an array of "
-                             f"one category per feature, got {self.drop!r}")
-        if not (isinstance(self.categories, str) and self.categories == "auto") and \
-                not isinstance(self.categories, (list, tuple)):
-            raise ValueError(f"{name}: categories must be 'auto' or a list of array-likes, got "
-                             f"{self.categories!r}")
-        if isinstance(self.categories, str) and self.categories != "auto":
-            raise ValueError(f"{name}: categories must be 'auto' or a list of array-likes")
-        fnc = self.feature_name_combiner
-        if not (fnc == "concat" or callable(fnc)):
-            raise ValueError(f"{name}: feature_name_combiner must be 'concat' or a callable, "
-                             f"got {fnc!r}")
-        self._infrequent_enabled = (mc is not None and mc >= 1) or mf is not None
+            kind = None
+        if kind is None or kind not in "biuf":
+            raise invalid_parameter(self, "dtype", "a numeric dtype such as np.float64")
 
     # ---- fit ----
+    @fit_context
     def fit(self, X, y=None):
         """Learn the categories of every feature in one pass over X's blocks.
 
@@ -895,7 +873,8 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
         return self._one_pass_fit(_as_object_if_list(X), None, reset=True)
 
     def _fit_delayed(self, blocks: Blocks, reset: bool = True):
-        self._validate_params()
+        self._infrequent_enabled = (self.max_categories is not None
+                                    or self.min_frequency is not None)
         if blocks.has_weight:
             raise TypeError(f"{type(self).__name__} does not support sample_weight")
         self._record_layout(blocks, True)

@@ -8,8 +8,8 @@ The same table is the allow-list of :func:`dml.load`: a model file can only rebu
 are registered here (plus the few composition classes below). A model file never decides what
 gets imported; it can only name an entry of this table.
 
-Adding a model family is one line in :data:`_BUILTIN` (or a :func:`register` call for code that
-lives outside dml)::
+Adding a model family is one line in :data:`ESTIMATORS` (or a :func:`register` call for code
+that lives outside dml)::
 
     register("logistic_regression", "dml.linear_model:LogisticRegression")
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 __all__ = ["register", "unregister", "get", "target", "names", "kind", "is_allowed", "allowed",
            "class_target", "dotted_to_class", "resolve_target", "suggest", "unknown_message",
-           "UnknownNameError", "KINDS"]
+           "UnknownNameError", "KINDS", "ESTIMATORS"]
 
 #: Kinds of entries. ``model`` entries are what a job's ``model.name`` may be; ``transformer``
 #: entries are preprocessing steps; ``component`` entries are classes that only appear inside
@@ -36,45 +36,65 @@ class _Entry:
     kind: str
 
 
-# name -> (import string, kind). One line per estimator.
-_BUILTIN: dict[str, tuple[str, str]] = {
+#: Every public dml estimator: class name -> (import string, registry name, kind). The one list
+#: of them: the registry entries below, the scikit-learn conformance tests and the bad-input
+#: tests iterate over it, and a test checks that it names every estimator class the dml
+#: subpackages export. A registry name of None: not a job model and not loadable, because
+#: the estimator holds other estimators that a model file cannot (bagging's members are
+#: scikit-learn estimators; a search holds its candidates' estimator).
+ESTIMATORS: dict[str, tuple[str, str | None, str | None]] = {
     # naive Bayes
-    "gaussian_nb": ("dml.naive_bayes:GaussianNB", "model"),
-    "multinomial_nb": ("dml.naive_bayes:MultinomialNB", "model"),
-    "bernoulli_nb": ("dml.naive_bayes:BernoulliNB", "model"),
-    "categorical_nb": ("dml.naive_bayes:CategoricalNB", "model"),
+    "GaussianNB": ("dml.naive_bayes:GaussianNB", "gaussian_nb", "model"),
+    "MultinomialNB": ("dml.naive_bayes:MultinomialNB", "multinomial_nb", "model"),
+    "BernoulliNB": ("dml.naive_bayes:BernoulliNB", "bernoulli_nb", "model"),
+    "CategoricalNB": ("dml.naive_bayes:CategoricalNB", "categorical_nb", "model"),
     # linear models
-    "linear_regression": ("dml.linear_model:LinearRegression", "model"),
-    "ridge": ("dml.linear_model:Ridge", "model"),
-    "lasso": ("dml.linear_model:Lasso", "model"),
-    "elastic_net": ("dml.linear_model:ElasticNet", "model"),
-    "logistic_regression": ("dml.linear_model:LogisticRegression", "model"),
-    "linear_svc": ("dml.linear_model:LinearSVC", "model"),
-    "sgd_classifier": ("dml.linear_model:SGDClassifier", "model"),
-    "sgd_regressor": ("dml.linear_model:SGDRegressor", "model"),
-    "perceptron": ("dml.linear_model:Perceptron", "model"),
+    "LinearRegression": ("dml.linear_model:LinearRegression", "linear_regression", "model"),
+    "Ridge": ("dml.linear_model:Ridge", "ridge", "model"),
+    "Lasso": ("dml.linear_model:Lasso", "lasso", "model"),
+    "ElasticNet": ("dml.linear_model:ElasticNet", "elastic_net", "model"),
+    "LogisticRegression": ("dml.linear_model:LogisticRegression", "logistic_regression",
+                           "model"),
+    "LinearSVC": ("dml.linear_model:LinearSVC", "linear_svc", "model"),
+    "SGDClassifier": ("dml.linear_model:SGDClassifier", "sgd_classifier", "model"),
+    "SGDRegressor": ("dml.linear_model:SGDRegressor", "sgd_regressor", "model"),
+    "Perceptron": ("dml.linear_model:Perceptron", "perceptron", "model"),
     # trees and forests
-    "decision_tree_classifier": ("dml.tree:DecisionTreeClassifier", "model"),
-    "decision_tree_regressor": ("dml.tree:DecisionTreeRegressor", "model"),
-    "random_forest_classifier": ("dml.ensemble:RandomForestClassifier", "model"),
-    "random_forest_regressor": ("dml.ensemble:RandomForestRegressor", "model"),
-    "kmeans": ("dml.cluster:KMeans", "model"),  # clustering
+    "DecisionTreeClassifier": ("dml.tree:DecisionTreeClassifier", "decision_tree_classifier",
+                               "model"),
+    "DecisionTreeRegressor": ("dml.tree:DecisionTreeRegressor", "decision_tree_regressor",
+                              "model"),
+    "RandomForestClassifier": ("dml.ensemble:RandomForestClassifier",
+                               "random_forest_classifier", "model"),
+    "RandomForestRegressor": ("dml.ensemble:RandomForestRegressor", "random_forest_regressor",
+                              "model"),
+    "BaggingClassifier": ("dml.ensemble:BaggingClassifier", None, None),
+    "BaggingRegressor": ("dml.ensemble:BaggingRegressor", None, None),
+    "KMeans": ("dml.cluster:KMeans", "kmeans", "model"),  # clustering
     # neural networks
-    "mlp_classifier": ("dml.neural_network:MLPClassifier", "model"),
-    "mlp_regressor": ("dml.neural_network:MLPRegressor", "model"),
-    "matrix_factorization": ("dml.recommender:MatrixFactorization", "model"),  # recommender
+    "MLPClassifier": ("dml.neural_network:MLPClassifier", "mlp_classifier", "model"),
+    "MLPRegressor": ("dml.neural_network:MLPRegressor", "mlp_regressor", "model"),
+    "MatrixFactorization": ("dml.recommender:MatrixFactorization", "matrix_factorization",
+                            "model"),  # recommender
     # preprocessing steps
-    "standard_scaler": ("dml.preprocessing:StandardScaler", "transformer"),
-    "minmax_scaler": ("dml.preprocessing:MinMaxScaler", "transformer"),
-    "one_hot": ("dml.preprocessing:OneHotEncoder", "transformer"),
-    # components that saved models may hold
-    "column_transformer": ("dml.compose:ColumnTransformer", "component"),
+    "StandardScaler": ("dml.preprocessing:StandardScaler", "standard_scaler", "transformer"),
+    "MinMaxScaler": ("dml.preprocessing:MinMaxScaler", "minmax_scaler", "transformer"),
+    "OneHotEncoder": ("dml.preprocessing:OneHotEncoder", "one_hot", "transformer"),
+    "ColumnTransformer": ("dml.compose:ColumnTransformer", "column_transformer", "component"),
+    # model selection
+    "GridSearchCV": ("dml.model_selection:GridSearchCV", None, None),
+    "RandomizedSearchCV": ("dml.model_selection:RandomizedSearchCV", None, None),
+}
+
+# name -> (import string, kind): the registered estimators and the scikit-learn components
+# that saved models may hold.
+_BUILTIN: dict[str, tuple[str, str]] = {
+    **{name: (target, kind) for target, name, kind in ESTIMATORS.values() if name},
     "pipeline": ("sklearn.pipeline:Pipeline", "component"),
     # A fitted column transformer's "passthrough" (stateless; a model file cannot hold the
     # functions it could be given, so only the identity can be loaded).
     "function_transformer": ("sklearn.preprocessing:FunctionTransformer", "component"),
 }
-
 _REGISTRY: dict[str, _Entry] = {n: _Entry(t, k) for n, (t, k) in _BUILTIN.items()}
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -26,7 +26,13 @@ from dml.tree import DecisionTreeClassifier, DecisionTreeRegressor
 N, D = 40, 3
 CHUNK = 10
 
-#: name -> (family, kind, factory). Families are the columns of docs/bad_input.md.
+#: Public estimators (``dml.registry.ESTIMATORS``) that the matrix leaves to tests of their own.
+OWN_TESTS = {"MatrixFactorization": "(user, item, rating) input, not an (X, y) matrix: its "
+                                    "cases are the test_mf_* tests of test_bad_input.py"}
+
+#: name -> (family, kind, factory). Families are the columns of docs/bad_input.md. Which
+#: estimators run is decided by ``dml.registry.ESTIMATORS``: each needs an entry here or in
+#: :data:`OWN_TESTS`.
 ESTIMATORS = {
     "GaussianNB": ("naive Bayes", "clf", lambda: GaussianNB()),
     "MultinomialNB": ("naive Bayes", "clf", lambda: MultinomialNB()),

@@ -58,8 +58,8 @@ class ProcessCluster:
         env = dict(os.environ)
         # Workers must import this checkout's dml and the test modules: functions are pickled by
         # reference, so kernels defined in tests must be importable there too.
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep)
+        paths = [str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(paths).rstrip(os.pathsep)
         env.pop("DML_SCHEDULER_ADDRESS", None)
         return env
 
@@ -72,7 +72,7 @@ class ProcessCluster:
         self.procs.append(proc)
         return proc
 
-    def start(self, timeout: float = 90.0) -> "ProcessCluster":
+    def start(self, timeout: float = 90.0) -> ProcessCluster:
         self._spawn(["scheduler", "--host", "127.0.0.1", "--port", "0",
                      "--dashboard-address", "127.0.0.1:0", "--scheduler-file",
                      str(self.scheduler_file)], "scheduler.log")

@@ -13,6 +13,7 @@ marked slow).
 """
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import dask.array as da
@@ -22,9 +23,12 @@ import pandas as pd
 import pytest
 import sklearn.naive_bayes as sknb
 from sklearn.metrics import r2_score
+from sklearn.utils._param_validation import generate_invalid_param_val, make_constraint
 
-from _bad_input_cases import (CHUNK, D, ESTIMATORS, N, data, fit, fit_output, output, to_dask,
-                              wrap)
+from _bad_input_cases import (CHUNK, D, ESTIMATORS, N, OWN_TESTS, data, fit, fit_output, output,
+                              to_dask, wrap)
+from dml import registry
+from dml._param_validation import InvalidParameterError
 from dml.naive_bayes import CategoricalNB
 from dml.preprocessing import OneHotEncoder
 from dml.recommender import MatrixFactorization
@@ -36,8 +40,14 @@ SLOW_NAMES = {"RandomizedSearchCV"}
 
 
 def _names(kinds=("clf", "reg", "trans", "clust")):
+    """The public estimators (``dml.registry.ESTIMATORS``) of these kinds."""
     return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_NAMES else n
-            for n in ESTIMATORS if ESTIMATORS[n][1] in kinds]
+            for n in registry.ESTIMATORS if n not in OWN_TESTS and ESTIMATORS[n][1] in kinds]
+
+
+def test_the_matrix_covers_every_public_estimator():
+    assert set(ESTIMATORS) | set(OWN_TESTS) == set(registry.ESTIMATORS)
+    assert not set(ESTIMATORS) & set(OWN_TESTS)
 
 
 NAMES = _names()
@@ -76,9 +86,116 @@ def _cluster(inprocess_client):
         yield
 
 
+#: A small instance of every public estimator, the one of the matrix when there is one.
+SMALL_BY_NAME = {**{n: ESTIMATORS[n][2] for n in ESTIMATORS},
+                 "MatrixFactorization": lambda: MatrixFactorization(n_factors=2, n_epochs=2)}
+
+
 def _get(name):
     """(factory, kind) of an estimator of the matrix."""
     return ESTIMATORS[name][2], ESTIMATORS[name][1]
+
+
+# --------------------------------------------------------------------------------------------
+# Hyper-parameters: one contract (dml._param_validation), one error type, one wording
+# --------------------------------------------------------------------------------------------
+
+def _invalid_values(constraints):
+    """Values that break every constraint of a parameter: a wrong type, and a value out of each
+    interval / option set (scikit-learn's generator) that no other constraint accepts."""
+    if constraints == "no_validation":
+        return []
+    made = [make_constraint(c) for c in constraints]
+    candidates = [object()]
+    for c in made:
+        try:
+            candidates.append(generate_invalid_param_val(c))
+        except NotImplementedError:
+            pass
+    return [v for v in candidates if not any(c.is_satisfied_by(v) for c in made)]
+
+
+@pytest.mark.parametrize("name", [n for n in registry.ESTIMATORS])
+def test_invalid_hyper_parameters(name):
+    """Every constrained parameter of every public estimator, given a value it does not
+    accept, makes ``fit`` (and ``partial_fit``) raise InvalidParameterError (a ValueError and
+    a TypeError) worded ``The 'p' parameter of Estimator must be ... Got ... instead.``, before
+    reading any data."""
+    make = SMALL_BY_NAME[name]
+    est = make()
+    checked = 0
+    for param, constraints in est._parameter_constraints.items():
+        if param not in est.get_params(deep=False):
+            continue
+        for value in _invalid_values(constraints):
+            bad = make().set_params(**{param: value})
+            pattern = rf"^The '{param}' parameter of {name} must be .*\. Got .* instead\.$"
+            methods = ["fit"] + (["partial_fit"] if hasattr(bad, "partial_fit") else [])
+            for method in methods:
+                with pytest.raises(InvalidParameterError, match=pattern) as exc:
+                    getattr(bad, method)(None, None)
+                assert isinstance(exc.value, ValueError) and isinstance(exc.value, TypeError)
+            checked += 1
+    assert checked >= 1
+
+
+#: Parameter combinations the table cannot express, and their wording.
+RELATIONS = [
+    ("LogisticRegression", {"l1_ratio": 0.5}, "l1_ratio", "0 unless solver='sgd'"),
+    ("LinearSVC", {"penalty": "l1"}, "penalty", "'l2' unless solver='sgd'"),
+    ("SGDRegressor", {"learning_rate": "constant", "eta0": 0.0}, "eta0",
+     "> 0 unless learning_rate='optimal'"),
+    ("RandomForestClassifier", {"bootstrap": False, "oob_score": True}, "oob_score",
+     "False unless bootstrap=True"),
+    ("MLPClassifier", {"hidden_layer_sizes": (3, 0)}, "hidden_layer_sizes",
+     "a positive int or a tuple"),
+    ("MLPRegressor", {"dtype": "float16"}, "dtype", "'float32' or 'float64'"),
+    ("MinMaxScaler", {"feature_range": (1, 0)}, "feature_range", "a tuple \\(min, max\\)"),
+    ("OneHotEncoder", {"sparse_output": True}, "sparse_output", "False"),
+    ("OneHotEncoder", {"dtype": str}, "dtype", "a numeric dtype"),
+    ("MultinomialNB", {"alpha": [[1.0]]}, "alpha", "a non-negative float or a 1-D array"),
+    ("CategoricalNB", {"alpha": [1.0]}, "alpha", "a non-negative float\\. "),
+    ("ColumnTransformer", {"remainder": "keep"}, "remainder", "a str among"),
+    ("ColumnTransformer", {"transformers": [("a", "keep", [0])]}, "transformers",
+     "a list whose transformer 'a' is a transformer, 'drop' or 'passthrough'"),
+    ("MatrixFactorization", {"spill_dir": "/no/such/dir"}, "spill_dir", "an existing directory"),
+]
+
+
+@pytest.mark.parametrize("name, params, param, wording", RELATIONS)
+def test_invalid_parameter_combinations(name, params, param, wording):
+    bad = SMALL_BY_NAME[name]().set_params(**params)
+    with pytest.raises(InvalidParameterError,
+                       match=rf"^The '{param}' parameter of {name} must be {wording}.*Got "):
+        bad.fit(None, None)
+
+
+#: Dask input whose all-zero weights the fit does not check (only local weights are checked
+#: up front; these fits make no pass that sums the weights).
+ZERO_WEIGHTS_UNCHECKED_ON_DASK = {"StandardScaler", "MLPRegressor", "DecisionTreeClassifier",
+                                  "DecisionTreeRegressor", "RandomForestClassifier",
+                                  "RandomForestRegressor"}
+
+
+@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("name", [n for n in NAMES if "sample_weight" in inspect.signature(
+    ESTIMATORS[getattr(n, "values", [n])[0]][2]().fit).parameters])
+def test_all_zero_sample_weights_one_message(name, dask):
+    """Every check of all-zero weights (up front for local weights, in the fit's reduction for
+    Dask weights) says the same thing (dml.base.ALL_ZERO_WEIGHTS)."""
+    if dask and name in ZERO_WEIGHTS_UNCHECKED_ON_DASK:
+        pytest.skip("no reduction of the weights in this fit")
+    make, kind = _get(name)
+    X, y = data(kind)
+    w = np.zeros(N)
+    if dask:
+        X, y, w = to_dask(X), to_dask(y), to_dask(w)
+    est = make()
+    with pytest.raises(ValueError, match=rf"^{name}: Sample weights must contain at least one "
+                                         r"non-zero number; every sample weight is zero, so no "
+                                         r"sample counts towards the fit\.$"):
+        est.fit(X, sample_weight=w) if kind in ("trans", "clust") else \
+            est.fit(X, y, sample_weight=w)
 
 
 # --------------------------------------------------------------------------------------------
@@ -424,9 +541,14 @@ def test_mf_recommend_without_seen_pairs_and_out_of_core_options(tmp_path):
         mf.recommend([0], k=2)
     items, _ = mf.recommend([0], k=2, exclude_seen=False)
     assert items.shape == (1, 2)
-    with pytest.raises(ValueError, match="persist must be 'auto', True or False"):
+    with pytest.raises(ValueError, match=r"The 'persist' parameter of MatrixFactorization must "
+                                         r"be a str among \{'auto'\} or an instance of 'bool'"):
         MatrixFactorization(**MF, persist="yes").fit(df)
-    with pytest.raises(ValueError, match="remember_seen must be 'auto', True or False"):
+    with pytest.raises(ValueError, match=r"The 'remember_seen' parameter of MatrixFactorization "
+                                         r"must be a str among \{'auto'\} or an instance of "
+                                         r"'bool'"):
         MatrixFactorization(**MF, remember_seen=None).fit(df)
-    with pytest.raises(ValueError, match="spill_dir '.*' is not an existing directory"):
+    with pytest.raises(ValueError, match=r"The 'spill_dir' parameter of MatrixFactorization must "
+                                         r"be an existing directory .* Got .*missing'\) "
+                                         r"instead"):
         MatrixFactorization(**MF, spill_dir=tmp_path / "missing").fit(df)

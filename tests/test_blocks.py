@@ -285,7 +285,7 @@ def test_unknown_lengths_without_y_stay_lazy():
 def test_multi_column_chunks_and_different_partition_counts_realign():
     X = da.from_array(np.ones((12, 4)), chunks=(5, 2))
     X = X[da.from_array(np.arange(12) < 11, chunks=5)]   # unknown row chunks, 2 column chunks
-    y = da.from_array(np.arange(11), chunks=4)           # 3 partitions vs X's 3... but lengths differ
+    y = da.from_array(np.arange(11), chunks=4)           # 3 partitions, other lengths than X's
     y = y.rechunk(6)                                     # 2 partitions: realigned by lengths
     out = as_blocks(X, y).map_reduce(stats)
     assert out["n"] == 11 and out["y"] == sum(range(11)) and out["sum"][0] == 11

@@ -13,14 +13,20 @@ scikit-learn as an unexpected pass (xpass), not an error, so the table can only 
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 import warnings
 from pathlib import Path
 
 import dask
 import pytest
+from sklearn.base import BaseEstimator
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+import dml
+
+from dml import registry
 from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
 from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
@@ -37,37 +43,51 @@ from dml.tree import DecisionTreeClassifier, DecisionTreeRegressor
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "conformance.md"
 
 
+#: Small instances (few iterations / trees so that ~40 checks per estimator stay fast) of every
+#: public estimator of :data:`dml.registry.ESTIMATORS`, which decides what is checked.
+SMALL = {
+    "GaussianNB": lambda: GaussianNB(), "MultinomialNB": lambda: MultinomialNB(),
+    "BernoulliNB": lambda: BernoulliNB(), "CategoricalNB": lambda: CategoricalNB(),
+    "StandardScaler": lambda: StandardScaler(), "MinMaxScaler": lambda: MinMaxScaler(),
+    "OneHotEncoder": lambda: OneHotEncoder(handle_unknown="ignore"),
+    "ColumnTransformer": lambda: ColumnTransformer([("scale", StandardScaler(), [0])],
+                                                   remainder="passthrough"),
+    "LinearRegression": lambda: LinearRegression(), "Ridge": lambda: Ridge(),
+    "LogisticRegression": lambda: LogisticRegression(max_iter=20, random_state=0),
+    "LinearSVC": lambda: LinearSVC(max_iter=20, random_state=0),
+    "SGDClassifier": lambda: SGDClassifier(max_iter=5, tol=None, random_state=0),
+    # Adam: check data with unscaled features (mean 100) makes plain SGD with the default
+    # learning rate diverge, which dml reports with a DivergedError (see docs).
+    "SGDRegressor": lambda: SGDRegressor(max_iter=20, tol=None, optimizer="adam",
+                                         random_state=0),
+    "Perceptron": lambda: Perceptron(max_iter=5, tol=None, random_state=0),
+    "Lasso": lambda: Lasso(alpha=0.1, max_iter=50),
+    "ElasticNet": lambda: ElasticNet(alpha=0.1, max_iter=50),
+    # Enough epochs to reach the accuracy / R² that check_*_train asks for.
+    "MLPClassifier": lambda: MLPClassifier(hidden_layer_sizes=(10,), max_iter=100,
+                                           learning_rate_init=0.01, random_state=0),
+    "MLPRegressor": lambda: MLPRegressor(hidden_layer_sizes=(10,), max_iter=100,
+                                         learning_rate_init=0.01, random_state=0),
+    "KMeans": lambda: KMeans(2, n_init=1, max_iter=5, random_state=0),
+    "DecisionTreeClassifier": lambda: DecisionTreeClassifier(max_depth=4, random_state=0),
+    "DecisionTreeRegressor": lambda: DecisionTreeRegressor(max_depth=4, random_state=0),
+    "RandomForestClassifier": lambda: RandomForestClassifier(n_estimators=3, max_depth=4,
+                                                             random_state=0),
+    "RandomForestRegressor": lambda: RandomForestRegressor(n_estimators=3, max_depth=4,
+                                                           random_state=0),
+    "BaggingClassifier": lambda: BaggingClassifier(n_estimators=3, random_state=0),
+    "BaggingRegressor": lambda: BaggingRegressor(n_estimators=3, random_state=0),
+    "MatrixFactorization": lambda: MatrixFactorization(n_factors=2, n_epochs=2,
+                                                       random_state=0),
+    "GridSearchCV": lambda: GridSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, cv=2),
+    "RandomizedSearchCV": lambda: RandomizedSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, n_iter=2,
+                                                     cv=2, random_state=0),
+}
+
+
 def _estimators():
-    """Small instances: few iterations / trees so that ~40 checks per estimator stay fast."""
-    return [
-        GaussianNB(), MultinomialNB(), BernoulliNB(), CategoricalNB(),
-        StandardScaler(), MinMaxScaler(), OneHotEncoder(handle_unknown="ignore"),
-        ColumnTransformer([("scale", StandardScaler(), [0])], remainder="passthrough"),
-        LinearRegression(), Ridge(),
-        LogisticRegression(max_iter=20, random_state=0),
-        LinearSVC(max_iter=20, random_state=0),
-        SGDClassifier(max_iter=5, tol=None, random_state=0),
-        # Adam: check data with unscaled features (mean 100) makes plain SGD with the default
-        # learning rate diverge, which dml reports with a DivergedError (see docs).
-        SGDRegressor(max_iter=20, tol=None, optimizer="adam", random_state=0),
-        Perceptron(max_iter=5, tol=None, random_state=0),
-        Lasso(alpha=0.1, max_iter=50), ElasticNet(alpha=0.1, max_iter=50),
-        # Enough epochs to reach the accuracy / R² that check_*_train asks for.
-        MLPClassifier(hidden_layer_sizes=(10,), max_iter=100, learning_rate_init=0.01,
-                      random_state=0),
-        MLPRegressor(hidden_layer_sizes=(10,), max_iter=100, learning_rate_init=0.01,
-                     random_state=0),
-        KMeans(2, n_init=1, max_iter=5, random_state=0),
-        DecisionTreeClassifier(max_depth=4, random_state=0),
-        DecisionTreeRegressor(max_depth=4, random_state=0),
-        RandomForestClassifier(n_estimators=3, max_depth=4, random_state=0),
-        RandomForestRegressor(n_estimators=3, max_depth=4, random_state=0),
-        BaggingClassifier(n_estimators=3, random_state=0),
-        BaggingRegressor(n_estimators=3, random_state=0),
-        MatrixFactorization(n_factors=2, n_epochs=2, random_state=0),
-        GridSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, cv=2),
-        RandomizedSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, n_iter=2, cv=2, random_state=0),
-    ]
+    """One small instance per public estimator (a missing one fails the collection)."""
+    return [SMALL[name]() for name in registry.ESTIMATORS]
 
 
 _MINIBATCH = ("mini-batch SGD: weight 2 scales a row's gradient in one step, a repeated row takes "
@@ -149,3 +169,24 @@ def test_expected_failures_are_documented():
             assert (est, check) in rows, f"{est}/{check} is missing from {DOCS}"
     listed = {(e, c) for e, checks in EXPECTED_FAILED_CHECKS.items() for c in checks}
     assert rows <= listed, f"docs list checks the test does not skip: {rows - listed}"
+
+
+def test_every_public_estimator_is_in_the_one_list():
+    """Every estimator class a dml subpackage exports is in dml.registry.ESTIMATORS (which
+    drives the registry, these checks and the bad-input tests), at the path it is exported."""
+    exported = {}
+    for info in pkgutil.iter_modules(dml.__path__):
+        if info.name.startswith("_") or info.name == "cli":
+            continue
+        module = importlib.import_module(f"dml.{info.name}")
+        for name in getattr(module, "__all__", ()):
+            obj = getattr(module, name)
+            if isinstance(obj, type) and issubclass(obj, BaseEstimator):
+                exported.setdefault(obj.__name__, f"dml.{info.name}:{name}")
+    assert set(exported) == set(registry.ESTIMATORS)
+    for name, (target, reg_name, _) in registry.ESTIMATORS.items():
+        assert registry.resolve_target(target).__name__ == name
+        assert target == exported[name]
+        if reg_name is not None:
+            assert registry.get(reg_name).__name__ == name
+    assert set(SMALL) == set(registry.ESTIMATORS)

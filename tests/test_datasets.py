@@ -228,7 +228,8 @@ def test_classification_many_informative_and_dtype():
     (dict(weights=[0.2, 0.3, 0.5]), "weights has 3 entries"),
     (dict(weights=[0.8, 0.7]), "summing to at most 1"),
     (dict(flip_y=1.5), r"flip_y must be in \[0, 1\]"),
-    (dict(class_sep=0), "class_sep must be > 0"),
+    (dict(class_sep=0), r"The 'class_sep' parameter of make_classification must be a float in "
+                        r"the range \(0\.0, inf\)\. Got 0 instead"),
     (dict(shift=[1.0, 2.0]), "shift must be a number or an array of length"),
 ])
 def test_classification_bad_parameters(kw, match):
@@ -237,7 +238,8 @@ def test_classification_bad_parameters(kw, match):
 
 
 def test_classification_type_errors():
-    with pytest.raises(TypeError, match="n_samples must be an integer"):
+    with pytest.raises(TypeError, match=r"The 'n_samples' parameter of make_classification must be "
+                                        r"an int in the range \[1, inf\)\. Got 100\.0 instead"):
         ds.make_classification(100.0)
     with pytest.raises(TypeError, match="random_state"):
         ds.make_classification(100, random_state="0")
@@ -282,7 +284,8 @@ def test_regression_multi_target_and_errors():
     np.testing.assert_allclose(yc, Xc @ coef, atol=1e-9)
     with pytest.raises(NotImplementedError, match="effective_rank.*not supported"):
         ds.make_regression(100, 5, effective_rank=2)
-    with pytest.raises(ValueError, match="noise must be >= 0"):
+    with pytest.raises(ValueError, match=r"The 'noise' parameter of make_regression must be a "
+                                         r"float in the range \[0\.0, inf\)"):
         ds.make_regression(100, 5, noise=-1)
 
 

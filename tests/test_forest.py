@@ -135,9 +135,11 @@ def test_proba_and_labels():
 
 def test_bad_parameters():
     X_tr, _, y_tr, _ = _data(n=200)
-    with pytest.raises(ValueError, match="n_estimators"):
+    with pytest.raises(ValueError, match=r"The 'n_estimators' parameter of RandomForestClassifier "
+                                         r"must be an int in the range \[1, inf\)"):
         RandomForestClassifier(n_estimators=0).fit(X_tr, y_tr)
-    with pytest.raises(ValueError, match="Out of bag"):
+    with pytest.raises(ValueError, match=r"The 'oob_score' parameter of RandomForestClassifier "
+                                         r"must be False unless bootstrap=True \(out-of-bag"):
         RandomForestClassifier(bootstrap=False, oob_score=True).fit(X_tr, y_tr)
     with pytest.raises(ValueError, match="class_weight"):
         RandomForestClassifier(class_weight={7: 2.0}).fit(X_tr, y_tr)

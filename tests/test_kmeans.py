@@ -361,15 +361,20 @@ def test_bad_input_is_reported_clearly():
         KMeans(3).fit(chunked(Xn, 3))
     with pytest.raises(ValueError, match="contains NaN"):
         KMeans(3).fit(Xn)
-    with pytest.raises(ValueError, match="init must be one of"):
+    with pytest.raises(ValueError, match=r"The 'init' parameter of KMeans must be a str among .* "
+                                         r"or an array-like\. Got 'kmeans' instead"):
         KMeans(3, init="kmeans").fit(X)
-    with pytest.raises(TypeError, match="callable init is not supported"):
+    with pytest.raises(TypeError, match=r"The 'init' parameter of KMeans must be a str among .* "
+                                        r"or an array-like\. Got <function"):
         KMeans(3, init=lambda X, k, random_state: X[:k]).fit(X)
-    with pytest.raises(ValueError, match="n_clusters must be >= 1"):
+    with pytest.raises(ValueError, match=r"The 'n_clusters' parameter of KMeans must be an int in "
+                                         r"the range \[1, inf\)\. Got 0 instead"):
         KMeans(0).fit(X)
-    with pytest.raises(ValueError, match="tol must be >= 0"):
+    with pytest.raises(ValueError, match=r"The 'tol' parameter of KMeans must be a float in the "
+                                         r"range \[0\.0, inf\)"):
         KMeans(3, tol=-1).fit(X)
-    with pytest.raises(ValueError, match="n_init must be 'auto'"):
+    with pytest.raises(ValueError, match=r"The 'n_init' parameter of KMeans must be a str among "
+                                         r"\{'auto'\} or an int"):
         KMeans(3, n_init="many").fit(X)
     with pytest.raises(ValueError, match="negative"):
         KMeans(3).fit(X, sample_weight=-np.ones(50))

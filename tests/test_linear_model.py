@@ -524,11 +524,14 @@ def test_bad_input_errors(binary):
                                             r"learning rate \(learning_rate='constant', "
                                             r"eta0=1e\+06\)"):
         SGDRegressor(learning_rate="constant", eta0=1e6).fit(X, X @ np.arange(8.0))
-    with pytest.raises(ValueError, match="alpha must be"):
+    with pytest.raises(ValueError, match=r"The 'alpha' parameter of SGDClassifier must be a float "
+                                         r"in the range \[0\.0, inf\)\. Got -1 instead\."):
         SGDClassifier(alpha=-1).fit(X, y)
-    with pytest.raises(ValueError, match="loss must be one of"):
+    with pytest.raises(ValueError, match=r"The 'loss' parameter of SGDRegressor must be a str "
+                                         r"among"):
         SGDRegressor(loss="hinge").fit(X, y)
-    with pytest.raises(ValueError, match="solver='sgd'"):
+    with pytest.raises(ValueError, match=r"The 'l1_ratio' parameter of LogisticRegression must "
+                                         r"be 0 unless solver='sgd'"):
         LogisticRegression(l1_ratio=0.5).fit(X, y)
     with pytest.raises(ValueError, match="X has 3 features, but LogisticRegression is expecting 8"):
         LogisticRegression().fit(X, y).predict(X[:, :3])
@@ -545,3 +548,40 @@ def test_bad_input_errors(binary):
         LogisticRegression().predict_proba(X)
     with pytest.raises(TypeError, match="mixes label types"):
         LogisticRegression().fit(X, np.array(["a", 1] * 300, dtype=object))
+
+
+def test_elastic_net_dual_gap_bounds_the_suboptimality():
+    """``dual_gap_`` (coordinate descent) is scikit-learn's duality gap of the objective
+    divided by the weight sum: never below the primal objective's distance to the optimum,
+    near zero at the optimum, None with the SGD solver."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 6))
+    y = X @ [1.5, 0.0, -2.0, 0.0, 0.5, 0.0] + 0.3 * rng.normal(size=200)
+
+    def primal(est):
+        r = y - X @ est.coef_ - est.intercept_
+        l1, l2 = est.alpha * est.l1_ratio, est.alpha * (1 - est.l1_ratio)
+        return (r @ r / (2 * len(y)) + l1 * np.abs(est.coef_).sum()
+                + l2 / 2 * est.coef_ @ est.coef_)
+
+    for make in (lambda **k: ElasticNet(alpha=0.1, l1_ratio=0.7, **k),
+                 lambda **k: Lasso(alpha=0.05, **k),
+                 lambda **k: ElasticNet(alpha=0.2, l1_ratio=0.0, **k)):
+        best = make(tol=1e-12, max_iter=10_000).fit(X, y)
+        assert abs(best.dual_gap_) < 1e-10  # zero up to rounding
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rough = make(max_iter=1).fit(X, y)
+        assert rough.dual_gap_ >= primal(rough) - primal(best) - 1e-12
+        assert rough.dual_gap_ > 1e3 * best.dual_gap_
+    sgd = ElasticNet(alpha=0.1, solver="sgd", max_iter=2, random_state=0).fit(X, y)
+    assert sgd.dual_gap_ is None
+
+
+def test_elastic_net_and_lasso_docstrings_are_docstrings():
+    """ElasticNet's docstring was a concatenation expression (so ``__doc__`` was None and its
+    doctest never ran); Lasso's pointed at it."""
+    for cls in (ElasticNet, Lasso):
+        assert cls.__doc__ is not None and ">>> " in cls.__doc__
+        assert "alpha : float, default=1.0" in cls.__doc__
+        assert "dual_gap_ : float or None" in cls.__doc__

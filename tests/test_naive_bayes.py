@@ -444,7 +444,8 @@ def test_structural_input_errors(kind):
         est.predict(X[:, :2])
     with pytest.raises(ValueError, match="X has 2 features, but .* is expecting"):
         est.predict_proba(da.from_array(X[:, :2], chunks=50))
-    with pytest.raises(ValueError, match="missing must be 'error' or 'ignore'"):
+    with pytest.raises(ValueError, match=r"The 'missing' parameter of \w+NB must be a str among "
+                                         r"\{'(ignore|error)', '(ignore|error)'\}\. Got 'skip'"):
         Est(missing="skip").fit(X, y)
     with pytest.raises(ValueError, match=r"0 feature\(s\) \(shape=\(240, 0\)\)"):
         Est().fit(X[:, :0], y)
@@ -606,7 +607,8 @@ def test_discrete_parameters_match_sklearn():
     with pytest.warns(UserWarning, match="alpha too small"):
         ref = skb.MultinomialNB(alpha=0.0, force_alpha=False).fit(X, y)
     fitted_equal(ours, ref, "multinomial")
-    with pytest.raises(ValueError, match="alpha must be >= 0"):
+    with pytest.raises(ValueError, match=r"The 'alpha' parameter of MultinomialNB must be a float "
+                                         r"in the range \[0\.0, inf\) or an array-like"):
         nb.MultinomialNB(alpha=-1.0).fit(X, y)
     with pytest.raises(ValueError, match="number of priors"):
         nb.BernoulliNB(class_prior=[0.5, 0.5]).fit(X, y)

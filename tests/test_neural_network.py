@@ -16,10 +16,7 @@ from sklearn.neural_network import MLPRegressor as SkMLPRegressor
 
 from dml.neural_network import MLPClassifier, MLPRegressor
 from dml.neural_network._problem import MLPProblem
-from dml.optim.engine import RoundPlan, SGDConfig, initial_state, local_sgd_steps
-from dml.optim.optimizers import make_optimizer
-from dml.optim.penalties import make_penalty
-from dml.optim.schedules import make_schedule
+from dml.optim.engine import RoundPlan, initial_state, local_sgd_steps
 
 ACTS = ["relu", "tanh", "logistic", "identity"]
 
@@ -93,7 +90,8 @@ def test_forward_pass_equals_scikit_learn_with_copied_weights(act):
     X, y = _blobs(120)
     yb = (y > 0).astype(int)
     for Xy, cls in ((y, 3), (yb, 2)):
-        sk = SkMLPClassifier(hidden_layer_sizes=(7, 5), activation=act, max_iter=2, random_state=0).fit(X, Xy)
+        sk = SkMLPClassifier(hidden_layer_sizes=(7, 5), activation=act, max_iter=2,
+                             random_state=0).fit(X, Xy)
         ours = MLPClassifier((7, 5), activation=act, max_iter=1, random_state=0).fit(X, Xy)
         # ours -> scikit-learn and scikit-learn -> ours
         sk.coefs_ = [c.copy() for c in ours.coefs_]
@@ -101,14 +99,16 @@ def test_forward_pass_equals_scikit_learn_with_copied_weights(act):
         np.testing.assert_allclose(ours.predict_proba(X), sk.predict_proba(X), rtol=0,
                                    atol=1e-12)
         np.testing.assert_array_equal(ours.predict(X), sk.predict(X))
-        sk2 = SkMLPClassifier(hidden_layer_sizes=(7, 5), activation=act, max_iter=3, random_state=1).fit(X, Xy)
+        sk2 = SkMLPClassifier(hidden_layer_sizes=(7, 5), activation=act, max_iter=3,
+                              random_state=1).fit(X, Xy)
         ours.coefs_, ours.intercepts_ = sk2.coefs_, sk2.intercepts_
         np.testing.assert_allclose(ours.predict_proba(X), sk2.predict_proba(X), rtol=0,
                                    atol=1e-12)
         assert ours.predict_proba(X).shape == (len(X), cls)
     Xr = rng.normal(size=(100, 4))
     yr = Xr @ [1.0, 2.0, -1.0, 0.5]
-    skr = SkMLPRegressor(hidden_layer_sizes=(6,), activation=act, max_iter=2, random_state=0).fit(Xr, yr)
+    skr = SkMLPRegressor(hidden_layer_sizes=(6,), activation=act, max_iter=2,
+                         random_state=0).fit(Xr, yr)
     reg = MLPRegressor((6,), activation=act, max_iter=1, random_state=0).fit(Xr, yr)
     reg.coefs_, reg.intercepts_ = skr.coefs_, skr.intercepts_
     np.testing.assert_allclose(reg.predict(Xr), skr.predict(Xr), rtol=0, atol=1e-12)
@@ -244,17 +244,21 @@ def test_checkpoint_resume_equals_uninterrupted(tmp_path):
 
 def test_bad_input():
     X, y = _blobs(60)
-    with pytest.raises(ValueError, match="activation must be"):
+    bad = "The '{}' parameter of MLPClassifier must be "
+    with pytest.raises(ValueError, match=bad.format("activation") + "a str among"):
         MLPClassifier(activation="softplus").fit(X, y)
-    with pytest.raises(ValueError, match="hidden_layer_sizes"):
+    with pytest.raises(ValueError, match=bad.format("hidden_layer_sizes") +
+                       r"a positive int or a tuple of positive ints\. Got \(4, 0\)"):
         MLPClassifier(hidden_layer_sizes=(4, 0)).fit(X, y)
-    with pytest.raises(ValueError, match="solver must be"):
+    with pytest.raises(ValueError, match=bad.format("solver") + "a str among"):
         MLPClassifier(solver="lbfgs").fit(X, y)
-    with pytest.raises(ValueError, match="dropout must be"):
+    with pytest.raises(ValueError, match=bad.format("dropout") +
+                       r"a float in the range \[0\.0, 1\.0\)"):
         MLPClassifier(dropout=1.0).fit(X, y)
-    with pytest.raises(ValueError, match="dtype must be"):
+    with pytest.raises(ValueError, match=bad.format("dtype") + "'float32' or 'float64'"):
         MLPClassifier(dtype="float16").fit(X, y)
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(ValueError, match=bad.format("batch_size") +
+                       r"an int in the range \[1, inf\) or a str among \{'auto'\}"):
         MLPClassifier(batch_size=0).fit(X, y)
     with pytest.raises(ValueError, match="at least 2 classes"):
         MLPClassifier().fit(X, np.zeros(len(X)))

@@ -9,7 +9,6 @@ from distributed import Client, LocalCluster
 
 from dml._blocks import as_blocks, block_rng
 from dml.optim import checkpoint as ckpt
-from dml.optim import engine
 from dml.optim.data import prepare
 from dml.optim.engine import SGDConfig, epoch_plan, final_params, initial_state, train
 from dml.optim.losses import LOSSES, get_loss

@@ -133,7 +133,8 @@ def _removed_workers(dask_scheduler):
 
 
 def _limits(client):
-    return {w: int(i["memory_limit"]) for w, i in client.scheduler_info(n_workers=-1)["workers"].items()}
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    return {w: int(i["memory_limit"]) for w, i in workers.items()}
 
 
 def fit_out_of_core(cluster, data_bytes, fit):
@@ -269,7 +270,8 @@ def _supervised(make, path, columns=FEATURES + ["y"]):
 # One test per estimator family
 # --------------------------------------------------------------------------------------------
 
-def test_sgd_classifier_out_of_core(small_cluster, classification_data, inprocess_client, in_memory):
+def test_sgd_classifier_out_of_core(small_cluster, classification_data, inprocess_client,
+                                    in_memory):
     from dml.linear_model import SGDClassifier
 
     path, nbytes = classification_data
@@ -286,7 +288,8 @@ def test_sgd_classifier_out_of_core(small_cluster, classification_data, inproces
     np.testing.assert_array_equal(got.intercept_, ref.intercept_)
 
 
-def test_mlp_classifier_out_of_core(small_cluster, classification_data, inprocess_client, in_memory):
+def test_mlp_classifier_out_of_core(small_cluster, classification_data, inprocess_client,
+                                    in_memory):
     from dml.neural_network import MLPClassifier
 
     path, nbytes = classification_data
@@ -324,7 +327,6 @@ def make_kmeans():
 
 
 def test_kmeans_out_of_core(small_cluster, classification_data, inprocess_client, in_memory):
-    from dml.cluster import KMeans
 
     path, nbytes = classification_data
     # The frame with its y column on both sides (KMeans leaves a y column name out of X), so

@@ -1,4 +1,4 @@
-"""TLS: `dml train` against a `dask scheduler` / `dask worker` cluster started with --tls-* flags."""
+"""TLS: `dml train` against a `dask scheduler` / `dask worker` cluster with --tls-* flags."""
 from __future__ import annotations
 
 import subprocess

@@ -262,13 +262,17 @@ def test_bad_input():
     X, y = _few_values_data(n=100)
     with pytest.raises(ValueError, match="single class"):
         DecisionTreeClassifier().fit(X, np.zeros(100))
-    with pytest.raises(ValueError, match="max_bins must be an integer in \\[2, 255\\]"):
+    with pytest.raises(ValueError, match=r"The 'max_bins' parameter of DecisionTreeClassifier "
+                                         r"must be an int in the range \[2, 255\]"):
         DecisionTreeClassifier(max_bins=256).fit(X, y)
-    with pytest.raises(ValueError, match="criterion"):
+    with pytest.raises(ValueError, match=r"The 'criterion' parameter of DecisionTreeClassifier "
+                                         r"must be a str among"):
         DecisionTreeClassifier(criterion="squared_error").fit(X, y)
-    with pytest.raises(ValueError, match="max_depth"):
+    with pytest.raises(ValueError, match=r"The 'max_depth' parameter of DecisionTreeClassifier "
+                                         r"must be an int in the range \[1, inf\) or None"):
         DecisionTreeClassifier(max_depth=0).fit(X, y)
-    with pytest.raises(ValueError, match="max_features"):
+    with pytest.raises(ValueError, match=r"The 'max_features' parameter of DecisionTreeClassifier "
+                                         r"must be"):
         DecisionTreeClassifier(max_features="most").fit(X, y)
     Xinf = X.copy()
     Xinf[3, 1] = np.inf

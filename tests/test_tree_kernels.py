@@ -141,7 +141,8 @@ def test_route_kernel_equals_numpy():
     cat_idx = np.where(rng.random((T, M)) < 0.3, rng.integers(0, 4, (T, M)), -1).astype(np.int32)
     bits = rng.random((4, 256)) < 0.5
     route = (feature, thr, mleft, left, right, cat_idx, bits)
-    assert np.array_equal(route_kernel((xb,), assign, route), ref_route_kernel((xb,), assign, route))
+    assert np.array_equal(route_kernel((xb,), assign, route),
+                          ref_route_kernel((xb,), assign, route))
 
 
 def test_combine_sparse_equals_numpy():

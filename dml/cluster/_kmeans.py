@@ -11,7 +11,6 @@ and one task per block serves every run on that block.
 from __future__ import annotations
 
 import functools
-import numbers
 import warnings
 from dataclasses import dataclass, field, replace
 
@@ -24,7 +23,8 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluste
 from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import Blocks, block_rng, compute, seed_from
-from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOptions
+from dml.base import DaskEstimatorMixin, check_is_fitted, check_weights_not_all_zero, fit_context
 from dml.cluster import _init, _lloyd
 from dml.optim.data import should_persist
 
@@ -250,9 +250,7 @@ def prepare(blocks: Blocks, name: str = "KMeans") -> Prepared:
     mean, stats, dtype = compute(mean, stats_d, delayed(_dtype_of, pure=True)(parts[0]))
     if stats["wmin"] < 0:
         raise ValueError(f"{name}: sample_weight contains negative values; weights must be >= 0")
-    if not stats["wsum"] > 0:
-        raise ValueError(f"{name}: sample_weight sums to zero; at least one sample needs a "
-                         "positive weight")
+    check_weights_not_all_zero(stats["wsum"], name)
     return Prepared(prepared, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), n, d,
                     np.dtype(dtype), np.asarray(mean, dtype=np.float64),
                     _lloyd.mean_variance(stats, n), float(stats["wxsq"]),
@@ -551,31 +549,28 @@ default="k-means||"
         self.random_state = random_state
 
     # ---- parameters ----
-    def _validate_params(self):
-        name = type(self).__name__
-        _check_int(self.n_clusters, "n_clusters", 1, name)
-        _check_int(self.max_iter, "max_iter", 1, name)
-        _check_int(self.init_rounds, "init_rounds", 1, name)
-        _check_real(self.tol, "tol", 0.0, name)
-        _check_real(self.oversampling_factor, "oversampling_factor", 0.0, name, strict=True)
-        if isinstance(self.init, str):
-            if self.init not in _INITS:
-                raise ValueError(f"{name}: init must be one of {list(_INITS)} or an array of "
-                                 f"shape (n_clusters, n_features); got {self.init!r}")
-        elif callable(self.init):
-            raise TypeError(f"{name}: a callable init is not supported (it would need all of X "
-                            "in one process); pass 'k-means||', 'k-means++', 'random' or an "
-                            "array of initial centres")
-        if isinstance(self.n_init, str):
-            if self.n_init != "auto":
-                raise ValueError(f"{name}: n_init must be 'auto' or a positive integer, got "
-                                 f"{self.n_init!r}")
+    _parameter_constraints = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        # A callable would need all of X in one process.
+        "init": [StrOptions(set(_INITS)), "array-like"],
+        "n_init": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "oversampling_factor": [Interval(Real, 0, None, closed="neither")],
+        "init_rounds": [Interval(Integral, 1, None, closed="left")],
+        "random_state": RANDOM_STATE,
+    }
+
+    def _n_init(self) -> int:
+        """The number of initialisations: "auto" is 10 for ``init="random"``, else 1."""
+        if self.n_init == "auto":
             n_init = 10 if isinstance(self.init, str) and self.init == "random" else 1
         else:
-            n_init = _check_int(self.n_init, "n_init", 1, name)
+            n_init = int(self.n_init)
         if not isinstance(self.init, str) and n_init != 1:
             warnings.warn(f"Explicit initial center position passed: performing only one init "
-                          f"in {name} instead of n_init={n_init}.", RuntimeWarning, stacklevel=3)
+                          f"in {type(self).__name__} instead of n_init={n_init}.",
+                          RuntimeWarning, stacklevel=3)
             n_init = 1
         return n_init
 
@@ -597,6 +592,7 @@ default="k-means||"
         return init.astype(dtype)
 
     # ---- fit ----
+    @fit_context
     def fit(self, X, y=None, sample_weight=None):
         """Compute k-means clustering.
 
@@ -613,7 +609,7 @@ default="k-means||"
         -------
         self
         """
-        n_init = self._validate_params()
+        n_init = self._n_init()
         # y is ignored; a column name (the `dml` command's target) is only kept out of X.
         blocks = self._fit_blocks(X, y if isinstance(y, str) else None, sample_weight,
                                   require_y=False)
@@ -707,20 +703,3 @@ def _transform_kernel(xb, centres):
 def _score_kernel(xb, yb, wb, centres):
     _, sq = _lloyd.assign(xb, centres.astype(xb.dtype), with_distance=True)
     return float(sq.sum()) if wb is None else float(sq @ wb)
-
-
-def _check_int(value, name, minimum, est):
-    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
-        raise TypeError(f"{est}: {name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{est}: {name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_real(value, name, minimum, est, strict=False):
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.number)):
-        raise TypeError(f"{est}: {name} must be a real number, got {value!r}")
-    if not np.isfinite(value) or (value <= minimum if strict else value < minimum):
-        raise ValueError(f"{est}: {name} must be {'>' if strict else '>='} {minimum}, got "
-                         f"{value}")
-    return float(value)

@@ -20,8 +20,9 @@ from sklearn.utils import Bunch
 from dml._blocks import BlockSpec, as_blocks, compute, seed_from
 from dml.cluster import _lloyd
 from dml.cluster._init import row_uniforms, stream_key
-from dml.cluster._kmeans import (Prepared, Run, _check_int, _check_real, finish, init_centres,
-                                 init_graph, lloyd, prepare, run_seed)
+from dml._param_validation import check_scalar
+from dml.cluster._kmeans import (Prepared, Run, finish, init_centres, init_graph, lloyd, prepare,
+                                 run_seed)
 
 __all__ = ["elbow", "gap_statistic"]
 
@@ -29,7 +30,7 @@ __all__ = ["elbow", "gap_statistic"]
 def _ks(n_clusters, n, name):
     if isinstance(n_clusters, (numbers.Integral, np.integer)):
         n_clusters = range(1, int(n_clusters) + 1)
-    ks = [_check_int(k, "n_clusters", 1, name) for k in n_clusters]
+    ks = [check_scalar(k, "n_clusters", name, minimum=1, integer=True) for k in n_clusters]
     if not ks:
         raise ValueError(f"{name}: n_clusters is empty; pass e.g. range(1, 11)")
     if len(set(ks)) != len(ks) or ks != sorted(ks):
@@ -108,11 +109,13 @@ def elbow(X, n_clusters=10, *, sample_weight=None, init="k-means||", n_init=1, m
     name = "elbow"
     blocks = as_blocks(X, None, sample_weight, spec=BlockSpec(estimator=name))
     ks = _ks(n_clusters, blocks.n_samples, name)
-    n_init = _check_int(n_init, "n_init", 1, name)
+    n_init = check_scalar(n_init, "n_init", name, minimum=1, integer=True)
     data = prepare(blocks, name)
+    max_iter = check_scalar(max_iter, "max_iter", name, minimum=1, integer=True)
+    tol = check_scalar(tol, "tol", name, minimum=0.0)
     inertia, n_iter = _fit_range(
-        [data], ks, init=init, n_init=n_init, max_iter=_check_int(max_iter, "max_iter", 1, name),
-        tol=_check_real(tol, "tol", 0.0, name), oversampling_factor=oversampling_factor,
+        [data], ks, init=init, n_init=n_init, max_iter=max_iter,
+        tol=tol, oversampling_factor=oversampling_factor,
         init_rounds=init_rounds, seed=seed_from(random_state))
     return Bunch(n_clusters=np.asarray(ks), inertia=inertia[0], n_iter=n_iter[0])
 
@@ -167,14 +170,15 @@ def gap_statistic(X, n_clusters=10, *, n_references=10, init="k-means||", n_init
     name = "gap_statistic"
     blocks = as_blocks(X, spec=BlockSpec(estimator=name))
     ks = _ks(n_clusters, blocks.n_samples, name)
-    n_refs = _check_int(n_references, "n_references", 1, name)
+    n_refs = check_scalar(n_references, "n_references", name, minimum=1, integer=True)
     data = prepare(blocks, name)
     seed = seed_from(random_state)
     refs = _references(data, n_refs, seed)
+    n_init = check_scalar(n_init, "n_init", name, minimum=1, integer=True)
+    max_iter = check_scalar(max_iter, "max_iter", name, minimum=1, integer=True)
     inertia, _ = _fit_range(
-        [data] + refs, ks, init=init, n_init=_check_int(n_init, "n_init", 1, name),
-        max_iter=_check_int(max_iter, "max_iter", 1, name),
-        tol=_check_real(tol, "tol", 0.0, name), oversampling_factor=oversampling_factor,
+        [data] + refs, ks, init=init, n_init=n_init, max_iter=max_iter,
+        tol=check_scalar(tol, "tol", name, minimum=0.0), oversampling_factor=oversampling_factor,
         init_rounds=init_rounds, seed=seed)
     log_w = np.log(inertia[0])
     ref_log_w = np.log(inertia[1:])

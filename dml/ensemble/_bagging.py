@@ -13,15 +13,14 @@ networks) and samples that fit in one worker's memory.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from dask import delayed
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from dml._blocks import block_rng, compute, seed_from
-from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml._param_validation import RANDOM_STATE, HasMethods, Integral, Interval, RealNotInt
+from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 
 __all__ = ["BaggingClassifier", "BaggingRegressor"]
 
@@ -69,23 +68,22 @@ def _mean_kernel(xb, members):
 
 
 class _BaggingBase(DaskEstimatorMixin):
+    _parameter_constraints = {
+        "estimator": [HasMethods(["fit", "predict"]), None],
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "max_samples": [Interval(Integral, 1, None, closed="left"),
+                        Interval(RealNotInt, 0, 1, closed="right")],
+        "random_state": RANDOM_STATE,
+    }
+
     def _fit(self, X, y, default):
         name = type(self).__name__
         n_est = self.n_estimators
-        if not isinstance(n_est, numbers.Integral) or n_est < 1:
-            raise ValueError(f"{name}: n_estimators must be an integer >= 1, got {n_est!r}")
         blocks = self._fit_blocks(X, y, None, y_numeric=isinstance(self, RegressorMixin))
         lengths = blocks.lengths
         n = int(lengths.sum())
         ms = self.max_samples
-        if isinstance(ms, float):
-            if not 0.0 < ms <= 1.0:
-                raise ValueError(f"{name}: max_samples as a float must be in (0, 1]")
-            size = max(1, int(round(ms * n)))
-        elif isinstance(ms, numbers.Integral) and ms >= 1:
-            size = int(ms)
-        else:
-            raise ValueError(f"{name}: max_samples must be an int >= 1 or a float in (0, 1]")
+        size = int(ms) if isinstance(ms, Integral) else max(1, int(round(ms * n)))
         seed = seed_from(self.random_state)
         base = self.estimator if self.estimator is not None else default
         members = []
@@ -128,7 +126,22 @@ class BaggingClassifier(_BaggingBase, ClassifierMixin, BaseEstimator):
         self.max_samples = max_samples
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X, y):
+        """Fit the members on bootstrap samples of X, y.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, dask array or dask DataFrame of shape (n_samples, n_features)
+            The training data.
+        y : array-like, dask array/Series or column name of shape (n_samples,)
+            The targets.
+
+        Returns
+        -------
+        self : object
+            The fitted ensemble.
+        """
         self._fit(X, y, DecisionTreeClassifier())
         self.classes_ = np.unique(np.concatenate([e.classes_ for e in self.estimators_]))
         return self
@@ -151,7 +164,16 @@ class BaggingClassifier(_BaggingBase, ClassifierMixin, BaseEstimator):
 class BaggingRegressor(_BaggingBase, RegressorMixin, BaseEstimator):
     """Bagging regressor: the mean of clones of ``estimator`` fitted on bootstrap samples.
 
-    Parameters as :class:`BaggingClassifier` (default estimator: DecisionTreeRegressor).
+    Parameters
+    ----------
+    estimator : scikit-learn regressor or None (a DecisionTreeRegressor)
+        The members' estimator, cloned for each.
+    n_estimators : int, default 10
+        The number of members.
+    max_samples : int or float, default 1.0
+        Sample size per member (a fraction of the rows when a float), drawn with replacement.
+    random_state : None, int, RandomState or Generator
+        Seeds the samples and the members' own random states.
 
     Examples
     --------
@@ -169,7 +191,22 @@ class BaggingRegressor(_BaggingBase, RegressorMixin, BaseEstimator):
         self.max_samples = max_samples
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X, y):
+        """Fit the members on bootstrap samples of X, y (see :meth:`BaggingClassifier.fit`).
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, dask array or dask DataFrame of shape (n_samples, n_features)
+            The training data.
+        y : array-like, dask array/Series or column name of shape (n_samples,)
+            The targets.
+
+        Returns
+        -------
+        self : object
+            The fitted ensemble.
+        """
         self._fit(X, y, DecisionTreeRegressor())
         return self
 

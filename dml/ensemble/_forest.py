@@ -8,10 +8,10 @@ computes the histograms of every open node of all of them; more trees take more 
 """
 from __future__ import annotations
 
-import numbers
-
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
+from dml._param_validation import Integral, Interval, invalid_parameter
+from dml.base import fit_context
 from dml.tree._classes import _ClassifierOut, _HistTreeBase, _RegressorOut
 from dml.tree._model import fit_trees
 
@@ -19,19 +19,21 @@ __all__ = ["RandomForestClassifier", "RandomForestRegressor"]
 
 
 class _ForestBase(_HistTreeBase):
-    def _fit(self, X, y, sample_weight, classify):
-        n = self.n_estimators
-        if not isinstance(n, (numbers.Integral,)) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"{type(self).__name__}: n_estimators must be an integer >= 1, got "
-                             f"{n!r}")
-        tpp = self.trees_per_pass
-        if tpp is not None and (not isinstance(tpp, numbers.Integral) or tpp < 1):
-            raise ValueError(f"{type(self).__name__}: trees_per_pass must be None or an "
-                             f"integer >= 1, got {tpp!r}")
+    _parameter_constraints = {
+        **_HistTreeBase._parameter_constraints,
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "bootstrap": ["boolean"],
+        "oob_score": ["boolean"],
+        "trees_per_pass": [Interval(Integral, 1, None, closed="left"), None],
+    }
+
+    def _validate_param_relations(self):
         if self.oob_score and not self.bootstrap:
-            raise ValueError(f"{type(self).__name__}: Out of bag estimation only available if "
-                             "bootstrap=True")
-        return fit_trees(self, X, y, sample_weight, classify=classify, n_trees=n,
+            raise invalid_parameter(self, "oob_score", "False unless bootstrap=True (out-of-bag "
+                                    "estimation needs bootstrap samples)")
+
+    def _fit(self, X, y, sample_weight, classify):
+        return fit_trees(self, X, y, sample_weight, classify=classify, n_trees=self.n_estimators,
                          bootstrap=self.bootstrap, max_features=self.max_features,
                          oob=self.oob_score)
 
@@ -69,7 +71,7 @@ class RandomForestClassifier(_ClassifierOut, _ForestBase, ClassifierMixin, BaseE
     """Random forest classifier: soft vote of histogram trees on Poisson bootstraps.
 
     ``max_features="sqrt"`` by default (scikit-learn's). See :mod:`dml.ensemble._forest`.
-%%(params)s
+%(params)s
     Examples
     --------
     >>> import numpy as np
@@ -80,6 +82,9 @@ class RandomForestClassifier(_ClassifierOut, _ForestBase, ClassifierMixin, BaseE
     >>> bool(rf.score(X, y) > 0.9), rf.n_estimators_
     (True, 10)
     """
+
+    _parameter_constraints = {**_ForestBase._parameter_constraints,
+                              "criterion": _HistTreeBase._CLASSIFICATION}
 
     def __init__(self, n_estimators=100, criterion="gini", max_depth=None, min_samples_split=2,
                  min_samples_leaf=1, min_impurity_decrease=0.0, max_features="sqrt",
@@ -99,7 +104,24 @@ class RandomForestClassifier(_ClassifierOut, _ForestBase, ClassifierMixin, BaseE
         self.trees_per_pass = trees_per_pass
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X, y, sample_weight=None):
+        """Grow the trees on X, y (see :meth:`dml.tree.DecisionTreeClassifier.fit`).
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, dask array or dask DataFrame of shape (n_samples, n_features)
+            The training data.
+        y : array-like, dask array/Series or column name of shape (n_samples,)
+            The targets.
+        sample_weight : array-like, dask array/Series or column name, optional
+            Row weights (multiplied by the bootstrap multiplicities).
+
+        Returns
+        -------
+        self : object
+            The fitted forest.
+        """
         return self._fit(X, y, sample_weight, classify=True)
 
 
@@ -107,7 +129,7 @@ class RandomForestRegressor(_RegressorOut, _ForestBase, RegressorMixin, BaseEsti
     """Random forest regressor: mean of histogram regression trees on Poisson bootstraps.
 
     ``max_features=1.0`` (all features) by default, as scikit-learn >= 1.1.
-%%(params)s
+%(params)s
     Examples
     --------
     >>> import numpy as np
@@ -118,6 +140,9 @@ class RandomForestRegressor(_RegressorOut, _ForestBase, RegressorMixin, BaseEsti
     >>> bool(rf.score(X, y) > 0.8)
     True
     """
+
+    _parameter_constraints = {**_ForestBase._parameter_constraints,
+                              "criterion": _HistTreeBase._REGRESSION}
 
     def __init__(self, n_estimators=100, criterion="squared_error", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, min_impurity_decrease=0.0,
@@ -136,9 +161,30 @@ class RandomForestRegressor(_RegressorOut, _ForestBase, RegressorMixin, BaseEsti
         self.trees_per_pass = trees_per_pass
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X, y, sample_weight=None):
+        """Grow the trees on X, y (see :meth:`dml.tree.DecisionTreeClassifier.fit`).
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, dask array or dask DataFrame of shape (n_samples, n_features)
+            The training data.
+        y : array-like, dask array/Series or column name of shape (n_samples,)
+            The targets.
+        sample_weight : array-like, dask array/Series or column name, optional
+            Row weights (multiplied by the bootstrap multiplicities).
+
+        Returns
+        -------
+        self : object
+            The fitted forest.
+        """
         return self._fit(X, y, sample_weight, classify=False)
 
 
-for _cls in (RandomForestClassifier, RandomForestRegressor):
-    _cls.__doc__ = _cls.__doc__.replace("%(params)s", _FOREST_DOC)
+_CLASS_WEIGHT_DOC = """    class_weight : dict, "balanced" or None, default None
+        Weights of the classes ("balanced": n / (K · weighted count)).
+    random_state :"""
+RandomForestClassifier.__doc__ = RandomForestClassifier.__doc__.replace(
+    "%(params)s", _FOREST_DOC.replace("    random_state :", _CLASS_WEIGHT_DOC))
+RandomForestRegressor.__doc__ = RandomForestRegressor.__doc__.replace("%(params)s", _FOREST_DOC)

@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
@@ -18,12 +17,14 @@ from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import Blocks, is_dask, seed_from
-from dml.base import check_is_fitted
+from dml._param_validation import invalid_parameter, validate
+from dml.base import check_is_fitted, check_weights_not_all_zero
 from dml.linear_model._problem import decision_kernel
 from dml.optim import checkpoint as ckpt
 from dml.optim.data import prepare
 from dml.optim.engine import SGDConfig, final_params, initial_state, train
 from dml.optim.optimizers import OptimizerState, make_optimizer
+from dml.optim.params import SGD, ParamTableMixin, keeps_alone, not_fingerprinted, passthrough
 from dml.optim.penalties import make_penalty
 from dml.optim.schedules import make_schedule
 from dml.optim.state import TrainState
@@ -74,9 +75,8 @@ def _weight_sum_kernel(X, y, w):
 
 def check_weights(blocks: Blocks, estimator: str) -> None:
     """One pass when sample weights were given: refuse all-zero weights."""
-    if blocks.has_weight and blocks.map_reduce(_weight_sum_kernel) <= 0:
-        raise ValueError(f"{estimator}: every sample weight is zero; at least one sample needs "
-                         "a positive weight")
+    if blocks.has_weight:
+        check_weights_not_all_zero(blocks.map_reduce(_weight_sum_kernel), estimator)
 
 
 class LabelStats:
@@ -108,9 +108,8 @@ def check_classes(stats: LabelStats, estimator: str) -> None:
         raise ValueError(f"{estimator}: Unknown label type: 'continuous'. y holds non-integer "
                          "numbers, like a regression target; a classifier needs class labels "
                          "(integers or strings). Use a regressor, or bin y first.")
-    if len(stats.wsum) and stats.weight_sum <= 0:
-        raise ValueError(f"{estimator}: every sample weight is zero; at least one sample needs "
-                         "a positive weight")
+    if len(stats.wsum):
+        check_weights_not_all_zero(stats.weight_sum, estimator)
     if len(stats.classes) < 2:
         label = stats.classes[0].item() if len(stats.classes) and hasattr(
             stats.classes[0], "item") else (stats.classes[0] if len(stats.classes) else None)
@@ -216,11 +215,6 @@ class LinearRegressorMixin:
 # The SGD driver
 # ---------------------------------------------------------------------------------------------
 
-#: Parameters that do not change the fitted model: left out of checkpoint fingerprints.
-_NOT_FINGERPRINTED = {"max_iter", "verbose", "progress", "callbacks", "checkpoint_dir",
-                      "checkpoint_every", "warm_start", "persist", "n_jobs"}
-
-
 def state_to_dict(state: TrainState) -> dict:
     """A :class:`TrainState` as plain arrays and numbers (saved with the model by ``dml.save``)."""
     return {"params": state.params, "t": int(state.opt.t), "slots": dict(state.opt.slots),
@@ -235,34 +229,29 @@ def state_from_dict(d: dict) -> TrainState:
                       lr_scale=float(d["lr_scale"]))
 
 
-class SGDMixin:
+class SGDMixin(ParamTableMixin):
     """Runs :mod:`dml.optim` from the estimator's SGD hyper-parameters.
 
-    Expects the attributes of the shared SGD signature: ``penalty, alpha, l1_ratio, max_iter,
-    tol, shuffle, verbose, random_state, learning_rate, eta0, power_t, early_stopping,
-    validation_fraction, n_iter_no_change, warm_start, average, batch_size, local_steps,
-    optimizer, momentum, checkpoint_dir, checkpoint_every, persist, progress, callbacks``.
+    The estimator's ``_params`` table (:mod:`dml.optim.params`) declares them; those of
+    :data:`~dml.optim.params.SGD` an estimator does not take (e.g. LogisticRegression's alpha,
+    which comes from C) are given as ``overrides`` by its ``fit``.
     """
+
+    def _validate_param_relations(self):
+        # (Estimators with exact solvers use the SGD knobs with solver="sgd" only.)
+        sgd = getattr(self, "solver", "sgd") == "sgd"
+        if sgd and self.eta0 == 0 and self.learning_rate != "optimal":
+            raise invalid_parameter(self, "eta0", "> 0 unless learning_rate='optimal' (the "
+                                    "other schedules start from eta0)")
 
     def _hyper(self, overrides: dict | None) -> dict:
         """The SGD hyper-parameters, with estimator-specific values (e.g. alpha from C)."""
-        names = ("penalty", "alpha", "l1_ratio", "learning_rate", "eta0", "power_t", "optimizer",
-                 "momentum", "average", "batch_size", "local_steps", "shuffle")
-        h = {n: getattr(self, n) for n in names if n not in (overrides or {})}
-        # Estimators that do not offer the stream knobs train with the engine's defaults.
-        h.setdefault("stream_steps", getattr(self, "stream_steps", SGDConfig.stream_steps))
-        h.setdefault("combine", getattr(self, "combine", SGDConfig.combine))
+        h = {n: getattr(self, n) for n in SGD if n not in (overrides or {})}
         h.update(overrides or {})
         return h
 
     def _sgd_config(self, problem, loss, overrides=None) -> SGDConfig:
         h = self._hyper(overrides)
-        name = type(self).__name__
-        if not (isinstance(h["alpha"], numbers.Real) and h["alpha"] >= 0):
-            raise ValueError(f"{name}: alpha must be a non-negative number, got {h['alpha']!r}")
-        if self.early_stopping and not 0.0 < self.validation_fraction < 1.0:
-            raise ValueError(f"{name}: validation_fraction must be in (0, 1), got "
-                             f"{self.validation_fraction!r}")
         penalty = make_penalty(h["penalty"], h["alpha"], h["l1_ratio"], problem.penalised)
         schedule = make_schedule(h["learning_rate"], eta0=h["eta0"], power_t=h["power_t"],
                                  alpha=h["alpha"], loss=loss)
@@ -272,25 +261,21 @@ class SGDMixin:
             average = 0
         elif average is False or average is None:
             average = None
-        elif not (isinstance(average, numbers.Integral) and average >= 0):
-            raise ValueError(f"{name}: average must be a bool or a non-negative int, got "
-                             f"{average!r}")
         return SGDConfig(optimizer=optimizer, schedule=schedule, penalty=penalty,
-                         batch_size=h["batch_size"], local_steps=h["local_steps"],
-                         shuffle=bool(h["shuffle"]), average=average,
-                         stream_steps=h["stream_steps"], combine=h["combine"])
+                         batch_size=h["batch_size"], shuffle=bool(h["shuffle"]), average=average,
+                         **passthrough(self, "sgd", h))
 
     def _train_config(self, *, early_stopping=None) -> TrainConfig:
         early = self.early_stopping if early_stopping is None else early_stopping
         return TrainConfig(
-            max_iter=self.max_iter, tol=self.tol, n_iter_no_change=self.n_iter_no_change,
-            early_stopping=bool(early), checkpoint_dir=self.checkpoint_dir,
-            checkpoint_every=self.checkpoint_every, verbose=self.verbose, progress=self.progress,
-            callbacks=tuple(self.callbacks or ()), name=type(self).__name__)
+            max_iter=self.max_iter, tol=self.tol, early_stopping=bool(early),
+            checkpoint_dir=self.checkpoint_dir, callbacks=tuple(self.callbacks or ()),
+            name=type(self).__name__, **passthrough(self, "train"))
 
     def _fingerprint(self, blocks: Blocks, problem) -> dict:
+        skip = not_fingerprinted(self)
         params = {k: repr(v) for k, v in sorted(self.get_params(deep=False).items())
-                  if k not in _NOT_FINGERPRINTED}
+                  if k not in skip}
         fp = {"estimator": type(self).__name__, "params": params,
               "lengths": [int(n) for n in blocks.lengths], "n_features": int(blocks.n_features)}
         classes = getattr(problem, "classes", None)
@@ -307,24 +292,27 @@ class SGDMixin:
         return seed_from(self.random_state)
 
     # ---- stacked fits: several candidates of a search trained in the same passes ----
-    #: Hyper-parameters that only change per-model scalars of an SGD step (penalty weights and
-    #: schedule constants): fits that differ in nothing else can be stacked. Empty: estimators
-    #: whose fit does more than one SGD run (solver choice, C → alpha) are never stacked.
-    _STACKABLE: tuple = ()
+    #: Whether fits can be stacked at all. False: estimators whose fit does more than one SGD
+    #: run (solver choice, C → alpha).
+    _stacked_fits: bool = False
+
+    def _stackable(self) -> set:
+        """The parameters in which stacked fits may differ (per-model scalars of a step)."""
+        return {n for n, p in self._params.items() if p.stackable}
 
     def _stack_key(self):
         """Fits with equal keys can be trained together (:mod:`dml.optim.stacked`); None: alone.
 
-        Per-fit features (early stopping, checkpoints, callbacks, progress, verbose, warm start)
-        and random states that are objects (their repr is not their state) keep a fit alone.
+        Per-fit features (the table's ``alone`` parameters: early stopping, checkpoints,
+        callbacks, progress, verbose, warm start) and random states that are objects (their
+        repr is not their state) keep a fit alone.
         """
-        params = self.get_params(deep=False)
-        if (not self._STACKABLE or params.get("early_stopping")
-                or params.get("checkpoint_dir") is not None or params.get("callbacks") or params.get("progress") or params.get("verbose")
-                or params.get("warm_start")
-                or not isinstance(params.get("random_state"), (int, np.integer, type(None)))):
+        if (not self._stacked_fits or keeps_alone(self)
+                or not isinstance(self.random_state, (int, np.integer, type(None)))):
             return None
-        rest = tuple(sorted((k, repr(v)) for k, v in params.items() if k not in self._STACKABLE))
+        stackable = self._stackable()
+        rest = tuple(sorted((k, repr(v)) for k, v in self.get_params(deep=False).items()
+                            if k not in stackable))
         return (type(self).__qualname__, rest)
 
     @classmethod
@@ -351,6 +339,11 @@ class SGDMixin:
         if train_indices is not None and not is_dask(X):
             # A fold of local data is blocked anew by its own fit: no shared blocks.
             raise NotStackable("folds of local data; pass Dask collections")
+        # The parameters the fits share must be valid for the shared set-up; the stackable ones
+        # are checked per fit below (a bad one fails its candidate only).
+        stackable = lead._stackable()
+        validate({k: c for k, c in lead._parameter_constraints.items() if k not in stackable},
+                 lead.get_params(deep=False), cls.__name__)
         blocks, problem = lead._fit_setup(X, y, sample_weight)
         if blocks.n_samples == 0:
             raise ValueError(f"{cls.__name__}: the training data has 0 samples; at least one is "
@@ -374,6 +367,7 @@ class SGDMixin:
                 for a in fitted:
                     setattr(est, a, getattr(lead, a))
                 try:
+                    est._validate_params()
                     configs[g].append(est._sgd_config(problem, problem.loss))
                     tcs[g].append(est._train_config())
                     cells[g].append(j)
@@ -495,10 +489,6 @@ def run_exact(estimator, blocks: Blocks, problem, penalty, normaliser: float, *,
     name = type(estimator).__name__
     if solver not in ("newton", "lbfgs"):
         raise ValueError(f"{name}: unknown exact solver {solver!r}")
-    if not (isinstance(max_iter, numbers.Integral) and max_iter >= 1):
-        raise ValueError(f"{name}: max_iter must be a positive integer, got {max_iter!r}")
-    if not (isinstance(tol, numbers.Real) and tol >= 0):
-        raise ValueError(f"{name}: tol must be a non-negative number, got {tol!r}")
     data = prepare(problem, blocks, persist=getattr(estimator, "persist", "auto"))
     params = (np.zeros(problem.n_params) if init_params is None
               else np.asarray(init_params, dtype=np.float64).copy())

@@ -15,19 +15,19 @@ Objective (scikit-learn's)::
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from dml._blocks import BlockSpec
-from dml.base import DaskEstimatorMixin
+from dml._param_validation import Interval, Real, StrOptions
+from dml.base import DaskEstimatorMixin, fit_context
 from dml.linear_model._base import LinearRegressorMixin, SGDMixin
 from dml.linear_model._least_squares import moments
 from dml.linear_model._problem import LinearProblem
 from dml.optim.losses import Squared
+from dml.optim.params import Param, table
 
-__all__ = ["ElasticNet", "Lasso", "enet_coordinate_descent"]
+__all__ = ["ElasticNet", "Lasso", "enet_coordinate_descent", "enet_dual_gap"]
 
 
 def enet_coordinate_descent(A, b, l1, l2, *, max_iter=1000, tol=1e-4, w0=None):
@@ -60,19 +60,60 @@ def enet_coordinate_descent(A, b, l1, l2, *, max_iter=1000, tol=1e-4, w0=None):
     return w, n_iter
 
 
+def enet_dual_gap(A, b, yy, w, l1, l2) -> float:
+    """The duality gap of ``½ wᵀAw − bᵀw + ½ yy + l1 ‖w‖₁ + l2/2 ‖w‖²`` at ``w``.
+
+    ``A``, ``b``, ``yy``: XᵀX, Xᵀy and yᵀy of the (centred, weighted) data divided by the
+    weight sum, so the gap is scikit-learn's ``dual_gap_`` (which it divides by n_samples):
+    its formulation A for l1 > 0, B (ridge) for l1 = 0, and the squared gradient norm
+    ‖Xᵀr‖² for least squares. It bounds the primal objective's distance to its optimum.
+    """
+    Aw = A @ w
+    bw = float(b @ w)
+    r_norm2 = yy + float(w @ Aw) - 2.0 * bw  # ‖y − Xw‖²
+    ry = yy - bw  # (y − Xw)ᵀy
+    if l1 == 0:
+        xtr = b - Aw
+        norm2 = float(xtr @ xtr)
+        if l2 == 0:
+            return norm2
+        return r_norm2 + 0.5 * l2 * float(w @ w) - ry + norm2 / (2.0 * l2)
+    xta = b - Aw - l2 * w
+    dual_norm = float(np.max(np.abs(xta))) if len(xta) else 0.0
+    if dual_norm > l1:
+        const = l1 / dual_norm
+        gap = 0.5 * r_norm2 * (1.0 + const * const)
+    else:
+        const = 1.0
+        gap = r_norm2
+    return gap + l1 * float(np.abs(w).sum()) - const * ry + 0.5 * l2 * (1 + const * const) * \
+        float(w @ w)
+
+
+_ALPHA = Param(1.0, [Interval(Real, 0, None, closed="left")],
+               "float\nPenalty strength.", positional=True)
+_L1_RATIO = Param(0.5, [Interval(Real, 0, 1, closed="both")],
+                  "float\nElastic-net mixing ρ (penalty ρ‖w‖₁ + (1 − ρ)/2 ‖w‖²).")
+_OWN = dict(
+    alpha=_ALPHA,
+    fit_intercept=Param(True, ["boolean"], "bool\nThe intercept is not penalised."),
+    max_iter={"doc": "int\nCoordinate-descent sweeps (``cd``) or epochs (``sgd``)."},
+    tol={"default": 1e-4,
+         "doc": "float\nCoordinate descent: stop when a sweep's largest coefficient change is "
+                "at most ``tol`` times the largest coefficient. SGD: as "
+                ":class:`~dml.linear_model.SGDRegressor`."},
+    warm_start={"doc": "bool\nStart from the previous fit's coefficients."},
+    solver=Param("cd", [StrOptions({"cd", "sgd"})],
+                 '{"cd", "sgd"}\nSee the module docstring. Besides ``max_iter``, ``tol`` and '
+                 '``warm_start`` the parameters below are used by ``solver="sgd"`` only.'),
+    random_state={}, learning_rate={"default": "invscaling"}, power_t={"default": 0.25})
+
+
 class _ElasticNetBase(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, RegressorMixin,
                       BaseEstimator):
     _block_spec = BlockSpec(y_numeric=True)
 
-    def _check(self):
-        name = type(self).__name__
-        if not (isinstance(self.alpha, numbers.Real) and self.alpha >= 0):
-            raise ValueError(f"{name}: alpha must be a non-negative number, got {self.alpha!r}")
-        if not (isinstance(self.l1_ratio, numbers.Real) and 0 <= self.l1_ratio <= 1):
-            raise ValueError(f"{name}: l1_ratio must be in [0, 1], got {self.l1_ratio!r}")
-        if self.solver not in ("cd", "sgd"):
-            raise ValueError(f"{name}: solver must be 'cd' or 'sgd', got {self.solver!r}")
-
+    @fit_context
     def fit(self, X, y, sample_weight=None):
         """Fit the model (see the module docstring for the solvers).
 
@@ -86,7 +127,6 @@ class _ElasticNetBase(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regres
         -------
         self
         """
-        self._check()
         blocks = self._fit_blocks(X, y, sample_weight)
         d = blocks.n_features
         if self.solver == "cd":
@@ -95,13 +135,13 @@ class _ElasticNetBase(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regres
             A, b = S[:d, :d] / sw, S[:d, d] / sw
             w0 = self.coef_ if (self.warm_start and hasattr(self, "coef_")
                                 and np.shape(self.coef_) == (d,)) else None
-            coef, n_iter = enet_coordinate_descent(
-                A, b, self.alpha * self.l1_ratio, self.alpha * (1 - self.l1_ratio),
-                max_iter=self.max_iter, tol=self.tol, w0=w0)
+            l1, l2 = self.alpha * self.l1_ratio, self.alpha * (1 - self.l1_ratio)
+            coef, n_iter = enet_coordinate_descent(A, b, l1, l2, max_iter=self.max_iter,
+                                                   tol=self.tol, w0=w0)
             self.coef_ = coef
             self.intercept_ = float(mean[d] - mean[:d] @ coef) if self.fit_intercept else 0.0
             self.n_iter_ = n_iter
-            self.dual_gap_ = None
+            self.dual_gap_ = enet_dual_gap(A, b, S[d, d] / sw, coef, l1, l2)
             return self
         problem = LinearProblem(d, Squared(), task="regression",
                                 fit_intercept=self.fit_intercept, estimator=type(self).__name__)
@@ -110,13 +150,8 @@ class _ElasticNetBase(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regres
         W, bias = problem.unpack(params)
         self.coef_ = np.array(W[0])
         self.intercept_ = float(bias[0]) if self.fit_intercept else 0.0
+        self.dual_gap_ = None
         return self
-
-
-_SGD_DOC = """batch_size, learning_rate, eta0, power_t, optimizer, momentum, average, local_steps, \
-shuffle, early_stopping, validation_fraction, n_iter_no_change, random_state, verbose, \
-checkpoint_dir, checkpoint_every, persist, progress, callbacks
-        ``solver="sgd"`` only; see :class:`~dml.linear_model.SGDRegressor`."""
 
 
 class ElasticNet(_ElasticNetBase):
@@ -124,21 +159,20 @@ class ElasticNet(_ElasticNetBase):
 
     Parameters
     ----------
-    alpha : float, default 1.0
-    l1_ratio : float, default 0.5
-    fit_intercept : bool, default True
-    max_iter : int, default 1000
-        Coordinate-descent sweeps (``cd``) or epochs (``sgd``).
-    tol : float, default 1e-4
-    warm_start : bool, default False
-    solver : {"cd", "sgd"}, default "cd"
-    """ + _SGD_DOC + """
+    {SGD_PARAMETERS}
 
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
+        The coefficients.
     intercept_ : float
+        The (unpenalised) intercept.
     n_iter_ : int
+        Coordinate-descent sweeps or SGD epochs run.
+    dual_gap_ : float or None
+        ``solver="cd"``: the duality gap of the solution (scikit-learn's, for the objective
+        divided by the weight sum), an upper bound on its objective's distance to the optimum.
+        None with ``solver="sgd"``.
 
     Examples
     --------
@@ -150,47 +184,30 @@ class ElasticNet(_ElasticNetBase):
     >>> ours = ElasticNet(alpha=0.1, tol=1e-10).fit(X, y)
     >>> bool(np.allclose(ours.coef_, SkEN(alpha=0.1, tol=1e-10).fit(X, y).coef_, atol=1e-8))
     True
+    >>> bool(abs(ours.dual_gap_) < 1e-10)
+    True
     """
 
-    def __init__(self, alpha=1.0, *, l1_ratio=0.5, fit_intercept=True, max_iter=1000, tol=1e-4,
-                 warm_start=False, solver="cd", random_state=None, batch_size=32,
-                 learning_rate="invscaling", eta0=0.01, power_t=0.25, optimizer="sgd",
-                 momentum=0.9, average=False, local_steps=None, shuffle=True,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, verbose=0,
-                 checkpoint_dir=None, checkpoint_every=1, persist="auto", progress=None,
-                 callbacks=None):
-        self.alpha = alpha
-        self.l1_ratio = l1_ratio
-        self.fit_intercept = fit_intercept
-        self.max_iter = max_iter
-        self.tol = tol
-        self.warm_start = warm_start
-        self.solver = solver
-        self.random_state = random_state
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.eta0 = eta0
-        self.power_t = power_t
-        self.optimizer = optimizer
-        self.momentum = momentum
-        self.average = average
-        self.local_steps = local_steps
-        self.shuffle = shuffle
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.verbose = verbose
-        self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_every = checkpoint_every
-        self.persist = persist
-        self.progress = progress
-        self.callbacks = callbacks
+    _params = table("*", exclude=("penalty",), **_OWN, l1_ratio=_L1_RATIO)
 
 
 class Lasso(_ElasticNetBase):
     """Linear regression with an l1 penalty: :class:`ElasticNet` with ``l1_ratio=1``.
 
-    Parameters as :class:`ElasticNet` (without ``l1_ratio``).
+    Parameters
+    ----------
+    {SGD_PARAMETERS}
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        The coefficients.
+    intercept_ : float
+        The (unpenalised) intercept.
+    n_iter_ : int
+        Coordinate-descent sweeps or SGD epochs run.
+    dual_gap_ : float or None
+        As :class:`ElasticNet`'s.
 
     Examples
     --------
@@ -203,36 +220,4 @@ class Lasso(_ElasticNetBase):
     """
 
     l1_ratio = 1.0
-
-    def __init__(self, alpha=1.0, *, fit_intercept=True, max_iter=1000, tol=1e-4,
-                 warm_start=False, solver="cd", random_state=None, batch_size=32,
-                 learning_rate="invscaling", eta0=0.01, power_t=0.25, optimizer="sgd",
-                 momentum=0.9, average=False, local_steps=None, shuffle=True,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, verbose=0,
-                 checkpoint_dir=None, checkpoint_every=1, persist="auto", progress=None,
-                 callbacks=None):
-        self.alpha = alpha
-        self.fit_intercept = fit_intercept
-        self.max_iter = max_iter
-        self.tol = tol
-        self.warm_start = warm_start
-        self.solver = solver
-        self.random_state = random_state
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.eta0 = eta0
-        self.power_t = power_t
-        self.optimizer = optimizer
-        self.momentum = momentum
-        self.average = average
-        self.local_steps = local_steps
-        self.shuffle = shuffle
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.verbose = verbose
-        self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_every = checkpoint_every
-        self.persist = persist
-        self.progress = progress
-        self.callbacks = callbacks
+    _params = table("*", exclude=("penalty", "l1_ratio"), **_OWN)

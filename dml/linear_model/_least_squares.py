@@ -15,14 +15,13 @@ and the unpenalised intercept is ``ȳ − x̄·w``. Without an intercept the mom
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import scipy.linalg
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from dml._blocks import BlockSpec
-from dml.base import DaskEstimatorMixin
+from dml._param_validation import Interval, Real
+from dml.base import ALL_ZERO_WEIGHTS, DaskEstimatorMixin, fit_context
 from dml.linear_model._base import LinearRegressorMixin
 
 __all__ = ["LinearRegression", "Ridge", "moments"]
@@ -74,9 +73,10 @@ def moments(blocks, center: bool):
     """(weight sum, mean of [X, y], scatter of [X, y]) in one pass."""
     out = blocks.map_reduce(_moments_kernel, center,
                             combine=_merge_moments if center else _merge_raw)
-    if out is None or out[0] <= 0:
-        raise ValueError(f"{blocks.spec.estimator}: the training data has no rows of positive "
-                         "weight (every sample weight is zero, or there are no rows)")
+    if out is None and not blocks.has_weight:
+        raise ValueError(f"{blocks.spec.estimator}: the training data has no rows")
+    if out is None or not out[0] > 0:
+        raise ValueError(ALL_ZERO_WEIGHTS.format(name=blocks.spec.estimator))
     return out
 
 
@@ -87,6 +87,7 @@ class _LeastSquaresBase(LinearRegressorMixin, DaskEstimatorMixin, RegressorMixin
     def _solve(self, A, b):
         raise NotImplementedError
 
+    @fit_context
     def fit(self, X, y, sample_weight=None):
         """Fit from one pass over the data.
 
@@ -100,7 +101,6 @@ class _LeastSquaresBase(LinearRegressorMixin, DaskEstimatorMixin, RegressorMixin
         -------
         self
         """
-        self._validate()
         blocks = self._fit_blocks(X, y, sample_weight)
         d = blocks.n_features
         sw, mean, S = moments(blocks, bool(self.fit_intercept))
@@ -138,11 +138,10 @@ class LinearRegression(_LeastSquaresBase):
     (array([1., 2.]), 3.0)
     """
 
+    _parameter_constraints = {"fit_intercept": ["boolean"]}
+
     def __init__(self, *, fit_intercept=True):
         self.fit_intercept = fit_intercept
-
-    def _validate(self):
-        pass
 
     def _solve(self, A, b):
         lam, V = np.linalg.eigh(A)
@@ -178,14 +177,12 @@ class Ridge(_LeastSquaresBase):
     True
     """
 
+    _parameter_constraints = {"alpha": [Interval(Real, 0, None, closed="left")],
+                              "fit_intercept": ["boolean"]}
+
     def __init__(self, alpha=1.0, *, fit_intercept=True):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
-
-    def _validate(self):
-        if not (isinstance(self.alpha, numbers.Real) and self.alpha >= 0
-                and np.isfinite(self.alpha)):
-            raise ValueError(f"Ridge: alpha must be a non-negative number, got {self.alpha!r}")
 
     def _solve(self, A, b):
         if self.alpha == 0:

@@ -21,16 +21,16 @@ objective ``J / Σsᵢ`` is below it. ``C=np.inf`` fits without a penalty.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from dml.base import DaskEstimatorMixin
+from dml._param_validation import Integral, Interval, Real, StrOptions, invalid_parameter
+from dml.base import DaskEstimatorMixin, fit_context
 from dml.linear_model._base import (LinearClassifierMixin, SGDMixin, check_classes,
                                     compute_class_weight, discover_classes, run_exact)
 from dml.linear_model._problem import LinearProblem
 from dml.optim.losses import Log, Softmax
+from dml.optim.params import Param, table
 from dml.optim.penalties import Penalty
 
 __all__ = ["LogisticRegression"]
@@ -45,41 +45,38 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
 
     Parameters
     ----------
-    C : float, default 1.0
+    C : float, default=1.0
         Inverse regularisation strength, as in scikit-learn (``np.inf``: no penalty).
-    l1_ratio : float, default 0.0
+    l1_ratio : float, default=0.0
         Elastic-net mixing; values above 0 need ``solver="sgd"`` (proximal steps).
-    tol : float, default 1e-4
+    tol : float, default=1e-4
         Exact solvers: gradient tolerance. SGD: epoch-objective improvement tolerance.
-    fit_intercept : bool, default True
-    class_weight : dict, "balanced" or None
-    random_state : int, RandomState, Generator or None
-        Seeds the SGD solver (shuffles, validation split); unused by the exact solvers.
-    solver : {"auto", "newton", "lbfgs", "sgd"}, default "auto"
-        See the module docstring.
-    max_iter : int, default 100
+    fit_intercept : bool, default=True
+        The intercept is not penalised.
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes ("balanced": n / (K · count), with weighted counts).
+    solver : {"auto", "newton", "lbfgs", "sgd"}, default="auto"
+        See the module docstring. The parameters from ``batch_size`` on are those of the SGD
+        solver (``verbose``, ``warm_start``, ``persist``, ``progress`` and ``callbacks`` apply
+        to all solvers). Its defaults: Adam with ``eta0=0.01`` divided by 5 whenever the
+        objective stalls (``learning_rate="adaptive"``).
+    max_iter : int, default=100
         Iterations (exact solvers) or epochs (SGD).
-    verbose : int, default 0
-    warm_start : bool, default False
-        Start from the previous fit's coefficients.
-    multi_class : {"auto", "multinomial"}, default "auto"
+    multi_class : {"auto", "multinomial"}, default="auto"
         "auto": the binomial loss for two classes, softmax for more. "multinomial": softmax
         also for two classes (``coef_`` then has two rows; the model is the binomial one with
         half the penalty on each row). The exact solvers fit it as that binomial model with
         ``2 C`` and return ``coef_ = [−v/2, v/2]`` (likewise the intercepts): the same optimum
         with half the parameters, so ``"auto"`` picks Newton as for the binomial model.
         scikit-learn ≥ 1.8 has no such option.
-    batch_size, learning_rate, eta0, power_t, optimizer, momentum, average, local_steps, \
-shuffle, early_stopping, validation_fraction, n_iter_no_change, checkpoint_dir, \
-checkpoint_every
-        SGD solver only; see :class:`~dml.linear_model.SGDClassifier`. Defaults: Adam with
-        ``eta0=0.01`` divided by 5 whenever the objective stalls (``learning_rate="adaptive"``);
-        ``batch_size="auto"``: 256 rows, fewer for small blocks so that every block takes at
-        least 64 steps per epoch (min 8 rows). ``average="auto"`` averages the iterates after
-        the first epoch's worth of steps (fewer epochs on large data, a little less accurate).
-    persist : {"auto", True, False}, default "auto"
-    progress, callbacks
-        Progress display and per-iteration callbacks (all solvers).
+    batch_size : int or "auto", default="auto"
+        SGD: rows per mini-batch step. "auto": 256 rows, fewer for small blocks so that every
+        block takes at least 64 steps per epoch (min 8 rows).
+    average : bool, int or "auto", default=False
+        SGD: average the iterates (after step ``average`` when an int). "auto": after the
+        first epoch's worth of steps (fewer epochs on large data, a little less accurate).
+
+    {SGD_PARAMETERS}
 
     Attributes
     ----------
@@ -105,42 +102,22 @@ checkpoint_every
     array([[0.285, 0.715]])
     """
 
-    def __init__(self, C=1.0, *, l1_ratio=0.0, tol=1e-4, fit_intercept=True, class_weight=None,
-                 random_state=None, solver="auto", max_iter=100, verbose=0, warm_start=False,
-                 multi_class="auto",
-                 batch_size="auto", learning_rate="adaptive", eta0=0.01, power_t=0.5,
-                 optimizer="adam", momentum=0.9, average=False, local_steps=None,
-                 shuffle=True, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=5, checkpoint_dir=None, checkpoint_every=1, persist="auto",
-                 progress=None, callbacks=None):
-        self.C = C
-        self.l1_ratio = l1_ratio
-        self.tol = tol
-        self.fit_intercept = fit_intercept
-        self.class_weight = class_weight
-        self.random_state = random_state
-        self.solver = solver
-        self.max_iter = max_iter
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.multi_class = multi_class
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.eta0 = eta0
-        self.power_t = power_t
-        self.optimizer = optimizer
-        self.momentum = momentum
-        self.average = average
-        self.local_steps = local_steps
-        self.shuffle = shuffle
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_every = checkpoint_every
-        self.persist = persist
-        self.progress = progress
-        self.callbacks = callbacks
+    _params = table(
+        "*", exclude=("penalty", "alpha"),
+        C=Param(1.0, [Interval(Real, 0, np.inf, closed="right")], positional=True),
+        l1_ratio=Param(0.0, [Interval(Real, 0, 1, closed="both")]),
+        tol={"default": 1e-4, "doc": None}, max_iter={"default": 100, "doc": None},
+        fit_intercept=Param(True, ["boolean"]),
+        class_weight=Param(None, [StrOptions({"balanced"}), dict, None]),
+        solver=Param("auto", [StrOptions({"auto", "newton", "lbfgs", "sgd"})]),
+        multi_class=Param("auto", [StrOptions({"auto", "multinomial"})]),
+        batch_size={"default": "auto", "doc": None,
+                    "constraints": [Interval(Integral, 1, None, closed="left"),
+                                    StrOptions({"auto"})]},
+        learning_rate={"default": "adaptive"}, optimizer={"default": "adam"},
+        average={"doc": None, "constraints": ["boolean",
+                                              Interval(Integral, 0, None, closed="left"),
+                                              StrOptions({"auto"})]})
 
     @property
     def penalty(self):
@@ -149,23 +126,13 @@ checkpoint_every
             return None
         return "elasticnet" if self.l1_ratio > 0 else "l2"
 
-    def _validate(self):
-        name = type(self).__name__
-        if not (isinstance(self.C, numbers.Real) and self.C > 0):
-            raise ValueError(f"{name}: C must be a positive number (np.inf for no penalty), got "
-                             f"{self.C!r}")
-        if not (isinstance(self.l1_ratio, numbers.Real) and 0 <= self.l1_ratio <= 1):
-            raise ValueError(f"{name}: l1_ratio must be in [0, 1], got {self.l1_ratio!r}")
-        if self.multi_class not in ("auto", "multinomial"):
-            raise ValueError(f"{name}: multi_class must be 'auto' or 'multinomial', got "
-                             f"{self.multi_class!r}")
-        if self.solver not in ("auto", "newton", "lbfgs", "sgd"):
-            raise ValueError(f"{name}: solver must be 'auto', 'newton', 'lbfgs' or 'sgd', got "
-                             f"{self.solver!r}")
+    def _validate_param_relations(self):
+        super()._validate_param_relations()
         if self.l1_ratio > 0 and self.solver != "sgd" and self.C != np.inf:
-            raise ValueError(f"{name}: l1_ratio > 0 (an l1 part) is not differentiable; use "
-                             "solver='sgd' (proximal steps)")
+            raise invalid_parameter(self, "l1_ratio", "0 unless solver='sgd' (an l1 part is not "
+                                    "differentiable; the SGD solver takes proximal steps)")
 
+    @fit_context
     def fit(self, X, y, sample_weight=None):
         """Fit the model.
 
@@ -180,7 +147,6 @@ checkpoint_every
         -------
         self
         """
-        self._validate()
         name = type(self).__name__
         blocks = self._fit_blocks(X, y, sample_weight)
         stats = discover_classes(blocks)

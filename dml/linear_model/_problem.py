@@ -166,11 +166,12 @@ class LinearProblem(Problem):
         """:meth:`batch_loss_grad` of a grid of models, each group on its own batch.
 
         ``P`` has shape (G, m, n_params): m models in each of G groups; group g's batch is
-        ``X[g]`` (B × :attr:`stacked_width`) with targets ``T[g]`` (from :meth:`stack_targets`) and row weights
-        ``w[g]`` (0 for padding rows; None when every row counts once). Returns the loss sums (G, m) and the gradients
-        (G, m, n_params). All decision values of a group come from one product ``X Wᵀ`` and all
-        its gradients from one ``Gᵀ X``: a step for G·m models costs about what a step for one
-        does (the stacked trainer, :mod:`dml.optim.stacked`).
+        ``X[g]`` (B × :attr:`stacked_width`) with targets ``T[g]`` (from
+        :meth:`stack_targets`) and row weights ``w[g]`` (0 for padding rows; None when every row
+        counts once). Returns the loss sums (G, m) and the gradients (G, m, n_params). All
+        decision values of a group come from one product ``X Wᵀ`` and all its gradients from one
+        ``Gᵀ X``: a step for G·m models costs about what a step for one does (the stacked
+        trainer, :mod:`dml.optim.stacked`).
         """
         if isinstance(self.loss, Softmax):
             raise NotImplementedError("the softmax loss couples the outputs; fit one model at a "

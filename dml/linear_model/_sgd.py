@@ -25,12 +25,14 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 
 from dml._blocks import BlockSpec
-from dml.base import DaskEstimatorMixin
+from dml._param_validation import Interval, Real, StrOptions
+from dml.base import DaskEstimatorMixin, fit_context
 from dml.linear_model._base import (LabelStats, LinearClassifierMixin, LinearRegressorMixin,
                                     SGDMixin, check_classes, check_weights,
                                     compute_class_weight, discover_classes)
 from dml.linear_model._problem import LinearProblem
 from dml.optim.losses import get_loss
+from dml.optim.params import Param, table
 
 __all__ = ["SGDClassifier", "SGDRegressor", "Perceptron"]
 
@@ -40,15 +42,19 @@ CLASSIFICATION_LOSSES = ("hinge", "log_loss", "modified_huber", "squared_hinge",
 REGRESSION_LOSSES = ("squared_error", "huber", "epsilon_insensitive",
                      "squared_epsilon_insensitive")
 
+_FIT_INTERCEPT = Param(True, ["boolean"], "bool\nThe intercept is never penalised.")
+_EPSILON = Param(0.1, [Interval(Real, 0, None, closed="left")],
+                 "float\nFor the huber and epsilon-insensitive losses.")
+_CLASS_WEIGHT = Param(None, [StrOptions({"balanced"}), dict, None],
+                      'dict, "balanced" or None\nWeights of the classes ("balanced": '
+                      "n / (K · count)).")
+
 
 class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, ClassifierMixin,
                          BaseEstimator):
-    _STACKABLE = ("alpha", "l1_ratio", "eta0", "power_t")
+    _stacked_fits = True
 
     def _loss(self):
-        if self.loss not in CLASSIFICATION_LOSSES:
-            raise ValueError(f"{type(self).__name__}: loss must be one of "
-                             f"{list(CLASSIFICATION_LOSSES)}, got {self.loss!r}")
         return get_loss(self.loss, epsilon=self.epsilon)
 
     def _problem(self, n_features, classes, class_weight):
@@ -72,6 +78,7 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         coef = np.asarray(coef_init, dtype=np.float64).reshape(problem.K, problem.d)
         return problem.pack(coef, intercept_init)
 
+    @fit_context
     def fit(self, X, y, coef_init=None, intercept_init=None, sample_weight=None):
         """Fit by partition-parallel mini-batch SGD.
 
@@ -105,6 +112,7 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         self._sgd_state = None
         return blocks, problem
 
+    @fit_context
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One pass of SGD over (X, y), continuing from the previous call.
 
@@ -164,66 +172,9 @@ class SGDClassifier(_SGDClassifierBase):
     Parameters
     ----------
     loss : {"hinge", "log_loss", "modified_huber", "squared_hinge", "perceptron", \
-"squared_error", "huber", "epsilon_insensitive", "squared_epsilon_insensitive"}, default "hinge"
-    penalty : {"l2", "l1", "elasticnet"} or None, default "l2"
-    alpha : float, default 1e-4
-        Penalty strength; also sets the ``optimal`` step size 1 / (alpha (t0 + t)).
-    l1_ratio : float, default 0.15
-        Elastic-net mixing ρ (penalty ρ‖w‖₁ + (1 − ρ)/2 ‖w‖²).
-    fit_intercept : bool, default True
-        The intercept is never penalised.
-    max_iter : int, default 1000
-        Maximum number of epochs.
-    tol : float or None, default 1e-3
-        Stop when the epoch objective (or the validation score with ``early_stopping``) has not
-        improved by ``tol`` for ``n_iter_no_change`` epochs.
-    shuffle : bool, default True
-        Visit every block's rows in a new seeded order each epoch.
-    verbose : int, default 0
-        Log a line per epoch on the ``dml.optim`` logger and show a progress line on stderr.
-    epsilon : float, default 0.1
-        For the huber and epsilon-insensitive losses.
-    random_state : int, RandomState, Generator or None
-    learning_rate : {"optimal", "constant", "invscaling", "adaptive"}, default "optimal"
-    eta0 : float, default 0.01
-    power_t : float, default 0.5
-    early_stopping : bool, default False
-        Hold out ``validation_fraction`` of every block's rows and stop on their accuracy.
-    validation_fraction : float, default 0.1
-    n_iter_no_change : int, default 5
-    class_weight : dict, "balanced" or None
-    warm_start : bool, default False
-        Start from the previous fit's coefficients (the optimiser state restarts).
-    average : bool or int, default False
-        Return the average of the iterates (after step ``average`` when an int).
-    batch_size : int, default 32
-        Rows per mini-batch step.
-    local_steps : int, "epoch" or None, default None
-        Mini-batch steps every stream takes between combinations of the streams; None: rounds
-        of about 256 steps of all streams together (2,048 with the ``optimal`` schedule);
-        "epoch": one round per epoch (each stream a full local epoch; the fewest passes when
-        the data is read from storage on every pass).
-    stream_steps : int or None, default 128
-        Least mini-batch steps per epoch of one stream: consecutive blocks are walked in
-        sequence by one model until it has this many steps, so a model's progress per epoch
-        does not shrink as the data is cut into more partitions (docs/partition_parallel_sgd.md).
-        None: every block is a stream (plain local SGD).
-    combine : {"auto", "sum", "average"}, default "auto"
-        How the streams' updates are combined after a round: "sum" adds them (as one sequential
-        pass would make them), "average" averages the streams' parameters; "auto": "average"
-        for ``learning_rate="optimal"``, "sum" otherwise.
-    optimizer : {"sgd", "momentum", "nesterov", "adam"}, default "sgd"
-    momentum : float, default 0.9
-    checkpoint_dir : str or None
-        Write the training state there every ``checkpoint_every`` epochs; a fit started again
-        with the same directory resumes from it and ends with the same model.
-    checkpoint_every : int, default 1
-    persist : {"auto", True, False}, default "auto"
-        Keep the prepared blocks in worker memory ("auto": when they take at most half of it).
-    progress : None, False, "text", "notebook", callable or object
-        Progress display (see :mod:`dml.optim.progress`); "notebook": an HTML bar in Jupyter.
-    callbacks : list of callables, optional
-        ``callback(state, record)`` after every epoch; returning True stops training.
+"squared_error", "huber", "epsilon_insensitive", "squared_epsilon_insensitive"}, default="hinge"
+        The loss; "log_loss" and "modified_huber" give probabilities.
+    {SGD_PARAMETERS}
 
     Attributes
     ----------
@@ -251,53 +202,25 @@ class SGDClassifier(_SGDClassifierBase):
     (2, 2)
     """
 
-    def __init__(self, loss="hinge", *, penalty="l2", alpha=1e-4, l1_ratio=0.15,
-                 fit_intercept=True, max_iter=1000, tol=1e-3, shuffle=True, verbose=0,
-                 epsilon=0.1, random_state=None, learning_rate="optimal", eta0=0.01,
-                 power_t=0.5, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=5, class_weight=None, warm_start=False, average=False,
-                 batch_size=32, local_steps=None,
-                 stream_steps=128, combine="auto", optimizer="sgd", momentum=0.9,
-                 checkpoint_dir=None, checkpoint_every=1, persist="auto", progress=None,
-                 callbacks=None):
-        self.loss = loss
-        self.penalty = penalty
-        self.alpha = alpha
-        self.l1_ratio = l1_ratio
-        self.fit_intercept = fit_intercept
-        self.max_iter = max_iter
-        self.tol = tol
-        self.shuffle = shuffle
-        self.verbose = verbose
-        self.epsilon = epsilon
-        self.random_state = random_state
-        self.learning_rate = learning_rate
-        self.eta0 = eta0
-        self.power_t = power_t
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.class_weight = class_weight
-        self.warm_start = warm_start
-        self.average = average
-        self.batch_size = batch_size
-        self.local_steps = local_steps
-        self.stream_steps = stream_steps
-        self.combine = combine
-        self.optimizer = optimizer
-        self.momentum = momentum
-        self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_every = checkpoint_every
-        self.persist = persist
-        self.progress = progress
-        self.callbacks = callbacks
+    _params = table("*", loss=Param("hinge", [StrOptions(set(CLASSIFICATION_LOSSES))],
+                                    positional=True),
+                    fit_intercept=_FIT_INTERCEPT, epsilon=_EPSILON, class_weight=_CLASS_WEIGHT)
 
 
 class Perceptron(_SGDClassifierBase):
     """The perceptron: SGD on max(0, −y f) with a constant step ``eta0`` and no penalty.
 
     ``Perceptron(batch_size=1, shuffle=False)`` on one block makes scikit-learn's
-    ``Perceptron(shuffle=False)`` updates. Parameters as :class:`SGDClassifier`.
+    ``Perceptron(shuffle=False)`` updates: :class:`SGDClassifier` with ``loss="perceptron"``,
+    ``learning_rate="constant"`` and no averaging.
+
+    Parameters
+    ----------
+    {SGD_PARAMETERS}
+
+    Attributes
+    ----------
+    coef_, intercept_, classes_, n_iter_, t_, history_ : as :class:`SGDClassifier`
 
     Examples
     --------
@@ -314,39 +237,10 @@ class Perceptron(_SGDClassifierBase):
     epsilon = 0.1
     average = False
 
-    def __init__(self, *, penalty=None, alpha=1e-4, l1_ratio=0.15, fit_intercept=True,
-                 max_iter=1000, tol=1e-3, shuffle=True, verbose=0, eta0=1.0, random_state=0,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
-                 class_weight=None, warm_start=False, batch_size=32, local_steps=None,
-                 stream_steps=128, combine="auto",
-                 optimizer="sgd", momentum=0.9, checkpoint_dir=None, checkpoint_every=1,
-                 persist="auto", progress=None, callbacks=None):
-        self.penalty = penalty
-        self.alpha = alpha
-        self.l1_ratio = l1_ratio
-        self.fit_intercept = fit_intercept
-        self.max_iter = max_iter
-        self.tol = tol
-        self.shuffle = shuffle
-        self.verbose = verbose
-        self.eta0 = eta0
-        self.random_state = random_state
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.class_weight = class_weight
-        self.warm_start = warm_start
-        self.batch_size = batch_size
-        self.local_steps = local_steps
-        self.stream_steps = stream_steps
-        self.combine = combine
-        self.optimizer = optimizer
-        self.momentum = momentum
-        self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_every = checkpoint_every
-        self.persist = persist
-        self.progress = progress
-        self.callbacks = callbacks
+    _params = table("*", exclude=("learning_rate", "power_t", "average"),
+                    penalty={"default": None}, eta0={"default": 1.0},
+                    random_state={"default": 0}, fit_intercept=_FIT_INTERCEPT,
+                    class_weight=_CLASS_WEIGHT)
 
 
 class SGDRegressor(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, RegressorMixin,
@@ -354,9 +248,16 @@ class SGDRegressor(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regressor
     """Linear regression trained by partition-parallel mini-batch SGD.
 
     Objective ``(1/n) Σ wᵢ L(yᵢ, x·w + b) + alpha R(w)`` with L one of squared_error, huber,
-    epsilon_insensitive, squared_epsilon_insensitive. Parameters as :class:`SGDClassifier`
-    (scikit-learn's regressor defaults: ``learning_rate="invscaling"``, ``power_t=0.25``); the
-    validation score of ``early_stopping`` is R².
+    epsilon_insensitive, squared_epsilon_insensitive; the validation score of
+    ``early_stopping`` is R². scikit-learn's regressor defaults: ``learning_rate="invscaling"``,
+    ``power_t=0.25``.
+
+    Parameters
+    ----------
+    loss : {"squared_error", "huber", "epsilon_insensitive", "squared_epsilon_insensitive"}, \
+default="squared_error"
+        The loss.
+    {SGD_PARAMETERS}
 
     Attributes
     ----------
@@ -376,51 +277,13 @@ class SGDRegressor(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regressor
     """
 
     _block_spec = BlockSpec(y_numeric=True)
-    _STACKABLE = ("alpha", "l1_ratio", "eta0", "power_t")
-
-    def __init__(self, loss="squared_error", *, penalty="l2", alpha=1e-4, l1_ratio=0.15,
-                 fit_intercept=True, max_iter=1000, tol=1e-3, shuffle=True, verbose=0,
-                 epsilon=0.1, random_state=None, learning_rate="invscaling", eta0=0.01,
-                 power_t=0.25, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=5, warm_start=False, average=False, batch_size=32,
-                 local_steps=None,
-                 stream_steps=128, combine="auto", optimizer="sgd", momentum=0.9, checkpoint_dir=None,
-                 checkpoint_every=1, persist="auto", progress=None, callbacks=None):
-        self.loss = loss
-        self.penalty = penalty
-        self.alpha = alpha
-        self.l1_ratio = l1_ratio
-        self.fit_intercept = fit_intercept
-        self.max_iter = max_iter
-        self.tol = tol
-        self.shuffle = shuffle
-        self.verbose = verbose
-        self.epsilon = epsilon
-        self.random_state = random_state
-        self.learning_rate = learning_rate
-        self.eta0 = eta0
-        self.power_t = power_t
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.warm_start = warm_start
-        self.average = average
-        self.batch_size = batch_size
-        self.local_steps = local_steps
-        self.stream_steps = stream_steps
-        self.combine = combine
-        self.optimizer = optimizer
-        self.momentum = momentum
-        self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_every = checkpoint_every
-        self.persist = persist
-        self.progress = progress
-        self.callbacks = callbacks
+    _stacked_fits = True
+    _params = table("*", loss=Param("squared_error", [StrOptions(set(REGRESSION_LOSSES))],
+                                    positional=True),
+                    learning_rate={"default": "invscaling"}, power_t={"default": 0.25},
+                    fit_intercept=_FIT_INTERCEPT, epsilon=_EPSILON)
 
     def _problem(self, n_features):
-        if self.loss not in REGRESSION_LOSSES:
-            raise ValueError(f"SGDRegressor: loss must be one of {list(REGRESSION_LOSSES)}, got "
-                             f"{self.loss!r}")
         return LinearProblem(n_features, get_loss(self.loss, epsilon=self.epsilon),
                              task="regression", fit_intercept=self.fit_intercept,
                              estimator=type(self).__name__)
@@ -430,6 +293,7 @@ class SGDRegressor(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regressor
         self.coef_ = np.array(W[0], dtype=np.float64)
         self.intercept_ = np.array(b, dtype=np.float64)
 
+    @fit_context
     def fit(self, X, y, coef_init=None, intercept_init=None, sample_weight=None):
         """Fit by partition-parallel mini-batch SGD (see :meth:`SGDClassifier.fit`)."""
         blocks, problem = self._fit_setup(X, y, sample_weight)
@@ -450,6 +314,7 @@ class SGDRegressor(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regressor
         self._sgd_state = None
         return blocks, problem
 
+    @fit_context
     def partial_fit(self, X, y, sample_weight=None):
         """One pass of SGD over (X, y), continuing from the previous call."""
         first = getattr(self, "_sgd_state", None) is None

@@ -19,16 +19,16 @@ one-vs-rest with all classes trained in the same passes.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from dml.base import DaskEstimatorMixin
+from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
+from dml.base import DaskEstimatorMixin, fit_context
 from dml.linear_model._base import (LinearClassifierMixin, SGDMixin, check_classes,
                                     compute_class_weight, discover_classes, run_exact)
 from dml.linear_model._problem import LinearProblem
 from dml.optim.losses import Hinge, SmoothedHinge, SquaredHinge
+from dml.optim.params import Param, table
 from dml.optim.penalties import Penalty
 
 __all__ = ["LinearSVC", "primal_objective"]
@@ -54,34 +54,35 @@ class LinearSVC(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, ClassifierM
 
     Parameters
     ----------
-    penalty : {"l2", "l1"}, default "l2"
+    penalty : {"l2", "l1"}, default="l2"
         "l1" needs ``solver="sgd"``.
-    loss : {"squared_hinge", "hinge"}, default "squared_hinge"
+    loss : {"squared_hinge", "hinge"}, default="squared_hinge"
+        The loss.
     dual : ignored
         Accepted for compatibility with scikit-learn.
-    tol : float, default 1e-4
+    tol : float, default=1e-4
         Newton: stop when the largest gradient entry of the mean objective is below tol.
-    C : float, default 1.0
-    multi_class : {"ovr"}, default "ovr"
-    fit_intercept : bool, default True
+    C : float, default=1.0
+        Inverse regularisation strength.
+    multi_class : {"ovr"}, default="ovr"
+        One-vs-rest, all classes trained in the same passes.
+    fit_intercept : bool, default=True
         The intercept is not penalised.
     intercept_scaling : ignored
-    class_weight : dict, "balanced" or None
-    verbose : int, default 0
-    random_state : int or None
-        Seeds the SGD solver.
-    max_iter : int, default 1000
+        Accepted for compatibility with scikit-learn.
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes ("balanced": n / (K · count), with weighted counts).
+    max_iter : int, default=1000
         Newton iterations (all smoothing stages together) or SGD epochs.
-    solver : {"newton", "sgd"}, default "newton"
-    smoothing : float, default 0.01
+    solver : {"newton", "sgd"}, default="newton"
+        See the module docstring. The parameters from ``smoothing`` on are those of the SGD
+        solver (``verbose``, ``persist``, ``progress`` and ``callbacks`` apply to both
+        solvers); Pegasos defaults: ``learning_rate="optimal"`` with alpha = 1/(C n),
+        averaging.
+    smoothing : float, default=0.01
         Hinge with ``solver="newton"``: the final smoothing width μ.
-    batch_size, learning_rate, eta0, power_t, optimizer, momentum, average, local_steps, \
-shuffle, early_stopping, validation_fraction, n_iter_no_change, checkpoint_dir, \
-checkpoint_every
-        SGD solver only (Pegasos defaults: ``learning_rate="optimal"`` with alpha = 1/(C n),
-        averaging).
-    persist, progress, callbacks
-        As in :class:`~dml.linear_model.SGDClassifier`.
+
+    {SGD_PARAMETERS}
 
     Attributes
     ----------
@@ -102,65 +103,28 @@ checkpoint_every
     (array(['no', 'yes'], dtype='<U3'), 1.0)
     """
 
-    def __init__(self, penalty="l2", loss="squared_hinge", *, dual="auto", tol=1e-4, C=1.0,
-                 multi_class="ovr", fit_intercept=True, intercept_scaling=1, class_weight=None,
-                 verbose=0, random_state=None, max_iter=1000, solver="newton", smoothing=0.01,
-                 batch_size=32, learning_rate="optimal", eta0=0.01, power_t=0.5,
-                 optimizer="sgd", momentum=0.9, average=True, local_steps=None, shuffle=True,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
-                 checkpoint_dir=None, checkpoint_every=1, persist="auto", progress=None,
-                 callbacks=None):
-        self.penalty = penalty
-        self.loss = loss
-        self.dual = dual
-        self.tol = tol
-        self.C = C
-        self.multi_class = multi_class
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.class_weight = class_weight
-        self.verbose = verbose
-        self.random_state = random_state
-        self.max_iter = max_iter
-        self.solver = solver
-        self.smoothing = smoothing
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.eta0 = eta0
-        self.power_t = power_t
-        self.optimizer = optimizer
-        self.momentum = momentum
-        self.average = average
-        self.local_steps = local_steps
-        self.shuffle = shuffle
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_every = checkpoint_every
-        self.persist = persist
-        self.progress = progress
-        self.callbacks = callbacks
+    _params = table(
+        "*", exclude=("alpha", "l1_ratio", "warm_start"),
+        penalty=Param("l2", [StrOptions({"l2", "l1"})], positional=True),
+        loss=Param("squared_hinge", [StrOptions({"squared_hinge", "hinge"})], positional=True),
+        dual=Param("auto", "no_validation"),
+        tol={"default": 1e-4, "doc": None}, max_iter={"doc": None},
+        C=Param(1.0, [Interval(Real, 0, None, closed="neither")]),
+        multi_class=Param("ovr", [StrOptions({"ovr"})]),
+        fit_intercept=Param(True, ["boolean"]),
+        intercept_scaling=Param(1, "no_validation"),
+        class_weight=Param(None, [StrOptions({"balanced"}), dict, None]),
+        solver=Param("newton", [StrOptions({"newton", "sgd"})]),
+        smoothing=Param(0.01, [Interval(Real, 0, 1, closed="right")]),
+        average={"default": True})
 
-    def _validate(self):
-        name = type(self).__name__
-        if self.loss not in ("hinge", "squared_hinge"):
-            raise ValueError(f"{name}: loss must be 'hinge' or 'squared_hinge', got {self.loss!r}")
-        if self.penalty not in ("l2", "l1"):
-            raise ValueError(f"{name}: penalty must be 'l2' or 'l1', got {self.penalty!r}")
-        if self.multi_class != "ovr":
-            raise ValueError(f"{name}: only multi_class='ovr' is supported, got "
-                             f"{self.multi_class!r}")
-        if not (isinstance(self.C, numbers.Real) and 0 < self.C < np.inf):
-            raise ValueError(f"{name}: C must be a positive number, got {self.C!r}")
-        if self.solver not in ("newton", "sgd"):
-            raise ValueError(f"{name}: solver must be 'newton' or 'sgd', got {self.solver!r}")
+    def _validate_param_relations(self):
+        super()._validate_param_relations()
         if self.penalty == "l1" and self.solver != "sgd":
-            raise ValueError(f"{name}: penalty='l1' is not differentiable; use solver='sgd' "
-                             "(proximal steps)")
-        if not (isinstance(self.smoothing, numbers.Real) and 0 < self.smoothing <= 1):
-            raise ValueError(f"{name}: smoothing must be in (0, 1], got {self.smoothing!r}")
+            raise invalid_parameter(self, "penalty", "'l2' unless solver='sgd' (penalty='l1' "
+                                    "is not differentiable; the SGD solver takes proximal steps)")
 
+    @fit_context
     def fit(self, X, y, sample_weight=None):
         """Fit the SVM (see the module docstring for the solvers).
 
@@ -174,7 +138,6 @@ checkpoint_every
         -------
         self
         """
-        self._validate()
         name = type(self).__name__
         blocks = self._fit_blocks(X, y, sample_weight)
         stats = discover_classes(blocks)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 from sklearn import model_selection as _skms
 from sklearn.base import clone, is_classifier
 from sklearn.utils import indexable
 
 from dml._blocks import is_dask
+from dml.base import fit_context
 from dml.model_selection._split import check_cv
 from dml.model_selection._validation import check_scoring, run_fits, uses_dask_path
 
@@ -26,8 +26,14 @@ __all__ = ["GridSearchCV", "RandomizedSearchCV"]
 
 
 class _SearchMixin:
-    """``fit`` of a search: splits once, runs all fits concurrently, formats as scikit-learn."""
+    """``fit`` of a search: splits once, runs all fits concurrently, formats as scikit-learn.
 
+    The parameters are scikit-learn's, with its constraints (``_parameter_constraints`` of
+    its searches), except ``scoring``, which :func:`check_scoring` checks: dml's scorers of
+    Dask data have names of their own.
+    """
+
+    @fit_context
     def fit(self, X, y=None, **params):
         """Run fit with all sets of parameters, then refit the best on all of X (``refit``).
 
@@ -45,10 +51,6 @@ class _SearchMixin:
         if isinstance(y, str):
             raise TypeError(f"{type(self).__name__}.fit: pass y as an array; a column name "
                             "cannot be split with X")
-        if self.refit is not False and not (isinstance(self.refit, str) or callable(self.refit)
-                                            or self.refit is True):
-            raise ValueError(f"refit must be True, False, a scorer name or a callable, got "
-                             f"{self.refit!r}")
         # As scikit-learn's search (utils.indexable): sparse input becomes CSR and other
         # array-likes NumPy, so every fold can take rows of it. Dask input is split lazily.
         if not is_dask(X) and not is_dask(y):
@@ -159,6 +161,29 @@ class GridSearchCV(_SearchMixin, _skms.GridSearchCV):
     follows scikit-learn's rule), ``cv_results_`` scores, ``best_params_`` and the refitted
     model equal scikit-learn's for deterministic estimators.
 
+    Parameters
+    ----------
+    estimator : estimator object
+        A scikit-learn or dml estimator, cloned for every fit.
+    param_grid : dict or list of dicts
+        Parameter names mapped to the lists of values to try.
+    scoring : str, callable, list, tuple, dict or None, default=None
+        scikit-learn's scorer names or callables (dml's blockwise scorers for Dask data).
+    n_jobs : int or None, default=None
+        Fits in flight on the client-thread path (default: all, up to 64).
+    refit : bool, str or callable, default=True
+        Refit the best candidate on all of X (the scorer that picks it, for several).
+    cv : int, cross-validation generator, iterable or None, default=None
+        scikit-learn's rule (dml's splitters split Dask data blockwise).
+    verbose : int, default=0
+        Above 0: print progress.
+    pre_dispatch : int or str, default="2*n_jobs"
+        Accepted for compatibility with scikit-learn.
+    error_score : "raise" or float, default=np.nan
+        The score of a failed fit (or raise its error).
+    return_train_score : bool, default=False
+        Also score every fit on its training rows.
+
     Examples
     --------
     >>> import numpy as np
@@ -168,6 +193,9 @@ class GridSearchCV(_SearchMixin, _skms.GridSearchCV):
     >>> search.best_params_, search.cv_results_["rank_test_score"].tolist()
     ({'alpha': 0.1}, [1, 2, 3])
     """
+
+    _parameter_constraints = {**_skms.GridSearchCV._parameter_constraints,
+                              "scoring": "no_validation"}
 
     def _candidates(self):
         return list(_skms.ParameterGrid(self.param_grid))
@@ -180,6 +208,33 @@ class RandomizedSearchCV(_SearchMixin, _skms.RandomizedSearchCV):
     scikit-learn's ``ParameterSampler(random_state=random_state)`` (the same candidates as
     scikit-learn), then fitted as :class:`GridSearchCV` fits them.
 
+    Parameters
+    ----------
+    estimator : estimator object
+        A scikit-learn or dml estimator, cloned for every fit.
+    param_distributions : dict or list of dicts
+        Parameter names mapped to distributions (with ``rvs``) or lists to sample from.
+    n_iter : int, default=10
+        The number of candidates drawn.
+    scoring : str, callable, list, tuple, dict or None, default=None
+        scikit-learn's scorer names or callables (dml's blockwise scorers for Dask data).
+    n_jobs : int or None, default=None
+        Fits in flight on the client-thread path (default: all, up to 64).
+    refit : bool, str or callable, default=True
+        Refit the best candidate on all of X (the scorer that picks it, for several).
+    cv : int, cross-validation generator, iterable or None, default=None
+        scikit-learn's rule (dml's splitters split Dask data blockwise).
+    verbose : int, default=0
+        Above 0: print progress.
+    pre_dispatch : int or str, default="2*n_jobs"
+        Accepted for compatibility with scikit-learn.
+    error_score : "raise" or float, default=np.nan
+        The score of a failed fit (or raise its error).
+    random_state : int, RandomState or None, default=None
+        Seeds the draw of the candidates.
+    return_train_score : bool, default=False
+        Also score every fit on its training rows.
+
     Examples
     --------
     >>> import numpy as np
@@ -190,6 +245,9 @@ class RandomizedSearchCV(_SearchMixin, _skms.RandomizedSearchCV):
     >>> len(s.cv_results_["params"])
     2
     """
+
+    _parameter_constraints = {**_skms.RandomizedSearchCV._parameter_constraints,
+                              "scoring": "no_validation"}
 
     def _candidates(self):
         return list(_skms.ParameterSampler(self.param_distributions, self.n_iter,

@@ -29,7 +29,6 @@ of workers or on which fit finished first.
 """
 from __future__ import annotations
 
-import numbers
 import sys
 import time
 import traceback
@@ -37,10 +36,8 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from itertools import product
 
-import dask
 import dask.array as da
 import numpy as np
-import pandas as pd
 from sklearn.base import clone, is_classifier
 from sklearn.exceptions import FitFailedWarning
 from sklearn.pipeline import Pipeline
@@ -413,8 +410,8 @@ def _score_cells(ctx: _Ctx, cells, fit_time):
     ``error_score`` and the traceback for a fit that failed.
 
     Each candidate's ``fit_time`` is the training time divided by the number of models trained
-    together (one, unless stacked). The scorings run concurrently (each is a small computation whose time is
-    mostly the scheduler's round trip).
+    together (one, unless stacked). The scorings run concurrently (each is a small computation
+    whose time is mostly the scheduler's round trip).
     """
     for _, _, _, res in cells:
         if isinstance(res, Exception) and ctx.error_score == "raise":

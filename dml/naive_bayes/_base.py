@@ -9,7 +9,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import unique_labels
 
 from dml._blocks import BlockSpec, as_blocks, is_dask
-from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
+from dml.base import DaskEstimatorMixin, check_is_fitted, check_weights_not_all_zero, fit_context
 from dml.naive_bayes._kernels import _nb_output, _nb_score
 
 
@@ -34,11 +35,9 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
     _positive_only = False
     _poor_score = True
 
+    _parameter_constraints = {"missing": [StrOptions(set(_MISSING_OPTIONS))]}
+
     # ---- hooks ----
-    def _check_params(self):
-        if self.missing not in _MISSING_OPTIONS:
-            raise ValueError(f"{type(self).__name__}: missing must be 'error' or 'ignore', got "
-                             f"{self.missing!r}")
 
     def _spec_overrides(self) -> dict:
         return {"allow_nan": self.missing == "ignore"}
@@ -70,7 +69,6 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     # ---- fitting ----
     def _pass(self, X, y, sample_weight, first: bool):
-        self._check_params()
         name = type(self).__name__
         blocks = self._fit_blocks(X, y, sample_weight, reset=first, **self._spec_overrides())
         self._prepare(X, blocks, first)
@@ -79,11 +77,11 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
             raise ValueError(f"{name}: X has 0 rows (found array with 0 sample(s)); at least "
                              "one sample is required.")
         weights = stats["wsum" if "wsum" in stats else "class_count"]
-        if sample_weight is not None and not np.any(weights):
-            raise ValueError(f"{name}: Sample weights must contain at least one non-zero "
-                             "number.")
+        if sample_weight is not None:
+            check_weights_not_all_zero(float(np.sum(np.abs(weights))), name)
         return stats
 
+    @fit_context
     def fit(self, X, y, sample_weight=None):
         """Fit the model in one pass over the data.
 
@@ -105,6 +103,7 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         self._set_stats(stats)
         return self
 
+    @fit_context
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """Update the model with one more batch (itself one pass over its blocks).
 
@@ -268,23 +267,18 @@ def _validate_priors(priors, n_classes, name):
 class _BaseDiscreteNB(_BaseNB):
     """Shared parameters and prior handling of the count-based estimators."""
 
-    def _check_params(self):
-        super()._check_params()
-        name = type(self).__name__
-        a = self.alpha
-        if isinstance(a, numbers.Real) and not isinstance(a, bool):
-            if not a >= 0:
-                raise ValueError(f"{name}: alpha must be >= 0, got {a!r}")
-        elif self._array_alpha:
-            arr = np.asarray(a)
-            if arr.ndim != 1 or arr.dtype.kind not in "iuf":
-                raise ValueError(f"{name}: alpha must be a float or a 1-D array of floats, got "
-                                 f"{a!r}")
-        else:
-            raise ValueError(f"{name}: alpha must be a non-negative float, got {a!r}")
-        for p in ("fit_prior", "force_alpha"):
-            if not isinstance(getattr(self, p), (bool, np.bool_)):
-                raise ValueError(f"{name}: {p} must be True or False, got {getattr(self, p)!r}")
+    _parameter_constraints = {**_BaseNB._parameter_constraints,
+                              "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
+                              "force_alpha": ["boolean"], "fit_prior": ["boolean"],
+                              "class_prior": ["array-like", None]}
+
+    def _validate_param_relations(self):
+        if isinstance(self.alpha, Real):
+            return
+        arr = np.asarray(self.alpha)
+        if not self._array_alpha or arr.ndim != 1 or arr.dtype.kind not in "iuf":
+            raise invalid_parameter(self, "alpha", "a non-negative float" + (
+                " or a 1-D array of floats" if self._array_alpha else ""))
 
     _array_alpha = True
 

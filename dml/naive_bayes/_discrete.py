@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from dml._blocks import BlockSpec
+from dml._param_validation import Integral, Interval, Real
 from dml.naive_bayes._base import _BaseDiscreteNB
 from dml.naive_bayes._kernels import (_categorical_block, _categorical_combine, _count_block,
                                       _count_combine, _feature_label)
@@ -175,13 +176,8 @@ class BernoulliNB(_CountNB):
         self.class_prior = class_prior
         self.missing = missing
 
-    def _check_params(self):
-        super()._check_params()
-        b = self.binarize
-        if b is not None and (not isinstance(b, numbers.Real) or isinstance(b, bool)
-                              or not b >= 0):
-            raise ValueError(f"BernoulliNB: binarize must be None or a non-negative float, got "
-                             f"{b!r}")
+    _parameter_constraints = {**_BaseDiscreteNB._parameter_constraints,
+                              "binarize": [Interval(Real, 0, None, closed="left"), None]}
 
     @property
     def _binarize_at(self):
@@ -283,6 +279,9 @@ class CategoricalNB(_BaseDiscreteNB):
 
     _kind = "categorical"
     _block_spec = BlockSpec(numeric=False)
+    _parameter_constraints = {
+        **_BaseDiscreteNB._parameter_constraints,
+        "min_categories": [Interval(Integral, 1, None, closed="left"), "array-like", None]}
     _array_alpha = False
     _positive_only = True
 

@@ -5,6 +5,7 @@ import numbers
 
 import numpy as np
 
+from dml._param_validation import Interval, Real
 from dml.naive_bayes._base import _BaseNB, _validate_priors
 from dml.naive_bayes._kernels import _gaussian_block, _gaussian_combine, _safe_div
 
@@ -88,12 +89,9 @@ class GaussianNB(_BaseNB):
         self.var_smoothing = var_smoothing
         self.missing = missing
 
-    def _check_params(self):
-        super()._check_params()
-        vs = self.var_smoothing
-        if not isinstance(vs, numbers.Real) or isinstance(vs, bool) or not vs >= 0:
-            raise ValueError(f"GaussianNB: var_smoothing must be a non-negative float, got "
-                             f"{vs!r}")
+    _parameter_constraints = {**_BaseNB._parameter_constraints,
+                              "priors": ["array-like", None],
+                              "var_smoothing": [Interval(Real, 0, None, closed="left")]}
 
     def _reduce(self, blocks):
         return blocks.map_reduce(_gaussian_block, type(self).__name__, self.missing,

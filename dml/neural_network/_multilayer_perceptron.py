@@ -23,19 +23,22 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import BlockSpec, seed_from
-from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
+from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.linear_model._base import check_classes, discover_classes, LabelStats
 from dml.neural_network._problem import ACTIVATIONS, MLPProblem, forward
 from dml.optim import checkpoint as ckpt
 from dml.optim.data import prepare
 from dml.optim.engine import SGDConfig, final_params, initial_state, train
 from dml.optim.optimizers import OptimizerState, make_optimizer
+from dml.optim.params import Param, ParamTableMixin, not_fingerprinted, passthrough, table
 from dml.optim.penalties import make_penalty
 from dml.optim.schedules import make_schedule
 from dml.optim.state import TrainState
@@ -43,8 +46,6 @@ from dml.optim.training import TrainConfig
 
 __all__ = ["MLPClassifier", "MLPRegressor"]
 
-_NOT_FINGERPRINTED = {"max_iter", "verbose", "progress", "callbacks", "checkpoint_dir",
-                      "checkpoint_every", "warm_start", "persist"}
 _DTYPES = {"float64": np.float64, "float32": np.float32}
 
 
@@ -79,50 +80,58 @@ def _regress_kernel(X, coefs, intercepts, activation, dtype):
     return P[:, 0].astype(np.float64, copy=False)
 
 
-class _BaseMLP(DaskEstimatorMixin, BaseEstimator):
+def _unit(closed):
+    return [Interval(Real, 0, 1, closed=closed)]
 
-    def __init__(self, hidden_layer_sizes=(100,), activation="relu", *, solver="adam",
-                 alpha=1e-4, batch_size="auto", learning_rate="constant",
-                 learning_rate_init=0.001, power_t=0.5, max_iter=200, shuffle=True,
-                 random_state=None, tol=1e-4, verbose=False, warm_start=False, momentum=0.9,
-                 nesterovs_momentum=True, early_stopping=False, validation_fraction=0.1,
-                 beta_1=0.9, beta_2=0.999, epsilon=1e-8, n_iter_no_change=10, dropout=0.0,
-                 init="glorot", dtype="float64", local_steps=None, stream_steps=128,
-                 combine="auto", checkpoint_dir=None,
-                 checkpoint_every=1, persist="auto", progress=None, callbacks=None):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.solver = solver
-        self.alpha = alpha
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.learning_rate_init = learning_rate_init
-        self.power_t = power_t
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
-        self.tol = tol
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.momentum = momentum
-        self.nesterovs_momentum = nesterovs_momentum
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
-        self.n_iter_no_change = n_iter_no_change
-        self.dropout = dropout
-        self.init = init
-        self.dtype = dtype
-        self.local_steps = local_steps
-        self.stream_steps = stream_steps
-        self.combine = combine
-        self.checkpoint_dir = checkpoint_dir
-        self.checkpoint_every = checkpoint_every
-        self.persist = persist
-        self.progress = progress
-        self.callbacks = callbacks
+
+class _BaseMLP(ParamTableMixin, DaskEstimatorMixin, BaseEstimator):
+    _params = table(
+        "*", exclude=("penalty", "l1_ratio", "eta0", "optimizer", "average"),
+        hidden_layer_sizes=Param((100,), "no_validation",
+                                 "tuple of int\nThe number of units of each hidden layer.",
+                                 positional=True),
+        activation=Param("relu", [StrOptions(set(ACTIVATIONS))],
+                         '{"relu", "tanh", "logistic", "identity"}\nThe hidden units\' '
+                         "activation.", positional=True),
+        solver=Param("adam", [StrOptions({"adam", "sgd"})],
+                     '{"adam", "sgd"}\n"sgd" uses Nesterov momentum (``nesterovs_momentum``), '
+                     "plain momentum, or none (``momentum=0``); lbfgs is not a mini-batch "
+                     "solver."),
+        alpha=Param(1e-4, [Interval(Real, 0, None, closed="left")],
+                    "float\nL2 strength (scikit-learn's scaling: ``alpha / (2 · batch_size) · "
+                    "Σ‖W‖²``)."),
+        learning_rate_init=Param(0.001, [Interval(Real, 0, None, closed="neither")],
+                                 "float\nThe initial step size (adam's constant one)."),
+        nesterovs_momentum=Param(True, ["boolean"], "bool\nNesterov's momentum with "
+                                 'solver="sgd" and ``momentum > 0``.'),
+        beta_1=Param(0.9, _unit("left"), "float\nAdam's decay of the first moment."),
+        beta_2=Param(0.999, _unit("left"), "float\nAdam's decay of the second moment."),
+        epsilon=Param(1e-8, [Interval(Real, 0, None, closed="neither")],
+                      "float\nAdam's numerical stability term."),
+        dropout=Param(0.0, _unit("left"),
+                      "float\nProbability of dropping each hidden unit during training "
+                      "(inverted scaling; off at prediction)."),
+        init=Param("glorot", [StrOptions({"glorot", "he"})],
+                   '{"glorot", "he"}\nThe initial weights\' distribution.'),
+        dtype=Param("float64", "no_validation",
+                    '{"float64", "float32"}\nParameter and arithmetic precision.'),
+        batch_size={"default": "auto",
+                    "constraints": [Interval(Integral, 1, None, closed="left"),
+                                    StrOptions({"auto"})],
+                    "doc": 'int or "auto"\nRows per step on every block; "auto" is '
+                           "min(200, n_samples)."},
+        learning_rate={"default": "constant",
+                       "constraints": [StrOptions({"constant", "invscaling", "adaptive"})],
+                       "doc": '{"constant", "invscaling", "adaptive"}\nStep-size schedule of '
+                              'solver="sgd" (adam keeps ``learning_rate_init``).'},
+        power_t={}, max_iter={"default": 200}, tol={"default": 1e-4},
+        verbose={"default": False},
+        warm_start={"doc": "bool\nStart ``fit`` from the previous ``coefs_``/``intercepts_`` "
+                           "(same layer shapes)."},
+        early_stopping={"doc": "bool\nHold out ``validation_fraction`` of every block's rows, "
+                               "stop when their accuracy / R² stops improving and keep the "
+                               "best epoch's weights."},
+        n_iter_no_change={"default": 10})
 
     # ---- hyper-parameters ----
     def _np_dtype(self):
@@ -145,40 +154,21 @@ class _BaseMLP(DaskEstimatorMixin, BaseEstimator):
                              f"positive integers, got {self.hidden_layer_sizes!r}")
         return tuple(int(s) for s in sizes)
 
-    def _validate(self):
-        name = type(self).__name__
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"{name}: activation must be one of {list(ACTIVATIONS)}, got "
-                             f"{self.activation!r}")
-        if self.solver not in ("adam", "sgd"):
-            raise ValueError(f"{name}: solver must be 'adam' or 'sgd' (lbfgs is not a mini-batch "
-                             f"solver), got {self.solver!r}")
-        if self.init not in ("glorot", "he"):
-            raise ValueError(f"{name}: init must be 'glorot' or 'he', got {self.init!r}")
-        if not (isinstance(self.alpha, numbers.Real) and self.alpha >= 0):
-            raise ValueError(f"{name}: alpha must be a non-negative number, got {self.alpha!r}")
-        if not (isinstance(self.dropout, numbers.Real) and 0 <= self.dropout < 1):
-            raise ValueError(f"{name}: dropout must be in [0, 1) (the probability of dropping a "
-                             f"hidden unit), got {self.dropout!r}")
-        if not (isinstance(self.learning_rate_init, numbers.Real) and self.learning_rate_init > 0):
-            raise ValueError(f"{name}: learning_rate_init must be > 0, got "
-                             f"{self.learning_rate_init!r}")
-        if self.learning_rate not in ("constant", "invscaling", "adaptive"):
-            raise ValueError(f"{name}: learning_rate must be 'constant', 'invscaling' or "
-                             f"'adaptive', got {self.learning_rate!r}")
-        if self.early_stopping and not 0.0 < self.validation_fraction < 1.0:
-            raise ValueError(f"{name}: validation_fraction must be in (0, 1), got "
-                             f"{self.validation_fraction!r}")
-        self._hidden()
-        self._np_dtype()
+    def _validate_param_relations(self):
+        try:
+            self._hidden()
+        except ValueError:
+            raise invalid_parameter(self, "hidden_layer_sizes",
+                                    "a positive int or a tuple of positive ints") from None
+        try:
+            self._np_dtype()
+        except (ValueError, TypeError):
+            raise invalid_parameter(self, "dtype", "'float32' or 'float64'") from None
 
     def _batch(self, n):
         bs = self.batch_size
         if bs == "auto":
             return max(1, min(200, int(n)))
-        if not (isinstance(bs, numbers.Integral) and bs >= 1):
-            raise ValueError(f"{type(self).__name__}: batch_size must be 'auto' or a positive "
-                             f"integer, got {bs!r}")
         return int(bs)
 
     def _sgd_config(self, problem, n) -> SGDConfig:
@@ -198,21 +188,20 @@ class _BaseMLP(DaskEstimatorMixin, BaseEstimator):
         penalty = make_penalty("l2", float(self.alpha) / min(bs, max(int(n), 1)),
                                penalised=problem.penalised)
         return SGDConfig(optimizer=opt, schedule=schedule, penalty=penalty, batch_size=bs,
-                         local_steps=self.local_steps, shuffle=bool(self.shuffle),
-                         stream_steps=self.stream_steps, combine=self.combine)
+                         shuffle=bool(self.shuffle), **passthrough(self, "sgd"))
 
     def _train_config(self, partial) -> TrainConfig:
         early = bool(self.early_stopping) and not partial
         return TrainConfig(
-            max_iter=self.max_iter, tol=None if partial else self.tol,
-            n_iter_no_change=self.n_iter_no_change, early_stopping=early, restore_best=early,
-            checkpoint_dir=None if partial else self.checkpoint_dir,
-            checkpoint_every=self.checkpoint_every, verbose=self.verbose, progress=self.progress,
-            callbacks=tuple(self.callbacks or ()), name=type(self).__name__)
+            max_iter=self.max_iter, tol=None if partial else self.tol, early_stopping=early,
+            restore_best=early, checkpoint_dir=None if partial else self.checkpoint_dir,
+            callbacks=tuple(self.callbacks or ()), name=type(self).__name__,
+            **passthrough(self, "train"))
 
     def _fingerprint(self, blocks, problem) -> dict:
+        skip = not_fingerprinted(self)
         params = {k: repr(v) for k, v in sorted(self.get_params(deep=False).items())
-                  if k not in _NOT_FINGERPRINTED}
+                  if k not in skip}
         fp = {"estimator": type(self).__name__, "params": params,
               "lengths": [int(n) for n in blocks.lengths], "n_features": int(blocks.n_features)}
         if problem.classes is not None:
@@ -221,7 +210,6 @@ class _BaseMLP(DaskEstimatorMixin, BaseEstimator):
 
     # ---- training ----
     def _problem(self, n_features, classes=None):
-        self._validate()
         if classes is None:
             out, n_out = "identity", 1
         elif len(classes) == 2:
@@ -304,44 +292,7 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
 
     Parameters
     ----------
-    hidden_layer_sizes : tuple of int, default (100,)
-    activation : {"relu", "tanh", "logistic", "identity"}, default "relu"
-    solver : {"adam", "sgd"}, default "adam"
-        "sgd" uses Nesterov momentum (``nesterovs_momentum``), plain momentum, or none
-        (``momentum=0``).
-    alpha : float, default 1e-4
-        L2 strength (scikit-learn's scaling: ``alpha / (2 · batch_size) · Σ‖W‖²``).
-    batch_size : int or "auto", default "auto"
-        Rows per step on every block; "auto" is min(200, n_samples).
-    learning_rate : {"constant", "invscaling", "adaptive"}, default "constant"
-        Step-size schedule of solver="sgd" (adam keeps ``learning_rate_init``).
-    learning_rate_init, power_t : float
-    max_iter : int, default 200
-        Maximum number of epochs.
-    shuffle : bool, default True
-    random_state : int, RandomState, Generator or None
-    tol : float or None, default 1e-4
-        Stop when the epoch loss (or validation score with ``early_stopping``) has not improved
-        by ``tol`` for ``n_iter_no_change`` epochs.
-    verbose : bool or int
-    warm_start : bool, default False
-        Start ``fit`` from the previous ``coefs_``/``intercepts_`` (same layer shapes).
-    momentum, nesterovs_momentum, beta_1, beta_2, epsilon : optimiser settings
-    early_stopping : bool, default False
-        Hold out ``validation_fraction`` of every block's rows, stop when their accuracy stops
-        improving and keep the best epoch's weights.
-    validation_fraction : float, default 0.1
-    n_iter_no_change : int, default 10
-    dropout : float, default 0.0
-        Probability of dropping each hidden unit during training (inverted scaling; off at
-        prediction).
-    init : {"glorot", "he"}, default "glorot"
-    dtype : {"float64", "float32"}, default "float64"
-        Parameter and arithmetic precision.
-    local_steps, stream_steps, combine, checkpoint_dir, checkpoint_every, persist, progress, \
-callbacks
-        As :class:`dml.linear_model.SGDClassifier` (with adam or a constant step the streams'
-        updates are summed).
+    {SGD_PARAMETERS}
 
     Attributes
     ----------
@@ -372,6 +323,7 @@ callbacks
     ([(2, 16), (16, 1)], (2, 2))
     """
 
+    @fit_context
     def fit(self, X, y, sample_weight=None):
         """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name)."""
         blocks = self._fit_blocks(X, y, sample_weight)
@@ -384,6 +336,7 @@ callbacks
         self._run(blocks, problem, init_params=init)
         return self
 
+    @fit_context
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One epoch over (X, y), continuing from the previous call; pass ``classes`` first."""
         name = type(self).__name__
@@ -425,8 +378,17 @@ callbacks
 class MLPRegressor(RegressorMixin, _BaseMLP):
     """Multi-layer perceptron regressor (identity output, squared loss ½(f − y)²).
 
-    Parameters and attributes as :class:`MLPClassifier` (no ``classes_``); the early-stopping
-    validation score is R².
+    The early-stopping validation score is R².
+
+    Parameters
+    ----------
+    {SGD_PARAMETERS}
+
+    Attributes
+    ----------
+    coefs_, intercepts_, n_layers_, n_outputs_, out_activation_, loss_, loss_curve_, \
+validation_scores_, best_validation_score_, n_iter_, t_, history_
+        As :class:`MLPClassifier`.
 
     Examples
     --------
@@ -442,6 +404,7 @@ class MLPRegressor(RegressorMixin, _BaseMLP):
 
     _block_spec = BlockSpec(y_numeric=True)
 
+    @fit_context
     def fit(self, X, y, sample_weight=None):
         """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name)."""
         blocks = self._fit_blocks(X, y, sample_weight)
@@ -451,6 +414,7 @@ class MLPRegressor(RegressorMixin, _BaseMLP):
         self._run(blocks, problem, init_params=init)
         return self
 
+    @fit_context
     def partial_fit(self, X, y, sample_weight=None):
         """One epoch over (X, y), continuing from the previous call."""
         first = getattr(self, "_sgd_state", None) is None

@@ -152,6 +152,6 @@ def prepare(problem, blocks: Blocks, *, seed: int = 0, validation_fraction: floa
         out = dask.persist(*train, *val)
         train, val = list(out[:len(train)]), list(out[len(train):])
     train_lengths = lengths - (val_lengths if val_lengths is not None else 0)
-    tb = replace(blocks, parts=train, _lengths=train_lengths)
-    vb = replace(blocks, parts=val, _lengths=val_lengths) if fraction else None
+    tb = replace(blocks, parts=train, known_lengths=train_lengths)
+    vb = replace(blocks, parts=val, known_lengths=val_lengths) if fraction else None
     return TrainingData(tb, vb, train_lengths, val_lengths, do_persist)

@@ -33,7 +33,7 @@ class OptimizerState:
     t: int = 0
     slots: dict = field(default_factory=dict)
 
-    def copy(self) -> "OptimizerState":
+    def copy(self) -> OptimizerState:
         return OptimizerState(self.t, {k: v.copy() for k, v in self.slots.items()})
 
 

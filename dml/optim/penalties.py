@@ -32,7 +32,8 @@ class Penalty:
 
     def __post_init__(self):
         if self.kind not in _KINDS:
-            raise ValueError(f"penalty must be one of {list(_KINDS)[1:]} or None, got {self.kind!r}")
+            raise ValueError(f"penalty must be one of {list(_KINDS)[1:]} or None, got "
+                             f"{self.kind!r}")
         if not np.isfinite(self.alpha) or self.alpha < 0:
             raise ValueError(f"alpha must be a non-negative number, got {self.alpha}")
         if not 0.0 <= self.l1_ratio <= 1.0:
@@ -132,7 +133,7 @@ class StackedPenalty:
         self.l1 = np.array([[p.l1 for p in row] for row in penalties], dtype=np.float64)[..., None]
         self.any_l2, self.any_l1 = bool(self.l2.any()), bool(self.l1.any())
 
-    def subset(self, groups) -> "StackedPenalty":
+    def subset(self, groups) -> StackedPenalty:
         """The penalties of the given groups only."""
         out = object.__new__(StackedPenalty)
         out.penalised, out.l2, out.l1 = self.penalised, self.l2[groups], self.l1[groups]

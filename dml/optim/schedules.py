@@ -153,7 +153,7 @@ class StackedRate:
         self.cols = {n: np.array([[float(getattr(s, n)) for s in row]
                                   for row in self.schedules])[..., None] for n in names}
 
-    def subset(self, groups) -> "StackedRate":
+    def subset(self, groups) -> StackedRate:
         """The schedules of the given groups only."""
         return StackedRate([self.schedules[g] for g in groups])
 

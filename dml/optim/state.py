@@ -51,7 +51,7 @@ class TrainState:
     def converged(self) -> bool:
         return self.stop_reason == "converged"
 
-    def copy(self) -> "TrainState":
+    def copy(self) -> TrainState:
         return TrainState(
             self.params.copy(), self.opt.copy(), self.seed, self.epoch, self.lr_scale,
             self.best_objective, self.best_score, self.no_improvement,

@@ -35,8 +35,10 @@ import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from dml._blocks import block_rng, is_dask, seed_from
-from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml._param_validation import Integral, Interval, Real, StrOptions, invalid_parameter
+from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.optim.data import fits_persist_budget, smallest_worker_memory
+from dml.optim.params import TRAINING
 from dml.optim.state import TrainState
 from dml.optim.training import TrainConfig, run_epochs
 from dml.recommender import _kernels
@@ -485,35 +487,31 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         self.random_state = random_state
 
     # ---- input
-    def _validate_params(self):
-        if self.solver not in _SOLVERS:
-            raise ValueError(f"solver must be one of {_SOLVERS}, got {self.solver!r}")
-        for name in ("weighted_reg", "bold_driver"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        for name in ("n_factors", "n_epochs", "n_blocks"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1):
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        for name, strict in (("reg", False), ("learning_rate", True), ("lr_decay", False),
-                             ("init_std", False)):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float, np.floating, np.integer)) and math.isfinite(v)
-                    and (v > 0 if strict else v >= 0)):
-                rule = "> 0" if strict else ">= 0"
-                raise ValueError(f"{name} must be a finite number {rule}, got {v!r}")
-        for name in ("persist", "remember_seen"):
-            v = getattr(self, name)
-            if not (isinstance(v, (bool, np.bool_)) or (isinstance(v, str) and v == "auto")):
-                raise ValueError(f"{name} must be 'auto', True or False, got {v!r}")
-        if self.spill_dir is not None:
-            if not isinstance(self.spill_dir, (str, os.PathLike)):
-                raise ValueError("spill_dir must be a directory path or None, got "
-                                 f"{self.spill_dir!r}")
-            if not os.path.isdir(self.spill_dir):
-                raise ValueError(f"spill_dir {os.fspath(self.spill_dir)!r} is not an existing "
-                                 "directory; create it, or pass spill_dir=None for a temporary "
-                                 f"directory under {tempfile.gettempdir()!r}")
+    _parameter_constraints = {
+        "n_factors": [Interval(Integral, 1, None, closed="left")],
+        "solver": [StrOptions(set(_SOLVERS))],
+        "biases": ["boolean"],
+        "reg": [Interval(Real, 0, None, closed="left")],
+        "weighted_reg": ["boolean"],
+        "bold_driver": ["boolean"],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "lr_decay": [Interval(Real, 0, None, closed="left")],
+        "n_epochs": [Interval(Integral, 1, None, closed="left")],
+        "n_blocks": [Interval(Integral, 1, None, closed="left")],
+        "init_std": [Interval(Real, 0, None, closed="left")],
+        "user_col": "no_validation", "item_col": "no_validation", "rating_col": "no_validation",
+        **{n: TRAINING[n].constraints for n in ("tol", "n_iter_no_change", "checkpoint_dir",
+                                                "checkpoint_every", "verbose", "progress",
+                                                "callbacks", "persist", "random_state")},
+        "spill_dir": [str, os.PathLike, None],
+        "remember_seen": [StrOptions({"auto"}), "boolean"],
+    }
+
+    def _validate_param_relations(self):
+        if self.spill_dir is not None and not os.path.isdir(self.spill_dir):
+            raise invalid_parameter(self, "spill_dir", "an existing directory (create it) or "
+                                    "None (a temporary directory under "
+                                    f"{tempfile.gettempdir()!r})")
 
     def _partitions(self, X, y, *, need_rating=True, what="X"):
         """Input as a list of (delayed or local) pandas frames with columns u, i[, r]."""
@@ -579,6 +577,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
                              " Set user_col/item_col/rating_col to the names in your data.")
 
     # ---- fit
+    @fit_context
     def fit(self, X, y=None, *, validation_data=None):
         """Fit on (user, item, rating) triples.
 
@@ -591,7 +590,6 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         validation_data : same forms as X, optional
             Held-out ratings; their RMSE is recorded per epoch as ``validation_rmse``.
         """
-        self._validate_params()
         parts = self._partitions(X, y)
         seed = seed_from(self.random_state)
         B = int(self.n_blocks)

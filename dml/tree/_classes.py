@@ -5,7 +5,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
 from dml._blocks import BlockSpec
-from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, RealNotInt, StrOptions
+from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.tree._model import fit_trees, predict_kernel
 
 __all__ = ["DecisionTreeClassifier", "DecisionTreeRegressor"]
@@ -15,6 +16,24 @@ class _HistTreeBase(DaskEstimatorMixin):
     """Prediction shared by the histogram trees and forests (fitted state in ``nodes_``)."""
 
     _block_spec = BlockSpec(numeric=False)
+    _parameter_constraints = {
+        "max_depth": [Interval(Integral, 1, None, closed="left"), None],
+        "min_samples_split": [Interval(Integral, 2, None, closed="left"),
+                              Interval(RealNotInt, 0, 1, closed="right")],
+        "min_samples_leaf": [Interval(Integral, 1, None, closed="left"),
+                             Interval(RealNotInt, 0, 1, closed="neither")],
+        "min_impurity_decrease": [Interval(Real, 0, None, closed="left")],
+        "max_features": [Interval(Integral, 1, None, closed="left"),
+                         Interval(RealNotInt, 0, 1, closed="right"),
+                         StrOptions({"sqrt", "log2"}), None],
+        "class_weight": [StrOptions({"balanced"}), dict, None],
+        # Bins are stored as uint8 and bin 255 is reserved for missing values.
+        "max_bins": [Interval(Integral, 2, 255, closed="both")],
+        "random_state": RANDOM_STATE,
+    }
+    #: The criteria of classification and regression trees.
+    _CLASSIFICATION = [StrOptions({"gini", "entropy", "log_loss"})]
+    _REGRESSION = [StrOptions({"squared_error"})]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -103,7 +122,7 @@ class DecisionTreeClassifier(_ClassifierOut, _HistTreeBase, ClassifierMixin, Bas
     max_features : int, float, "sqrt", "log2" or None, default None
         Features drawn per node (from the node's own generator).
     class_weight : dict, "balanced" or None
-%%(params)s
+%(params)s
     Attributes
     ----------
     classes_, n_classes_, n_features_in_, feature_names_in_ : as scikit-learn
@@ -124,6 +143,9 @@ class DecisionTreeClassifier(_ClassifierOut, _HistTreeBase, ClassifierMixin, Bas
     ([0, 1], 1.5)
     """
 
+    _parameter_constraints = {**_HistTreeBase._parameter_constraints,
+                              "criterion": _HistTreeBase._CLASSIFICATION}
+
     def __init__(self, criterion="gini", max_depth=None, min_samples_split=2,
                  min_samples_leaf=1, min_impurity_decrease=0.0, max_features=None,
                  class_weight=None, max_bins=255, random_state=None):
@@ -137,7 +159,24 @@ class DecisionTreeClassifier(_ClassifierOut, _HistTreeBase, ClassifierMixin, Bas
         self.max_bins = max_bins
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X, y, sample_weight=None):
+        """Grow the tree on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name).
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, dask array or dask DataFrame of shape (n_samples, n_features)
+            The training data; categorical columns of dataframes are split as categories.
+        y : array-like, dask array/Series or column name of shape (n_samples,)
+            The targets.
+        sample_weight : array-like, dask array/Series or column name, optional
+            Row weights.
+
+        Returns
+        -------
+        self : object
+            The fitted tree.
+        """
         return fit_trees(self, X, y, sample_weight, classify=True, n_trees=1, bootstrap=False,
                          max_features=self.max_features)
 
@@ -152,7 +191,7 @@ class DecisionTreeRegressor(_RegressorOut, _HistTreeBase, RegressorMixin, BaseEs
     ----------
     criterion : {"squared_error"}
     max_features : int, float, "sqrt", "log2" or None, default None
-%%(params)s
+%(params)s
     Examples
     --------
     >>> import numpy as np
@@ -161,6 +200,9 @@ class DecisionTreeRegressor(_RegressorOut, _HistTreeBase, RegressorMixin, BaseEs
     >>> DecisionTreeRegressor().fit(X, y).predict(np.array([[0.5], [3.0]])).tolist()
     [1.0, 5.0]
     """
+
+    _parameter_constraints = {**_HistTreeBase._parameter_constraints,
+                              "criterion": _HistTreeBase._REGRESSION}
 
     def __init__(self, criterion="squared_error", max_depth=None, min_samples_split=2,
                  min_samples_leaf=1, min_impurity_decrease=0.0, max_features=None,
@@ -174,7 +216,24 @@ class DecisionTreeRegressor(_RegressorOut, _HistTreeBase, RegressorMixin, BaseEs
         self.max_bins = max_bins
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X, y, sample_weight=None):
+        """Grow the tree on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name).
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, dask array or dask DataFrame of shape (n_samples, n_features)
+            The training data; categorical columns of dataframes are split as categories.
+        y : array-like, dask array/Series or column name of shape (n_samples,)
+            The targets.
+        sample_weight : array-like, dask array/Series or column name, optional
+            Row weights.
+
+        Returns
+        -------
+        self : object
+            The fitted tree.
+        """
         return fit_trees(self, X, y, sample_weight, classify=False, n_trees=1, bootstrap=False,
                          max_features=self.max_features)
 

@@ -111,56 +111,14 @@ def predict_kernel(xb, nodes, categorical, categories, estimator, what):
 # --------------------------------------------------------------------------------------------
 
 def resolve_max_features(max_features, d: int) -> int:
+    """The number of features drawn per node (``max_features`` checked by the estimator)."""
     if max_features is None:
         return d
     if isinstance(max_features, str):
-        if max_features == "sqrt":
-            return max(1, int(np.sqrt(d)))
-        if max_features == "log2":
-            return max(1, int(np.log2(d)))
-        raise ValueError(f"max_features must be None, 'sqrt', 'log2', an int or a float in "
-                         f"(0, 1]; got {max_features!r}")
-    if isinstance(max_features, (numbers.Integral, np.integer)) and not isinstance(
-            max_features, bool):
-        if not 1 <= max_features:
-            raise ValueError(f"max_features must be >= 1, got {max_features}")
+        return max(1, int(np.sqrt(d) if max_features == "sqrt" else np.log2(d)))
+    if isinstance(max_features, (numbers.Integral, np.integer)):
         return min(int(max_features), d)
-    if isinstance(max_features, (numbers.Real, np.floating)):
-        if not 0.0 < max_features <= 1.0:
-            raise ValueError(f"max_features as a float must be in (0, 1], got {max_features}")
-        return max(1, int(max_features * d))
-    raise ValueError(f"max_features must be None, 'sqrt', 'log2', an int or a float; got "
-                     f"{max_features!r}")
-
-
-def check_common(est):
-    name = type(est).__name__
-    mb = est.max_bins
-    if not isinstance(mb, (numbers.Integral, np.integer)) or isinstance(mb, bool) or \
-            not 2 <= mb <= 255:
-        raise ValueError(f"{name}: max_bins must be an integer in [2, 255] (bins are stored as "
-                         f"uint8 and bin 255 is reserved for missing values); got {mb!r}")
-    if est.max_depth is not None and (not isinstance(est.max_depth, (numbers.Integral,
-                                                                     np.integer))
-                                      or est.max_depth < 1):
-        raise ValueError(f"{name}: max_depth must be None or an integer >= 1, got "
-                         f"{est.max_depth!r}")
-    mss = est.min_samples_split
-    if isinstance(mss, float):
-        if not 0.0 < mss <= 1.0:
-            raise ValueError(f"{name}: min_samples_split as a float must be in (0, 1]")
-    elif not (isinstance(mss, (numbers.Integral, np.integer)) and mss >= 2):
-        raise ValueError(f"{name}: min_samples_split must be an integer >= 2 or a float in "
-                         f"(0, 1], got {mss!r}")
-    msl = est.min_samples_leaf
-    if isinstance(msl, float):
-        if not 0.0 < msl < 1.0:
-            raise ValueError(f"{name}: min_samples_leaf as a float must be in (0, 1)")
-    elif not (isinstance(msl, (numbers.Integral, np.integer)) and msl >= 1):
-        raise ValueError(f"{name}: min_samples_leaf must be an integer >= 1 or a float in "
-                         f"(0, 1), got {msl!r}")
-    if est.min_impurity_decrease < 0:
-        raise ValueError(f"{name}: min_impurity_decrease must be >= 0")
+    return max(1, int(max_features * d))
 
 
 def _categorical_layout(blocks, max_bins, name):
@@ -190,7 +148,6 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
               oob=False):
     """Fit ``n_trees`` histogram trees on the estimator's behalf; sets the fitted attributes."""
     name = type(est).__name__
-    check_common(est)
     blocks = est._fit_blocks(X, y, sample_weight, numeric=False, allow_nan=True,
                              y_numeric=not classify)
     categorical, categories = _categorical_layout(blocks, est.max_bins, name)
@@ -308,12 +265,7 @@ def _fits_in_memory(n_rows: int, d: int, trees_per_pass: int) -> bool:
 
 
 def _criterion(est, classify):
-    crit = est.criterion
-    ok = ("gini", "entropy", "log_loss") if classify else ("squared_error",)
-    if crit not in ok:
-        raise ValueError(f"{type(est).__name__}: criterion must be one of {list(ok)}, got "
-                         f"{crit!r}")
-    return "entropy" if crit == "log_loss" else crit
+    return "entropy" if est.criterion == "log_loss" else est.criterion
 
 
 def _class_weights(class_weight, classes, blocks, name):
