@@ -52,7 +52,7 @@ def _writable(path: Path) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _dirs() -> tuple[Path | None, tuple[Path, ...]]:
     configured = _configured_dir()
     if _writable(configured):

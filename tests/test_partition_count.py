@@ -1,4 +1,6 @@
-"""A model trained on many partitions learns as much per epoch as on one (docs/partition_parallel_sgd.md).
+"""A model trained on many partitions learns as much per epoch as on one.
+
+See docs/partition_parallel_sgd.md.
 
 Small data, default hyper-parameters, a fixed number of epochs: the test quality on 32 and 128
 blocks must be within 1% (losses) or half a point (accuracy) of the quality on one block. The

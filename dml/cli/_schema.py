@@ -66,7 +66,7 @@ class Field:
     what: str = ""
     min_items: int = 0
 
-    def child(self, name: str) -> "Field":
+    def child(self, name: str) -> Field:
         return next(f for f in self.fields if f.name == name)
 
 

@@ -1,7 +1,6 @@
 """Naive Bayes on discrete features: multinomial, Bernoulli and categorical."""
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 import pandas as pd

@@ -1,7 +1,6 @@
 """Gaussian naive Bayes."""
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 

@@ -33,8 +33,9 @@ spent most of its epochs on this flat start, and 10 epochs of it ended barely be
 bias-only model on the ``mf_synthetic`` benchmark (test RMSE 1.07, ALS 0.64). The bold
 driver lets the default step be large (η₀ = 0.05) and cuts it back once the objective stops
 falling. Epoch e uses ``η_e = learning_rate · g_e / (1 + lr_decay · e)`` with g_e the bold
-driver's product of 1.05s and 0.5s (1 without it). Unlike the paper, an epoch that raised the objective is kept, not
-undone: halving is enough to recover, and a rejected epoch would leave a hole in ``history_``.
+driver's product of 1.05s and 0.5s (1 without it). Unlike the paper, an epoch that raised
+the objective is kept, not undone: halving is enough to recover, and a rejected epoch
+would leave a hole in ``history_``.
 
 ALS
 ---
