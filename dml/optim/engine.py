@@ -66,13 +66,16 @@ from dml.optim.training import (DivergedError, EpochResult, TrainConfig, diverge
 
 __all__ = ["SGDConfig", "initial_state", "train", "final_params", "epoch_plan", "run_round",
            "make_epoch_fn", "evaluate_score", "local_sgd_steps", "stream_steps_run",
-           "apply_round", "StreamRunner", "SYNC_STEPS", "round_blocks"]
+           "apply_round", "StreamRunner", "SYNC_STEPS", "AVERAGE_ROUNDS", "round_blocks"]
 
 
-#: Global steps per round (all streams together) when ``local_steps`` is automatic, per way of
-#: combining: summed updates are exact to first order only while a round moves little; the
-#: average is stable with long rounds (measured: docs/partition_parallel_sgd.md).
-SYNC_STEPS = {"sum": 256, "average": 2048}
+#: Global steps per round (all streams together) when ``local_steps`` is automatic and the
+#: updates are summed: summed updates are exact to first order only while a round moves little
+#: (measured: docs/partition_parallel_sgd.md).
+SYNC_STEPS = 256
+#: Rounds per epoch when ``local_steps`` is automatic and the parameters are averaged: the
+#: average is stable with long rounds; a few per epoch help the first epoch.
+AVERAGE_ROUNDS = 4
 
 COMBINES = ("auto", "sum", "average")
 
@@ -87,7 +90,8 @@ class SGDConfig:
     penalty: Penalty = Penalty("none")
     batch_size: int = 32
     #: Mini-batch steps per stream between combinations: None (automatic: rounds of about
-    #: ``SYNC_STEPS`` steps of all streams together), "epoch" (one round per epoch) or an int.
+    #: ``SYNC_STEPS`` steps of all streams together when summing, ``AVERAGE_ROUNDS`` rounds per
+    #: epoch when averaging), "epoch" (one round per epoch) or an int.
     local_steps: int | str | None = None
     shuffle: bool = True
     #: ASGD: None/False for no averaging; an int k averages the iterates after step k.
@@ -134,7 +138,10 @@ class SGDConfig:
             return None
         if self.local_steps is not None:
             return int(self.local_steps)
-        return max(1, -(-SYNC_STEPS[self.combine_mode] // layout.n_streams))
+        if self.combine_mode == "average":
+            longest = max(layout.steps(s) for s in range(layout.n_streams))
+            return max(1, -(-longest // AVERAGE_ROUNDS))
+        return max(1, -(-SYNC_STEPS // layout.n_streams))
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,8 @@ SGD: dict[str, Param] = {
     "local_steps": Param(None, [_positive_int(), StrOptions({"epoch"}), None],
                          'int, "epoch" or None\nMini-batch steps every stream takes between '
                          "combinations of the streams; None: rounds of about 256 steps of all "
-                         "streams together (2,048 with the ``optimal`` schedule); \"epoch\": "
+                         "streams together (4 rounds per epoch with the ``optimal`` schedule); "
+                         "\"epoch\": "
                          "one round per epoch (the fewest passes when the data is read from "
                          "storage on every pass). See docs/partition_parallel_sgd.md.",
                          to="sgd"),
