@@ -176,9 +176,11 @@ def group_size(n_streams: int, n_tasks: int) -> int:
     --------
     >>> group_size(1000, 8), group_size(58, 4), group_size(9, 4), group_size(3, 4)
     (128, 16, 2, 1)
+    >>> group_size(58, 1)   # one task: one group of all streams
+    64
     """
     g = 1
-    while -(-n_streams // (g * SPLIT_EVERY)) >= max(int(n_tasks), 1):
+    while g < n_streams and -(-n_streams // (g * SPLIT_EVERY)) >= max(int(n_tasks), 1):
         g *= SPLIT_EVERY
     return g
 
