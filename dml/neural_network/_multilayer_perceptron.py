@@ -131,7 +131,10 @@ class _BaseMLP(ParamTableMixin, DaskEstimatorMixin, BaseEstimator):
         early_stopping={"doc": "bool\nHold out ``validation_fraction`` of every block's rows, "
                                "stop when their accuracy / R² stops improving and keep the "
                                "best epoch's weights."},
-        n_iter_no_change={"default": 10})
+        n_iter_no_change={"default": 10},
+        # A network needs more sequential steps per epoch than a linear model to reach, in the
+        # same epochs, what one sequential pass reaches (docs/partition_parallel_sgd.md).
+        stream_steps={"default": 1024})
 
     # ---- hyper-parameters ----
     def _np_dtype(self):
