@@ -331,14 +331,17 @@ class StreamRunner:
 
     Persisted data: the groups' blocks are gathered once into one object per group, next to
     each other, so a round costs one task per group whatever the number of blocks. Data read
-    from storage on every pass: each round's task reads only the blocks its streams touch in
-    that round.
+    from storage on every pass: one task per stream, reading only the blocks the stream
+    touches in that round (a task holds what it reads at once).
     """
 
     def __init__(self, parts, layout: StreamLayout, persisted: bool, n_tasks: int | None = None):
         self.layout = layout
         W = layout.n_streams
-        self.group = group_size(W, _task_budget() if n_tasks is None else n_tasks)
+        # Data read from storage: a task holds every block it reads at once, so one stream per
+        # task keeps that to a round's few blocks.
+        self.group = (group_size(W, _task_budget() if n_tasks is None else n_tasks)
+                      if persisted else 1)
         self.levels = tree_levels(self.group)
         self.ranges = [range(a, min(a + self.group, W)) for a in range(0, W, self.group)]
         self.block_parts = list(parts)
