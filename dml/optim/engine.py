@@ -13,7 +13,7 @@ why):
 
 * ``"sum"``: the parameters move by the sum of the streams' updates, as if their steps had been
   taken one after the other (a delayed update: exact to first order while a round's total
-  movement is small, hence short rounds: ``sync_steps`` steps of all streams together);
+  movement is small, hence short rounds: ``SYNC_STEPS`` steps of all streams together);
 * ``"average"``: the parameters become the row-weighted average of the streams' parameters. For
   the ``optimal`` schedule (step 1/(α t), whose iterate is itself a running average of the
   gradients) this is the combination that matches a sequential pass;
