@@ -72,7 +72,7 @@ __all__ = ["SGDConfig", "initial_state", "train", "final_params", "epoch_plan", 
 #: Global steps per round (all streams together) when ``local_steps`` is automatic and the
 #: updates are summed: summed updates are exact to first order only while a round moves little
 #: (measured: docs/partition_parallel_sgd.md).
-SYNC_STEPS = 1024
+SYNC_STEPS = 256
 #: Rounds per epoch when ``local_steps`` is automatic and the parameters are averaged: the
 #: average is stable with long rounds; a few per epoch help the first epoch.
 AVERAGE_ROUNDS = 4

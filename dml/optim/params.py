@@ -100,7 +100,7 @@ SGD: dict[str, Param] = {
     "batch_size": Param(32, [_positive_int()], "int\nRows per mini-batch step."),
     "local_steps": Param(None, [_positive_int(), StrOptions({"epoch"}), None],
                          'int, "epoch" or None\nMini-batch steps every stream takes between '
-                         "combinations of the streams; None: rounds of about 1,024 steps of all "
+                         "combinations of the streams; None: rounds of about 256 steps of all "
                          "streams together (4 rounds per epoch with the ``optimal`` schedule); "
                          "\"epoch\": "
                          "one round per epoch (the fewest passes when the data is read from "
