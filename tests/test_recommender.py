@@ -323,7 +323,8 @@ def test_bad_input():
         MatrixFactorization(0).fit(df)
     with pytest.raises(ValueError, match="learning_rate"):
         MatrixFactorization(learning_rate=-1).fit(df)
-    with pytest.raises(ValueError, match="The 'bold_driver' parameter of MatrixFactorization must be"):
+    with pytest.raises(ValueError,
+                       match="The 'bold_driver' parameter of MatrixFactorization must be"):
         MatrixFactorization(bold_driver="yes").fit(df)
 
 

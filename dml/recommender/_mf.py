@@ -42,7 +42,8 @@ from dml.optim.params import TRAINING
 from dml.optim.state import TrainState
 from dml.optim.training import TrainConfig, run_epochs
 from dml.recommender import _kernels
-from dml.recommender._solvers import ALSSolver, DSGDSolver, cell_data, predict_dense, sq_val
+from dml.recommender._solvers import (ALSSolver, DSGDSolver, cell_data, predict_dense, sq_val,
+                                      write_cell_file)
 
 __all__ = ["MatrixFactorization"]
 
@@ -185,14 +186,13 @@ def _order_by_pair_then_rating(u, i, r):
 
 
 def _write_cell(path, u, i, r):
-    """u, i and r as three .npy arrays one after the other (no zip: .npz spent more time in
-    its checksums than in reading)."""
+    """u, i and r one after the other in the spill-file layout (no zip: .npz spent more time
+    in its checksums than in reading)."""
     # Under a temporary name, then renamed: a task that runs twice (a retry after a lost worker)
     # never leaves a half-written file under the final name.
     tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
     with open(tmp, "wb") as f:
-        for a in (u, i, r):
-            np.save(f, a)
+        write_cell_file(f, (u, i, r))
     os.replace(tmp, path)
 
 

@@ -50,6 +50,7 @@ shrinks rarely rated users and items harder.
 from __future__ import annotations
 
 import math
+import struct
 
 import dask
 import numpy as np
@@ -58,7 +59,7 @@ from dml._blocks import block_rng
 from dml.optim.training import EpochResult
 from dml.recommender import _kernels
 
-__all__ = ["DSGDSolver", "ALSSolver", "als_half_step"]
+__all__ = ["DSGDSolver", "ALSSolver", "als_half_step", "read_cell_file", "write_cell_file"]
 
 #: Bold driver: step factor after an epoch that lowered / raised the training objective.
 BOLD_GROW = 1.05
@@ -66,12 +67,48 @@ BOLD_SHRINK = 0.5
 
 
 # ---------------------------------------------------------------- cells and predictions
+#: A spill file: this magic, then per array its dtype (8 ASCII bytes, padded) and length
+#: (little-endian int64), then its bytes.
+CELL_MAGIC = b"DMLCELL1"
+_CELL_HEADER = struct.Struct("<8sq")
+
+
+def write_cell_file(f, arrays):
+    """Write 1-D arrays to the open binary file ``f`` in the spill-file layout."""
+    # Not np.save: np.load parses each header with ast.literal_eval, and CPython 3.11 raises
+    # "AST constructor recursion depth mismatch" when worker threads parse at the same time.
+    f.write(CELL_MAGIC)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        f.write(_CELL_HEADER.pack(a.dtype.str.encode("ascii"), len(a)))
+        f.write(a.tobytes())
+
+
+def read_cell_file(path, n_arrays=3):
+    """The first ``n_arrays`` arrays of a spill file written by :func:`write_cell_file`."""
+    out = []
+    with open(path, "rb") as f:
+        if f.read(len(CELL_MAGIC)) != CELL_MAGIC:
+            raise ValueError(f"{path!r} is not a MatrixFactorization spill file (wrong magic "
+                             "bytes); remove it from spill_dir and fit again.")
+        for _ in range(n_arrays):
+            head = f.read(_CELL_HEADER.size)
+            if len(head) != _CELL_HEADER.size:
+                raise ValueError(f"spill file {path!r} is truncated; remove it and fit again.")
+            code, n = _CELL_HEADER.unpack(head)
+            dtype = np.dtype(code.rstrip(b"\0 ").decode("ascii"))
+            a = np.fromfile(f, dtype=dtype, count=n)
+            if len(a) != n:
+                raise ValueError(f"spill file {path!r} is truncated; remove it and fit again.")
+            out.append(a)
+    return tuple(out)
+
+
 def cell_data(cell, n_arrays=3):
     """A cell's (u, i, r): the persisted arrays themselves, or read from the cell's spill file
     (its first ``n_arrays`` only)."""
     if isinstance(cell, str):
-        with open(cell, "rb") as f:
-            return tuple(np.load(f) for _ in range(n_arrays))
+        return read_cell_file(cell, n_arrays)
     return cell[:n_arrays]
 
 
