@@ -560,6 +560,9 @@ class Blocks:
         known chunks, or after :attr:`lengths` computed them); None otherwise.
     lengths : ndarray of int
         Rows per block (computed once, on first use, when the input did not say).
+    groups : Groups or None
+        After :meth:`persist`: the blocks held in worker memory as groups of consecutive
+        blocks, which the passes read one task per group (see :mod:`dml._block_groups`).
     """
 
     parts: list
@@ -574,10 +577,11 @@ class Blocks:
     #: For blocks paired partition by partition without known lengths: builds the realigned
     #: blocks (computing lengths) if a block turns out misaligned.
     _realign: Callable | None = field(default=None, repr=False)
+    groups: Any = field(default=None, repr=False)
 
     def __init__(self, parts, n_features, feature_names, local, spec, has_y=False,
-                 has_weight=False, dtypes=None, known_lengths=None, _realign=None, *,
-                 _lengths=None):
+                 has_weight=False, dtypes=None, known_lengths=None, _realign=None, groups=None,
+                 *, _lengths=None):
         # ``_lengths`` is the former name of ``known_lengths``, accepted for callers not yet
         # updated (``dataclasses.replace(blocks, _lengths=...)``).
         self.parts = parts
@@ -590,6 +594,7 @@ class Blocks:
         self.dtypes = dtypes
         self.known_lengths = known_lengths if _lengths is None else _lengths
         self._realign = _realign
+        self.groups = groups
 
     @property
     def _lengths(self):  # former name, see __init__
@@ -602,18 +607,51 @@ class Blocks:
     @property
     def lengths(self) -> np.ndarray:
         if self.known_lengths is None:
-            self.known_lengths = np.asarray(
-                compute(*map_delayed(_block_len, self.parts)), dtype=np.int64)
+            self.known_lengths = (self.groups.lengths() if self.groups is not None else
+                                  np.asarray(compute(*map_delayed(_block_len, self.parts)),
+                                             dtype=np.int64))
         return self.known_lengths
 
     @property
     def n_samples(self) -> int:
         return int(self.lengths.sum())
 
-    def persist(self) -> "Blocks":
-        """Keep the validated blocks in worker memory (for estimators that make several passes)."""
-        parts = list(dask.persist(*self.parts))
-        return replace(self, parts=parts)
+    def persist(self, n_groups: int | None = None) -> "Blocks":
+        """Keep the validated blocks in worker memory (for estimators that make several passes).
+
+        Many blocks are held as groups of consecutive blocks, at least ``n_groups`` of them
+        (default: two per worker thread of the current cluster), so that later passes run one
+        task per group instead of one per block: at a thousand small blocks the scheduler's
+        per-task cost, not the arithmetic, sets a pass's time. Results do not depend on the
+        grouping (see :mod:`dml._block_groups`).
+        """
+        from dml._block_groups import Groups, collect, default_n_groups, group_size
+
+        if self.groups is not None:
+            return self
+        n = len(self.parts)
+        size = group_size(n, default_n_groups() if n_groups is None else n_groups)
+        if size == 1:
+            return replace(self, parts=list(dask.persist(*self.parts)))
+        bounds = [*range(0, n, size), n]
+        name = new_name("group-blocks")
+        deps: list = []
+        layer = {}
+        for g in range(len(bounds) - 1):
+            refs = []
+            for p in self.parts[bounds[g]:bounds[g + 1]]:
+                # Validation runs inside the group's task: no task of its own per block.
+                task = _fusable_task(p)
+                if task is not None:
+                    refs.append(Task(None, task.func, *task.args, **task.kwargs))
+                    deps.extend(_task_deps(p, task))
+                else:
+                    refs.append(_ref(p, deps))
+            layer[(name, g)] = Task((name, g), collect, *refs)
+        graph = _graph(name, layer, deps)
+        objects = dask.persist(*[Delayed((name, g), graph, layer=name) for g in range(len(layer))])
+        groups = Groups(objects, bounds, size)
+        return replace(self, parts=groups.block_parts(), groups=groups)
 
     def map_parts(self, kernel: Callable, *args, with_index: bool = False,
                   fuse: bool = False) -> list[Delayed]:
@@ -632,6 +670,8 @@ class Blocks:
         name = new_name(f"{getattr(kernel, '__name__', 'kernel')}-block")
         deps: list = []
         args = tuple(_as_argument(broadcast(a), deps) for a in args)
+        if self.groups is not None:
+            return self.groups.map_blocks(kernel, with_index, args, deps, name)
         layer = {}
         for i, p in enumerate(self.parts):
             task = _fusable_task(p) if fuse else None
@@ -674,8 +714,14 @@ class Blocks:
         >>> b.map_reduce(lambda x, y, w: x.sum(axis=0))
         array([30., 36.])
         """
-        out = tree_reduce(self.map_parts(kernel, *args, with_index=with_index, fuse=compute_now),
-                          combine, split_every)
+        if self.groups is not None and split_every == self.groups.fanin:
+            deps: list = []
+            task_args = tuple(_as_argument(broadcast(a), deps) for a in args)
+            out = self.groups.reduce(kernel, with_index, task_args, deps, combine,
+                                     f"{getattr(kernel, '__name__', 'kernel')}-group")
+        else:
+            out = tree_reduce(self.map_parts(kernel, *args, with_index=with_index,
+                                             fuse=compute_now), combine, split_every)
         if not compute_now:
             return out
         try:
@@ -688,6 +734,7 @@ class Blocks:
             fixed = self._realign()
             self.parts, self.known_lengths, self._realign = (fixed.parts, fixed.known_lengths,
                                                              None)
+            self.groups = None
             return self.map_reduce(kernel, *args, combine=combine, split_every=split_every,
                                    with_index=with_index)
 

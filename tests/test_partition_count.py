@@ -18,6 +18,7 @@ from sklearn.datasets import make_classification, make_regression
 from sklearn.metrics import accuracy_score, log_loss
 from sklearn.preprocessing import StandardScaler
 
+from dml import _block_groups
 from dml.linear_model import SGDClassifier, SGDRegressor
 from dml.neural_network import MLPClassifier
 from dml.optim import engine
@@ -98,13 +99,15 @@ def test_stream_layout_depends_on_rows_not_on_partitions():
 
 
 def test_model_does_not_depend_on_the_task_grouping(clf_data, monkeypatch):
-    """Groups of 1, 2, 4 ... streams per task give the same model bit for bit."""
+    """Groups of 1, 2, 4 ... streams per task, and the persisted blocks held in groups of 1, 8
+    or 64 blocks, give the same model bit for bit."""
     X, y, _, _ = clf_data
     make = lambda: SGDClassifier(loss="log_loss", max_iter=2, tol=None, random_state=0,  # noqa: E731
                                  stream_steps=20)
     models = []
     for tasks in (1, 3, 64):
-        monkeypatch.setattr(engine, "_task_budget", lambda tasks=tasks: tasks)
+        monkeypatch.setattr(engine, "default_n_groups", lambda tasks=tasks: tasks)
+        monkeypatch.setattr(_block_groups, "default_n_groups", lambda tasks=tasks: tasks)
         models.append(_fit(make, X[:6000], y[:6000], 24))
     for m in models[1:]:
         np.testing.assert_array_equal(m.coef_, models[0].coef_)

@@ -29,6 +29,7 @@ from dml.base import DaskEstimatorMixin, fit_context
 from dml.linear_model._base import (LinearClassifierMixin, SGDMixin, check_classes,
                                     compute_class_weight, discover_classes, run_exact)
 from dml.linear_model._problem import LinearProblem
+from dml.optim.data import hold
 from dml.optim.losses import Log, Softmax
 from dml.optim.params import Param, table
 from dml.optim.penalties import Penalty
@@ -148,7 +149,7 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         self
         """
         name = type(self).__name__
-        blocks = self._fit_blocks(X, y, sample_weight)
+        blocks = hold(self._fit_blocks(X, y, sample_weight), self.persist)
         stats = discover_classes(blocks)
         check_classes(stats, name)
         classes = stats.classes

@@ -31,6 +31,7 @@ from dml.linear_model._base import (LabelStats, LinearClassifierMixin, LinearReg
                                     SGDMixin, check_classes, check_weights,
                                     compute_class_weight, discover_classes)
 from dml.linear_model._problem import LinearProblem
+from dml.optim.data import hold
 from dml.optim.losses import get_loss
 from dml.optim.params import Param, table
 
@@ -103,6 +104,7 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
     def _fit_setup(self, X, y, sample_weight):
         """Validate the data, find the classes and build the problem (``fit`` before training)."""
         blocks = self._fit_blocks(X, y, sample_weight)
+        blocks = hold(blocks, self.persist)
         stats = discover_classes(blocks)
         check_classes(stats, type(self).__name__)
         cw = compute_class_weight(self.class_weight, stats.classes, stats.counts,

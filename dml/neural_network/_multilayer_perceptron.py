@@ -35,7 +35,7 @@ from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.linear_model._base import check_classes, discover_classes, LabelStats
 from dml.neural_network._problem import ACTIVATIONS, MLPProblem, forward
 from dml.optim import checkpoint as ckpt
-from dml.optim.data import prepare
+from dml.optim.data import hold, prepare
 from dml.optim.engine import SGDConfig, final_params, initial_state, train
 from dml.optim.optimizers import OptimizerState, make_optimizer
 from dml.optim.params import Param, ParamTableMixin, not_fingerprinted, passthrough, table
@@ -330,6 +330,7 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
     def fit(self, X, y, sample_weight=None):
         """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name)."""
         blocks = self._fit_blocks(X, y, sample_weight)
+        blocks = hold(blocks, self.persist)
         stats = discover_classes(blocks)
         check_classes(stats, type(self).__name__)
         problem = self._problem(blocks.n_features, stats.classes)

@@ -20,9 +20,10 @@ import dask
 import numpy as np
 from dask import delayed
 
-from dml._blocks import Blocks, block_rng
+from dml._block_groups import Groups
+from dml._blocks import Blocks, block_rng, broadcast, map_delayed
 
-__all__ = ["TrainingData", "prepare", "should_persist", "cluster_memory", "n_validation"]
+__all__ = ["TrainingData", "prepare", "hold", "should_persist", "cluster_memory", "n_validation"]
 
 #: Persist when the data takes at most this fraction of the cluster's memory.
 PERSIST_FRACTION = 0.5
@@ -77,6 +78,13 @@ def should_persist(blocks: Blocks, persist) -> bool:
         raise ValueError(f"persist must be 'auto', True or False, got {persist!r}")
     itemsize = 8
     return fits_persist_budget(blocks.n_samples * (blocks.n_features + 2) * itemsize)
+
+
+def hold(blocks: Blocks, persist) -> Blocks:
+    """``blocks`` persisted (held in groups, see :meth:`Blocks.persist`) when ``persist``
+    resolves to True: for fits that read the data again after a first pass (classes, then
+    training), so that the blocks are validated once and every pass is cheap."""
+    return blocks.persist() if should_persist(blocks, persist) else blocks
 
 
 def n_validation(n_rows: int, fraction: float) -> int:
@@ -143,15 +151,46 @@ def prepare(problem, blocks: Blocks, *, seed: int = 0, validation_fraction: floa
                              "training rows")
     else:
         val_lengths = None
-    prepared = [delayed(_prepare_part, pure=True)(p, problem, i, seed, fraction)
-                for i, p in enumerate(blocks.parts)]
-    train = [delayed(operator.getitem, pure=True)(p, 0) for p in prepared]
-    val = [delayed(operator.getitem, pure=True)(p, 1) for p in prepared] if fraction else []
+    train_lengths = lengths - (val_lengths if val_lengths is not None else 0)
     do_persist = should_persist(blocks, persist)
     if do_persist:
-        out = dask.persist(*train, *val)
-        train, val = list(out[:len(train)]), list(out[len(train):])
-    train_lengths = lengths - (val_lengths if val_lengths is not None else 0)
-    tb = replace(blocks, parts=train, known_lengths=train_lengths)
-    vb = replace(blocks, parts=val, known_lengths=val_lengths) if fraction else None
+        # Persisted data is held in groups of blocks: each pass then runs one task per group.
+        tb, vb = _prepare_groups(problem, blocks.persist(), seed, fraction)
+    else:
+        prepared = [delayed(_prepare_part, pure=True)(p, problem, i, seed, fraction)
+                    for i, p in enumerate(blocks.parts)]
+        train = [delayed(operator.getitem, pure=True)(p, 0) for p in prepared]
+        val = [delayed(operator.getitem, pure=True)(p, 1) for p in prepared] if fraction else []
+        tb = replace(blocks, parts=train, groups=None)
+        vb = replace(blocks, parts=val, groups=None) if fraction else None
+    tb = replace(tb, known_lengths=train_lengths)
+    vb = replace(vb, known_lengths=val_lengths) if fraction else None
     return TrainingData(tb, vb, train_lengths, val_lengths, do_persist)
+
+
+def _prepare_group(group, start, problem, seed, fraction):
+    out = [_prepare_part(part, problem, start + j, seed, fraction) for j, part in enumerate(group)]
+    return tuple(o[0] for o in out), tuple(o[1] for o in out)
+
+
+def _prepare_groups(problem, blocks: Blocks, seed: int, fraction: float):
+    """``_prepare_part`` on persisted blocks: one task per group (or per block, ungrouped)."""
+    if blocks.groups is None:
+        prepared = [delayed(_prepare_part, pure=True)(p, problem, i, seed, fraction)
+                    for i, p in enumerate(blocks.parts)]
+        train = [delayed(operator.getitem, pure=True)(p, 0) for p in prepared]
+        val = [delayed(operator.getitem, pure=True)(p, 1) for p in prepared] if fraction else []
+        out = dask.persist(*train, *val)
+        return (replace(blocks, parts=list(out[:len(train)])),
+                replace(blocks, parts=list(out[len(train):])) if fraction else None)
+    g = blocks.groups
+    prepared = g.map_group(_prepare_group, broadcast(problem), seed, fraction)
+    train = map_delayed(operator.getitem, prepared, 0)
+    val = map_delayed(operator.getitem, prepared, 1) if fraction else []
+    out = dask.persist(*train, *val)
+    tg = Groups(out[:len(train)], g.bounds, g.size)
+    tb = replace(blocks, parts=tg.block_parts(), groups=tg)
+    if not fraction:
+        return tb, None
+    vg = Groups(out[len(train):], g.bounds, g.size)
+    return tb, replace(blocks, parts=vg.block_parts(), groups=vg)

@@ -46,14 +46,16 @@ Interface for a model (see :class:`dml.optim.problem.Problem`)::
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, replace
 
 import dask
 import numpy as np
 from dask import delayed
+from dask._task_spec import Task
+from dask.delayed import Delayed
 
-from dml._blocks import block_rng, broadcast, tree_add
+from dml._block_groups import default_n_groups
+from dml._blocks import _as_argument, _graph, _ref, block_rng, broadcast, new_name, tree_add
 from dml.optim.data import TrainingData
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
@@ -311,21 +313,6 @@ def round_blocks(layout: StreamLayout, streams, first: int, local_steps: int) ->
                    for b, _, _ in layout.segments(s, first, first + local_steps)})
 
 
-def _task_budget() -> int:
-    """Task groups per round: at least two per worker thread (or per core without a client)."""
-    from dml.runtime import active_client
-
-    client = active_client()
-    if client is not None:
-        try:
-            threads = sum(client.nthreads().values())
-        except Exception:  # noqa: BLE001 - a client that cannot answer: assume a small cluster
-            threads = 2
-    else:
-        threads = os.cpu_count() or 2
-    return 2 * max(int(threads), 1)
-
-
 class StreamRunner:
     """Runs rounds over ``data`` laid out as ``layout``: one task per group of streams.
 
@@ -335,18 +322,23 @@ class StreamRunner:
     touches in that round (a task holds what it reads at once).
     """
 
-    def __init__(self, parts, layout: StreamLayout, persisted: bool, n_tasks: int | None = None):
+    def __init__(self, parts, layout: StreamLayout, persisted: bool, n_tasks: int | None = None,
+                 groups=None):
         self.layout = layout
         W = layout.n_streams
         # Data read from storage: a task holds every block it reads at once, so one stream per
         # task keeps that to a round's few blocks.
-        self.group = (group_size(W, _task_budget() if n_tasks is None else n_tasks)
+        self.group = (group_size(W, default_n_groups() if n_tasks is None else n_tasks)
                       if persisted else 1)
         self.levels = tree_levels(self.group)
         self.ranges = [range(a, min(a + self.group, W)) for a in range(0, W, self.group)]
         self.block_parts = list(parts)
         self.gathered = None
-        if persisted:
+        if persisted and groups is not None:
+            # Blocks held in groups (Blocks.persist): one task per stream group reads them.
+            self.gathered = list(dask.persist(*groups.gather(
+                [(layout.starts[r.start], layout.starts[r.stop]) for r in self.ranges])))
+        elif persisted:
             gathered = [delayed(_gather, pure=True)(
                 tuple(range(layout.starts[r.start], layout.starts[r.stop])),
                 *parts[layout.starts[r.start]:layout.starts[r.stop]]) for r in self.ranges]
@@ -366,10 +358,16 @@ class StreamRunner:
 
     def run(self, kernel, problem, payload, plan, touched):
         """``kernel(parts, problem, payload, plan, streams, levels)`` per group, reduced."""
-        payload = broadcast(payload)
-        plan = broadcast(plan)
-        outs = [delayed(kernel, pure=True)(p, problem, payload, plan, r, self.levels)
-                for p, r in zip(self.inputs(touched), self.ranges)]
+        # One graph layer written out: ``delayed`` would tokenise the plan and the parameters
+        # once per group task, which cost more than the round's arithmetic at many blocks.
+        deps: list = []
+        args = [_as_argument(broadcast(a), deps) for a in (problem, payload, plan)]
+        name = new_name(getattr(kernel, "__name__", "round"))
+        layer = {}
+        for k, (p, r) in enumerate(zip(self.inputs(touched), self.ranges)):
+            layer[(name, k)] = Task((name, k), kernel, _ref(p, deps), *args, r, self.levels)
+        graph = _graph(name, layer, deps)
+        outs = [Delayed((name, k), graph, layer=name) for k in range(len(layer))]
         # The groups' values are small: the client finishes the tree over them.
         values = dask.compute(*outs)
         return subtree_reduce(list(values), tree_add, tree_levels(len(values)))
@@ -378,7 +376,8 @@ class StreamRunner:
 def run_round(problem, data: TrainingData, state: TrainState, plan: RoundPlan,
               runner: StreamRunner | None = None) -> dict:
     """One round over all streams; returns the combined result (params, slots, loss, ...)."""
-    runner = runner or StreamRunner(data.train.parts, plan.layout, data.persisted)
+    runner = runner or StreamRunner(data.train.parts, plan.layout, data.persisted,
+                                    groups=data.train.groups)
     return runner.run(_group_round_kernel, problem, (state.params, state.opt.slots), plan,
                       lambda r: round_blocks(plan.layout, r, plan.first_step, plan.local_steps))
 
@@ -421,7 +420,7 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
     layout = make_streams(data.lengths, config.batch_size, config.stream_steps)
     rounds = round_plans(layout, config.steps_per_round(layout))
     mode = config.combine_mode if layout.n_streams > 1 else "average"
-    runner = StreamRunner(data.train.parts, layout, data.persisted)
+    runner = StreamRunner(data.train.parts, layout, data.persisted, groups=data.train.groups)
     n_train = data.n_train
 
     def epoch_fn(state: TrainState) -> EpochResult:

@@ -1,0 +1,232 @@
+"""Persisted blocks held in groups: one task per group of consecutive blocks, not per block.
+
+A pass over many small blocks costs the scheduler about a millisecond per task whatever the
+arithmetic, so at a thousand blocks the task count, not the data, sets a fit's time.
+:meth:`dml._blocks.Blocks.persist` therefore keeps validated blocks in worker memory as a few
+objects, each a tuple of consecutive blocks, and the passes over them run one task per group.
+
+Group sizes are powers of :data:`FANIN`, the fan-in of :func:`dml._blocks.tree_reduce`, and
+groups start at multiples of their size. A group is then an aligned subtree of the reduction tree
+over the blocks: a task reduces its own blocks for as many levels as the subtree has, and the
+usual tree finishes over the group results. Every combine sees the same operands in the same order
+as with one task per block, so reductions are the same bit for bit however the blocks are grouped.
+"""
+from __future__ import annotations
+
+import math
+import operator
+import os
+from collections.abc import Callable, Sequence
+
+import dask
+import numpy as np
+from dask._task_spec import Task, TaskRef
+from dask.delayed import Delayed
+
+#: Fan-in of the reduction tree the groups align with (``tree_reduce``'s default).
+FANIN = 8
+
+
+def group_size(n_blocks: int, n_groups: int) -> int:
+    """Blocks per group: the largest power of :data:`FANIN` that still leaves at least
+    ``n_groups`` groups (1: no grouping).
+
+    Examples
+    --------
+    >>> group_size(1024, 4), group_size(256, 4), group_size(64, 4), group_size(8, 4)
+    (64, 64, 8, 1)
+    """
+    g = 1
+    while g * FANIN <= n_blocks and math.ceil(n_blocks / (g * FANIN)) >= n_groups:
+        g *= FANIN
+    return g
+
+
+def default_n_groups() -> int:
+    """Groups to make: two per worker thread of the current cluster (per core without one), so
+    every thread has work and a slow task does not hold up a whole pass."""
+    from dml.runtime import active_client
+
+    client = active_client()
+    threads = None
+    if client is not None:
+        try:
+            threads = sum(client.nthreads().values())
+        except Exception:  # noqa: BLE001 - a client that cannot answer: assume a small cluster
+            threads = 2
+    if not threads:
+        threads = os.cpu_count() or 2
+    return 2 * max(int(threads), 1)
+
+
+def tree_depth(n: int, fanin: int = FANIN) -> int:
+    """Levels of ``tree_reduce``'s tree over ``n`` leaves (at least one: even one leaf is
+    combined once)."""
+    levels = 1
+    n = math.ceil(n / fanin)
+    while n > 1:
+        n = math.ceil(n / fanin)
+        levels += 1
+    return levels
+
+
+def reduce_levels(values: list, combine: Callable, levels: int, fanin: int = FANIN):
+    """``levels`` levels of the fixed tree over ``values`` (consecutive groups of ``fanin``)."""
+    for _ in range(levels):
+        values = [combine(values[i:i + fanin]) for i in range(0, len(values), fanin)]
+    return values
+
+
+# ---------------------------------------------------------------- task functions
+def collect(*parts):
+    """A group: its blocks as one tuple."""
+    return parts
+
+
+def _apply(kernel, with_index, part, index, args):
+    xb, yb, wb = part
+    if with_index:
+        return kernel(index, xb, yb, wb, *args)
+    return kernel(xb, yb, wb, *args)
+
+
+def group_reduce(group, start, kernel, with_index, combine, levels, *args):
+    """The kernel over one group's blocks, reduced over the group's ``levels`` subtree levels."""
+    vals = [_apply(kernel, with_index, part, start + j, args) for j, part in enumerate(group)]
+    out = reduce_levels(vals, combine, levels)
+    assert len(out) == 1
+    return out[0]
+
+
+def block_call(group, j, kernel, with_index, index, *args):
+    """The kernel on block ``j`` of a group (block ``index`` of the data)."""
+    return _apply(kernel, with_index, group[j], index, args)
+
+
+def group_lengths(group):
+    """Rows of each block of a group."""
+    return [int(part[0].shape[0]) for part in group]
+
+
+def group_map(group, start, func, *args):
+    """``func(part, block_index, *args)`` for every block of a group, as a new group."""
+    return tuple(func(part, start + j, *args) for j, part in enumerate(group))
+
+
+def gather_range(lo, hi, bounds, first_group, *groups):
+    """``{block index: part}`` for blocks ``lo .. hi - 1`` out of the groups that hold them
+    (``groups`` starting at group ``first_group``; ``bounds`` the groups' block bounds)."""
+    out = {}
+    for k, group in enumerate(groups):
+        start = bounds[first_group + k]
+        for j, part in enumerate(group):
+            if lo <= start + j < hi:
+                out[start + j] = part
+    return out
+
+
+# ---------------------------------------------------------------- graph builders
+class Groups:
+    """Persisted groups of consecutive blocks: the group objects and their block bounds.
+
+    Attributes
+    ----------
+    objects : list of Delayed
+        One tuple of blocks per group, in memory on the workers.
+    bounds : tuple of int
+        Group ``g`` holds blocks ``bounds[g] .. bounds[g + 1] - 1``.
+    size : int
+        Blocks per group (the last may hold fewer), a power of :data:`FANIN`.
+    """
+
+    fanin = FANIN
+
+    def __init__(self, objects: Sequence[Delayed], bounds: Sequence[int], size: int):
+        self.objects = list(objects)
+        self.bounds = tuple(int(b) for b in bounds)
+        self.size = int(size)
+
+    @property
+    def n_blocks(self) -> int:
+        return self.bounds[-1]
+
+    @property
+    def levels(self) -> int:
+        """Levels of the reduction tree inside one group."""
+        return round(math.log(self.size, FANIN))
+
+    def owner(self, block: int) -> int:
+        """The group holding ``block``."""
+        return block // self.size
+
+    def _ref(self, g: int) -> TaskRef:
+        return TaskRef(self.objects[g].key)
+
+    def _layer(self, prefix: str, n: int, make: Callable, deps: Sequence = ()) -> list[Delayed]:
+        """``n`` tasks ``make(key, k)`` as one new graph layer over the groups (and ``deps``)."""
+        from dml._blocks import _graph, new_name
+
+        name = new_name(prefix)
+        layer = {(name, k): make((name, k), k) for k in range(n)}
+        graph = _graph(name, layer, [*self.objects, *deps])
+        return [Delayed((name, k), graph, layer=name) for k in range(n)]
+
+    def block_parts(self) -> list[Delayed]:
+        """One Delayed per block (an item of its group's tuple)."""
+        def make(key, i):
+            g = self.owner(i)
+            return Task(key, operator.getitem, self._ref(g), i - self.bounds[g])
+
+        return self._layer("block-of-group", self.n_blocks, make)
+
+    def map_group(self, func: Callable, *args) -> list[Delayed]:
+        """``func(group, start, *args)`` per group (``args`` broadcast as for block kernels)."""
+        from dml._blocks import _as_argument, broadcast
+
+        deps: list = []
+        args = tuple(_as_argument(broadcast(a), deps) for a in args)
+        return self._layer(getattr(func, "__name__", "group"), len(self.objects),
+                           lambda key, g: Task(key, func, self._ref(g), self.bounds[g], *args),
+                           deps)
+
+    def map_blocks(self, kernel: Callable, with_index: bool, args: tuple, deps: Sequence,
+                   prefix: str) -> list[Delayed]:
+        """``kernel`` on every block: one task per block, reading its group."""
+        def make(key, i):
+            g = self.owner(i)
+            return Task(key, block_call, self._ref(g), i - self.bounds[g], kernel, with_index,
+                        i, *args)
+
+        return self._layer(prefix, self.n_blocks, make, deps)
+
+    def reduce(self, kernel: Callable, with_index: bool, args: tuple, deps: Sequence,
+               combine: Callable, prefix: str) -> Delayed:
+        """The kernel over every block, reduced by ``tree_reduce``'s tree: each group's subtree
+        in the group's task, the rest of the tree over the group results."""
+        from dml._blocks import tree_reduce
+
+        depth = tree_depth(self.n_blocks)
+        levels = min(self.levels, depth)
+        outs = self._layer(prefix, len(self.objects),
+                           lambda key, g: Task(key, group_reduce, self._ref(g), self.bounds[g],
+                                               kernel, with_index, combine, levels, *args),
+                           deps)
+        if levels == depth:  # one group held the whole tree
+            return outs[0]
+        return tree_reduce(outs, combine, FANIN)
+
+    def lengths(self) -> np.ndarray:
+        """Rows per block (one small task per group)."""
+        per_group = dask.compute(*self.map_group(group_lengths))
+        return np.asarray([n for g in per_group for n in g], dtype=np.int64)
+
+    def gather(self, ranges: Sequence[tuple[int, int]]) -> list[Delayed]:
+        """Per ``(lo, hi)`` block range, a Delayed ``{block index: part}`` read from the groups
+        holding those blocks (one task per range)."""
+        def make(key, k):
+            lo, hi = ranges[k]
+            first, last = self.owner(lo), self.owner(max(hi - 1, lo))
+            return Task(key, gather_range, lo, hi, self.bounds, first,
+                        *[self._ref(g) for g in range(first, last + 1)])
+
+        return self._layer("gather-blocks", len(ranges), make)

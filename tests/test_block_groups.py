@@ -1,0 +1,163 @@
+"""Persisted blocks held in groups (dml/_block_groups.py): one task per group of blocks, and the
+same results bit for bit as one task per block, at 1 to 256 blocks."""
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pytest
+from dask.delayed import Delayed
+
+from dml import _block_groups
+from dml._block_groups import FANIN, group_size, reduce_levels, tree_depth
+from dml._blocks import as_blocks, tree_reduce
+from dml.linear_model import SGDClassifier
+from dml.optim.data import prepare
+
+BLOCK_COUNTS = [1, 7, 8, 9, 64, 65, 256]
+
+
+def _data(n_blocks, rows=5, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    # Values over many magnitudes: a sum in another order differs in its last bits.
+    n = n_blocks * rows
+    X = rng.standard_normal((n, d)) * 10.0 ** rng.integers(-8, 8, (n, 1))
+    y = rng.integers(0, 3, n_blocks * rows)
+    return X, y
+
+
+def _blocks(X, y, n_blocks):
+    return as_blocks(X, y, block_rows=len(X) // n_blocks)
+
+
+def _stats(xb, yb, wb):
+    return {"sum": xb.sum(axis=0), "sq": (xb * xb).sum(), "n": xb.shape[0]}
+
+
+def _indexed(i, xb, yb, wb, scale):
+    return xb[:1] * (i + 1) * scale
+
+
+def test_group_size_is_an_aligned_power_of_the_fanin():
+    for n in (1, 5, 8, 63, 64, 1000, 5000):
+        for want in (1, 2, 4, 16, 2048):
+            g = group_size(n, want)
+            assert g in (1, FANIN, FANIN ** 2, FANIN ** 3, FANIN ** 4) and g <= max(n, 1)
+            assert g == 1 or -(-n // g) >= want
+
+
+def test_reduce_levels_is_tree_reduce_without_a_cluster():
+    """The in-task subtree followed by the tree over the group results is tree_reduce's tree:
+    checked with a combine that records the shape of the tree."""
+    def shape(parts):
+        return "(" + ",".join(map(str, parts)) + ")"
+
+    for n in (1, 2, 8, 9, 64, 65, 100, 513):
+        want = dask.compute(tree_reduce([dask.delayed(int)(i) for i in range(n)], shape),
+                            scheduler="sync")[0]
+        depth = tree_depth(n)
+        for size in (FANIN, FANIN ** 2):
+            if size > n:
+                continue
+            levels = min(round(np.log(size) / np.log(FANIN)), depth)
+            groups = [reduce_levels(list(range(a, min(a + size, n))), shape, levels)[0]
+                      for a in range(0, n, size)]
+            got = groups[0] if levels == depth else reduce_levels(
+                groups, shape, depth - levels)[0]
+            assert got == want, (n, size)
+
+
+@pytest.mark.parametrize("n_blocks", BLOCK_COUNTS)
+def test_grouped_passes_equal_per_block_passes(inprocess_client, n_blocks):
+    _check_grouped_passes(n_blocks)
+
+
+@pytest.mark.multiprocess
+def test_grouped_passes_on_a_multiprocess_cluster(process_client):
+    """Groups built and read by separate worker processes over TCP."""
+    _check_grouped_passes(64)
+
+
+def _check_grouped_passes(n_blocks):
+    X, y = _data(n_blocks)
+    plain = _blocks(X, y, n_blocks)
+    want = plain.map_reduce(_stats)
+    want_index = plain.map_reduce(_indexed, 0.5, with_index=True)
+    for n_groups in (1, 4, 64):
+        held = _blocks(X, y, n_blocks).persist(n_groups)
+        expected_size = group_size(n_blocks, n_groups)
+        if expected_size == 1:
+            assert held.groups is None
+        else:
+            assert held.groups.size == expected_size
+            assert len(held.groups.objects) == -(-n_blocks // expected_size)
+        got = held.map_reduce(_stats)
+        np.testing.assert_array_equal(got["sum"], want["sum"])
+        assert got["sq"] == want["sq"] and got["n"] == want["n"]
+        np.testing.assert_array_equal(held.map_reduce(_indexed, 0.5, with_index=True),
+                                      want_index)
+        np.testing.assert_array_equal(held.lengths, np.full(n_blocks, len(X) // n_blocks))
+    # Per-block results (one task per block, reading its group), for the last grouping.
+    per_block = dask.compute(*held.map_parts(_indexed, 2.0, with_index=True))
+    for i, b in enumerate(per_block):
+        np.testing.assert_array_equal(b, X[i * 5:i * 5 + 1] * (i + 1) * 2.0)
+
+
+def test_a_pass_over_grouped_blocks_runs_one_task_per_group(client):
+    """256 persisted blocks in groups of 64: the pass's graph has one kernel task per group
+    plus the small tree over their results, not 256 tasks."""
+    X, y = _data(256)
+    held = _blocks(X, y, 256).persist(4)
+    assert held.groups.size == 64 and len(held.groups.objects) == 4
+    out = held.map_reduce(_stats, compute_now=False)
+    assert isinstance(out, Delayed)
+    new = [k for k in out.__dask_graph__().keys()
+           if k not in {o.key for o in held.groups.objects}]
+    assert len(new) == 4 + 1, new
+    assert out.compute()["n"] == len(X)
+
+
+@pytest.mark.parametrize("n_blocks", [8, 256])
+def test_prepare_on_grouped_blocks_equals_per_block(inprocess_client, n_blocks):
+    """The training/validation split and label encoding of grouped blocks are the per-block
+    ones, block by block."""
+    X, y = _data(n_blocks)
+    model = SGDClassifier(random_state=0)
+    problem = model._problem(X.shape[1], np.unique(y), None)
+    plain = prepare(problem, _blocks(X, y, n_blocks), seed=3, validation_fraction=0.4,
+                    persist=False)
+    held = prepare(problem, _blocks(X, y, n_blocks), seed=3, validation_fraction=0.4,
+                   persist=True)
+    assert plain.train.groups is None
+    grouped = group_size(n_blocks, _block_groups.default_n_groups()) > 1
+    assert (held.train.groups is not None) == grouped
+    np.testing.assert_array_equal(held.lengths, plain.lengths)
+    for a, b in ((plain.train, held.train), (plain.validation, held.validation)):
+        for pa, pb in zip(dask.compute(*a.parts), dask.compute(*b.parts)):
+            for ua, ub in zip(pa, pb):
+                if ua is None:
+                    assert ub is None
+                else:
+                    np.testing.assert_array_equal(ua, ub)
+
+
+def test_sgd_fit_is_the_same_with_blocks_held_in_groups_or_not(inprocess_client, monkeypatch):
+    """SGDClassifier on 256 blocks: persisted in groups of 64 blocks or one object per block,
+    the same model bit for bit (and the same as not persisting at all)."""
+    X, y = _data(256, rows=20, d=4)
+    y = (X[:, 0] > 0).astype(int)
+    X = X / np.abs(X).max(axis=0)
+    fits = []
+    for n_groups, persist in ((4, True), (10_000, True), (4, False)):
+        monkeypatch.setattr(_block_groups, "default_n_groups", lambda n=n_groups: n)
+        m = SGDClassifier(max_iter=2, tol=None, random_state=0, persist=persist)
+        fits.append(m.fit(*_dask(X, y, 256)))
+    for m in fits[1:]:
+        np.testing.assert_array_equal(m.coef_, fits[0].coef_)
+        np.testing.assert_array_equal(m.intercept_, fits[0].intercept_)
+
+
+def _dask(X, y, n_blocks):
+    import dask.array as da
+
+    rows = len(X) // n_blocks
+    return da.from_array(X, chunks=(rows, X.shape[1])), da.from_array(y, chunks=rows)
