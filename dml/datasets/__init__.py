@@ -18,13 +18,20 @@ synthetic data.
 Readers (:func:`read_csv`, :func:`read_parquet`, :func:`read_table`) are thin wrappers over
 ``dask.dataframe`` that fail early with a ``FileNotFoundError`` naming the path.
 
-Loaders (:func:`load_movielens`, :func:`load_adult`) read the copies kept in the project's shared
-data directory (:func:`data_dir`); dml never downloads anything.
+Loaders (:func:`load_movielens`, :func:`load_adult`) read real data sets from the *data home*
+(:func:`data_dir`: the ``data_home`` argument, else ``$DML_DATA``, else ``~/.cache/dml/data``) and
+verify their SHA-256 checksums; dml never downloads anything, and a missing file's error says
+where to put it and where it comes from. ``path=`` reads a copy of your own instead, unchecked.
+
+Modules: ``_generators`` (the array generators and their graph construction), ``_ratings``
+(ratings for recommenders), ``_readers`` (CSV/Parquet), ``_home`` (where the data sets live,
+their sources and checksums), ``_loaders`` (MovieLens, Adult).
 """
 from __future__ import annotations
 
 from dml.datasets._generators import make_blobs, make_classification, make_counts, make_regression
-from dml.datasets._loaders import ADULT_COLUMNS, DATA_DIR_ENV, data_dir, load_adult, load_movielens
+from dml.datasets._home import DATA_DIR_ENV, data_dir
+from dml.datasets._loaders import ADULT_COLUMNS, load_adult, load_movielens
 from dml.datasets._ratings import make_ratings
 from dml.datasets._readers import read_csv, read_parquet, read_table
 

@@ -10,59 +10,22 @@ import numpy as np
 import pandas as pd
 
 from dml._param_validation import check_scalar
+from dml.datasets._home import _ADULT_URL, _MOVIELENS_URL, _NO_DOWNLOAD, find_file
 
-__all__ = ["load_movielens", "load_adult", "data_dir", "DATA_DIR_ENV", "ADULT_COLUMNS"]
-
-#: Environment variable that overrides where :func:`data_dir` looks for the shared data sets.
-DATA_DIR_ENV = "DML_DATA_DIR"
-
-# ============================================================================================
-# Shared data sets
-# ============================================================================================
-
-_NO_DOWNLOAD = "dml never downloads data"
+__all__ = ["load_movielens", "load_adult", "ADULT_COLUMNS"]
 
 
-def data_dir() -> Path:
-    """The directory holding dml's shared data sets (``movielens-small/``, ``adult/``).
-
-    ``$DML_DATA_DIR`` when set; otherwise ``shared/data`` beside the repository
-    (``<repo>/../shared/data``).
-
-    Raises
-    ------
-    FileNotFoundError
-        When ``$DML_DATA_DIR`` names a missing directory, or it is unset and no
-        ``shared/data`` directory exists beside the repository.
-
-    Examples
-    --------
-    >>> from dml.datasets import data_dir
-    >>> (data_dir() / "adult").is_dir()
-    True
-    """
-    env = os.environ.get(DATA_DIR_ENV)
-    if env:
-        path = Path(env).expanduser()
-        if not path.is_dir():
-            raise FileNotFoundError(f"${DATA_DIR_ENV} is set to {env!r}, which is not a "
-                                    f"directory; point it at the directory holding "
-                                    f"movielens-small/ and adult/ ({_NO_DOWNLOAD})")
-        return path
-    repo = Path(__file__).resolve().parents[2]
-    beside = repo.parent / "shared" / "data"
-    if beside.is_dir():
-        return beside
-    raise FileNotFoundError(
-        f"dml's data directory was not found: set ${DATA_DIR_ENV} to the directory holding "
-        f"movielens-small/ and adult/, or put them in {beside} ({_NO_DOWNLOAD}); or pass the "
-        "path to the loader")
-
-
-def _dataset_path(path, subdir: str) -> Path:
-    if path is None:
-        return data_dir() / subdir
+def _own_path(path, loader: str) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{loader}: path must be a file or directory (str or path-like) or None, "
+                        f"got {type(path).__name__} {path!r}")
     return Path(os.fspath(path)).expanduser()
+
+
+def _one_source(loader: str, path, data_home) -> None:
+    if path is not None and data_home is not None:
+        raise ValueError(f"{loader}: pass path= (a copy of your own, read as is) or data_home= "
+                         "(the directory holding dml's data sets, checksums verified), not both")
 
 
 def _split_reads(file: Path, npartitions) -> dict:
@@ -84,17 +47,24 @@ _RATINGS_DTYPES = {"userId": "int64", "movieId": "int64", "rating": "float64",
                    "timestamp": "int64"}
 
 
-def load_movielens(path=None, *, npartitions=None):
+def load_movielens(path=None, *, data_home=None, npartitions=None):
     """Load MovieLens "ml-latest-small" (100,836 ratings by 610 users on 9,742 movies).
 
-    Reads the local copy; nothing is downloaded. The ratings are a lazy Dask DataFrame read on
-    the workers; the (small) movie table is read into pandas.
+    Reads a local copy; nothing is downloaded. By default the files are looked for in
+    ``<data home>/movielens-small/`` (see :func:`data_dir`) and their SHA-256 checksums are
+    verified; when ``ratings.csv`` is missing, the error names the path it was looked for at and
+    the address to download the data set from. The ratings are a lazy Dask DataFrame read on
+    the workers (they must see the same path); the (small) movie table is read into pandas.
 
     Parameters
     ----------
     path : str or path-like, default=None
-        Directory containing ``ratings.csv`` (and ``movies.csv``). ``None``: the
-        ``movielens-small`` directory of :func:`data_dir`.
+        A copy of your own, read as is (no checksum check): a directory containing
+        ``ratings.csv`` (and optionally ``movies.csv``, ``README.txt``), or the ratings file
+        itself. ``None``: the ``movielens-small`` folder of the data home.
+    data_home : str or path-like, default=None
+        The data home holding ``movielens-small/``. ``None``: ``$DML_DATA``, else dml's user
+        cache directory (``~/.cache/dml/data``); see :func:`data_dir`.
     npartitions : int, default=None
         Number of partitions of ``ratings`` (default: Dask's byte-size rule, one for this file).
 
@@ -109,39 +79,61 @@ def load_movielens(path=None, *, npartitions=None):
     Raises
     ------
     FileNotFoundError
-        When ``ratings.csv`` is not found; the message says where it is expected.
+        When ``ratings.csv`` is not found; the message says where it is expected and where the
+        data set can be downloaded.
+    ValueError
+        When a file of the data home does not have the expected SHA-256 (damaged, truncated or
+        another release), or the ratings file lacks MovieLens' columns.
 
     Examples
     --------
+    The real data set, once its files are in the data home (``$DML_DATA/movielens-small/``):
+
     >>> from dml.datasets import load_movielens
-    >>> ml = load_movielens(npartitions=2)
-    >>> ml.ratings.npartitions, list(ml.ratings.columns)
-    (2, ['userId', 'movieId', 'rating', 'timestamp'])
-    >>> list(ml.movies.columns)
-    ['movieId', 'title', 'genres']
+    >>> ml = load_movielens(npartitions=2)  # doctest: +SKIP
+    >>> len(ml.ratings), list(ml.movies.columns)  # doctest: +SKIP
+    (100836, ['movieId', 'title', 'genres'])
+
+    A file of your own in MovieLens' layout:
+
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "ratings.csv").write_text(
+    ...     "userId,movieId,rating,timestamp\\n1,10,4.0,964982703\\n2,10,3.5,964982931\\n")
+    >>> ml = load_movielens(folder)
+    >>> list(ml.ratings.columns), len(ml.ratings), ml.movies is None
+    (['userId', 'movieId', 'rating', 'timestamp'], 2, True)
     """
-    root = _dataset_path(path, "movielens-small")
-    ratings_file = root / "ratings.csv" if root.is_dir() or root.suffix != ".csv" else root
-    if not ratings_file.is_file():
-        raise FileNotFoundError(
-            f"load_movielens: MovieLens ratings not found at {ratings_file}. Expected a directory "
-            f"containing ratings.csv (and movies.csv), such as {DATA_DIR_ENV}/movielens-small; "
-            f"{_NO_DOWNLOAD}, so copy the files there or pass path=")
+    loader = "load_movielens"
+    _one_source(loader, path, data_home)
+    if path is None:
+        ratings_file = find_file(loader, "movielens", "ratings.csv", data_home)
+        movies_file = find_file(loader, "movielens", "movies.csv", data_home, required=False)
+        readme = find_file(loader, "movielens", "README.txt", data_home, required=False)
+    else:
+        root = _own_path(path, loader)
+        ratings_file = root / "ratings.csv" if root.is_dir() or root.suffix != ".csv" else root
+        if not ratings_file.is_file():
+            raise FileNotFoundError(
+                f"{loader}: MovieLens ratings not found at {ratings_file} (from path=). Expected "
+                "a directory containing ratings.csv (and movies.csv), or the ratings file; "
+                f"{_NO_DOWNLOAD}: the data set is at {_MOVIELENS_URL}")
+        movies_file, readme = (ratings_file.parent / name for name in ("movies.csv",
+                                                                        "README.txt"))
+        movies_file = movies_file if movies_file.is_file() else None
+        readme = readme if readme.is_file() else None
     from sklearn.utils import Bunch  # not at module level: workers import this module
 
-    root = ratings_file.parent
     ratings = dd.read_csv(str(ratings_file), dtype=_RATINGS_DTYPES,
                           **_split_reads(ratings_file, npartitions))
     missing = set(_RATINGS_DTYPES) - set(ratings.columns)
     if missing:
-        raise ValueError(f"load_movielens: {ratings_file} lacks the columns {sorted(missing)}; "
+        raise ValueError(f"{loader}: {ratings_file} lacks the columns {sorted(missing)}; "
                          f"expected {list(_RATINGS_DTYPES)}")
     ratings = _exact_partitions(ratings[list(_RATINGS_DTYPES)], npartitions)
-    movies_file = root / "movies.csv"
     movies = (pd.read_csv(movies_file, dtype={"movieId": "int64"})
-              if movies_file.is_file() else None)
-    readme = root / "README.txt"
-    descr = readme.read_text(errors="replace") if readme.is_file() else ""
+              if movies_file is not None else None)
+    descr = readme.read_text(errors="replace") if readme is not None else ""
     return Bunch(ratings=ratings, movies=movies, DESCR=descr)
 
 
@@ -176,21 +168,28 @@ def _adult_features(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=df.index)
 
 
-def load_adult(path=None, *, as_frame=True, npartitions=None):
-    """Load the UCI Adult census data (30,162 rows without missing values in the shared copy).
+def load_adult(path=None, *, data_home=None, as_frame=True, npartitions=None):
+    """Load the UCI Adult census data (30,162 rows without missing values in dml's copy).
 
-    Reads the local copy; nothing is downloaded. Numeric columns (age, fnlwgt, education_num,
-    capital_gain, capital_loss, hr_per_week) are int64; the others are pandas categoricals with
-    known, sorted categories (whitespace stripped; ``?`` read as missing). The categories are
-    found with one pass over the file on the current scheduler. The target ``income`` is a
-    categorical with categories ``['<=50K', '>50K']``.
+    Reads a local copy; nothing is downloaded. By default the file is
+    ``<data home>/adult/adult.csv`` (see :func:`data_dir`) and its SHA-256 checksum is verified;
+    when it is missing, the error names the path it was looked for at and where the file comes
+    from. Numeric columns (age, fnlwgt, education_num, capital_gain, capital_loss, hr_per_week)
+    are int64; the others are pandas categoricals with known, sorted categories (whitespace
+    stripped; ``?`` read as missing). The categories are found with one pass over the file on
+    the current scheduler. The target ``income`` is a categorical with categories
+    ``['<=50K', '>50K']``.
 
     Parameters
     ----------
     path : str or path-like, default=None
-        The ``adult.csv`` file or a directory containing it. ``None``: the ``adult`` directory
-        of :func:`data_dir`. The file may have the header line of the shared copy
-        (:data:`ADULT_COLUMNS`) or no header (the original UCI ``adult.data`` layout).
+        A copy of your own, read as is (no checksum check): the file or a directory containing
+        ``adult.csv``. It may have the header line of dml's copy (:data:`ADULT_COLUMNS`) or no
+        header (the original UCI ``adult.data`` layout). ``None``: the ``adult`` folder of the
+        data home.
+    data_home : str or path-like, default=None
+        The data home holding ``adult/adult.csv``. ``None``: ``$DML_DATA``, else dml's user
+        cache directory (``~/.cache/dml/data``); see :func:`data_dir`.
     as_frame : bool, default=True
         ``True``: return one Dask DataFrame with all 15 columns. ``False``: return ``(X, y)``
         Dask arrays with known chunk sizes, as scikit-learn's ``fetch_openml(as_frame=False)``:
@@ -209,26 +208,48 @@ def load_adult(path=None, *, as_frame=True, npartitions=None):
     Raises
     ------
     FileNotFoundError
-        When the file is not found; the message says where it is expected.
+        When the file is not found; the message says where it is expected and where it comes
+        from.
     ValueError
-        When the file does not have the Adult columns or ``income`` has other labels.
+        When the data home's file does not have the expected SHA-256, the file does not have
+        the Adult columns, or ``income`` has other labels.
 
     Examples
     --------
+    dml's copy, once it is in the data home (``$DML_DATA/adult/adult.csv``):
+
     >>> from dml.datasets import load_adult
-    >>> df = load_adult()
-    >>> df["income"].cat.categories.tolist()
-    ['<=50K', '>50K']
-    >>> str(df["age"].dtype), str(df["sex"].dtype)
-    ('int64', 'category')
+    >>> df = load_adult()  # doctest: +SKIP
+    >>> len(df), df["income"].cat.categories.tolist()  # doctest: +SKIP
+    (30162, ['<=50K', '>50K'])
+
+    A file in the original UCI layout (no header, ``?`` for missing values):
+
+    >>> import tempfile, pathlib
+    >>> file = pathlib.Path(tempfile.mkdtemp()) / "adult.data"
+    >>> _ = file.write_text(
+    ...     "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, "
+    ...     "White, Male, 2174, 0, 40, United-States, <=50K\\n"
+    ...     "50, ?, 83311, Bachelors, 13, Married-civ-spouse, Exec-managerial, Husband, "
+    ...     "White, Male, 0, 0, 13, United-States, >50K\\n")
+    >>> df = load_adult(file)
+    >>> df["income"].cat.categories.tolist(), str(df["age"].dtype), str(df["sex"].dtype)
+    (['<=50K', '>50K'], 'int64', 'category')
+    >>> df["type_employer"].compute().isna().tolist()
+    [False, True]
     """
-    root = _dataset_path(path, "adult")
-    file = root / "adult.csv" if root.is_dir() else root
-    if not file.is_file():
-        raise FileNotFoundError(
-            f"load_adult: the Adult data was not found at {file}. Expected adult.csv (or a "
-            f"directory containing it), such as {DATA_DIR_ENV}/adult/adult.csv; {_NO_DOWNLOAD}, "
-            "so copy the file there or pass path=")
+    loader = "load_adult"
+    _one_source(loader, path, data_home)
+    if path is None:
+        file = find_file(loader, "adult", "adult.csv", data_home)
+    else:
+        root = _own_path(path, loader)
+        file = root / "adult.csv" if root.is_dir() else root
+        if not file.is_file():
+            raise FileNotFoundError(
+                f"{loader}: the Adult data was not found at {file} (from path=). Expected "
+                f"adult.csv or a directory containing it; {_NO_DOWNLOAD}: the original is "
+                f"adult.data at {_ADULT_URL}")
     with open(file, encoding="utf-8", errors="replace") as fh:
         first = [f.strip() for f in fh.readline().split(",")]
     if first == ADULT_COLUMNS:
