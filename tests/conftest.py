@@ -12,12 +12,11 @@ inprocess_client, process_client
     One of the two, also made current for the test.
 process_cluster
     The multi-process cluster's details (address, scheduler file, PIDs).
-real_data, dml_data, real_data_or_none
+real_data, dml_data
     The real data sets (MovieLens, UCI Adult) for the tests that use them: ``$DML_DATA`` when
     set, else the project's copy beside the repository (``../shared/data``). ``real_data`` is
     that directory, ``dml_data`` also sets ``$DML_DATA`` to it for the test (so the loaders'
     defaults find it); both skip, saying why, when the files are not there.
-    ``real_data_or_none`` gives None instead of skipping.
 """
 from __future__ import annotations
 
@@ -219,21 +218,16 @@ REAL_DATA_FILES = ("movielens-small/ratings.csv", "adult/adult.csv")
 
 
 @pytest.fixture(scope="session")
-def real_data_or_none() -> Path | None:
-    """``$DML_DATA`` when set, else ``../shared/data``; None when it lacks the data sets."""
+def real_data() -> Path:
+    """The data home holding the real data sets (``$DML_DATA`` when set, else
+    ``../shared/data``); skips the test, saying why, when they are not there."""
     env = os.environ.get("DML_DATA")
     home = Path(env).expanduser() if env else SHARED_DATA
-    return home if all((home / f).is_file() for f in REAL_DATA_FILES) else None
-
-
-@pytest.fixture(scope="session")
-def real_data(real_data_or_none) -> Path:
-    """The data home holding the real data sets; skips the test when there is none."""
-    if real_data_or_none is None:
+    if not all((home / f).is_file() for f in REAL_DATA_FILES):
         pytest.skip(f"the real data sets are not available: set $DML_DATA to a directory "
                     f"holding {' and '.join(REAL_DATA_FILES)} (the project keeps them in "
                     f"{SHARED_DATA})")
-    return real_data_or_none
+    return home
 
 
 @pytest.fixture
