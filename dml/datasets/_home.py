@@ -16,12 +16,13 @@ from pathlib import Path
 
 from dml._paths import user_cache_dir
 
-__all__ = ["data_dir", "DATA_DIR_ENV"]
+__all__ = ["data_dir", "DATA_DIR_ENV", "find_file", "sha256_of", "MOVIELENS_URL", "ADULT_URL",
+           "NO_DOWNLOAD"]
 
 #: Environment variable naming the data home (see :func:`data_dir`).
 DATA_DIR_ENV = "DML_DATA"
 
-_NO_DOWNLOAD = "dml never downloads data"
+NO_DOWNLOAD = "dml never downloads data"
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,8 @@ class _DataSet:
     source: str
 
 
-_MOVIELENS_URL = "https://files.grouplens.org/datasets/movielens/ml-latest-small.zip"
-_ADULT_URL = "https://archive.ics.uci.edu/dataset/2/adult"
+MOVIELENS_URL = "https://files.grouplens.org/datasets/movielens/ml-latest-small.zip"
+ADULT_URL = "https://archive.ics.uci.edu/dataset/2/adult"
 
 _DATASETS = {
     "movielens": _DataSet(
@@ -45,7 +46,7 @@ _DATASETS = {
             "README.txt": "63d22ac138e80fae37021797ed8e1b9424b5239dc576a137422adf783ae3f404",
         },
         source=(f"download MovieLens \"ml-latest-small\" (GroupLens, generated 2018-09-26) from "
-                f"{_MOVIELENS_URL}, unzip it and copy ratings.csv, movies.csv and README.txt "
+                f"{MOVIELENS_URL}, unzip it and copy ratings.csv, movies.csv and README.txt "
                 "from its ml-latest-small/ folder into {folder}")),
     "adult": _DataSet(
         folder="adult",
@@ -54,7 +55,7 @@ _DATASETS = {
         },
         source=("copy adult.csv from the dml project's data (shared/data/adult/adult.csv beside "
                 "a checkout of the project) into {folder}. That file is UCI Adult's training "
-                f"part (adult.data, {_ADULT_URL}) without the rows with missing values, "
+                f"part (adult.data, {ADULT_URL}) without the rows with missing values, "
                 "shuffled, with a header line: a downloaded adult.data has another checksum, "
                 "read it with load_adult(path=...) instead")),
 }
@@ -141,7 +142,7 @@ def find_file(loader: str, dataset: str, name: str, data_home, *,
             return None
         raise FileNotFoundError(
             f"{loader}: {name} was not found at {file} (data home {root}: "
-            f"{_origin(data_home)}). {_NO_DOWNLOAD}: {how}. Or point ${DATA_DIR_ENV} (or "
+            f"{_origin(data_home)}). {NO_DOWNLOAD}: {how}. Or point ${DATA_DIR_ENV} (or "
             f"data_home=) at a directory holding {spec.folder}/{name}, or pass path= to read a "
             "copy of your own.")
     expected = spec.sha256[name]

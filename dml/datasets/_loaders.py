@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from dml._param_validation import check_scalar
-from dml.datasets._home import _ADULT_URL, _MOVIELENS_URL, _NO_DOWNLOAD, find_file
+from dml.datasets._home import ADULT_URL, MOVIELENS_URL, NO_DOWNLOAD, find_file
 
 __all__ = ["load_movielens", "load_adult", "ADULT_COLUMNS"]
 
@@ -117,11 +117,10 @@ def load_movielens(path=None, *, data_home=None, npartitions=None):
             raise FileNotFoundError(
                 f"{loader}: MovieLens ratings not found at {ratings_file} (from path=). Expected "
                 "a directory containing ratings.csv (and movies.csv), or the ratings file; "
-                f"{_NO_DOWNLOAD}: the data set is at {_MOVIELENS_URL}")
-        movies_file, readme = (ratings_file.parent / name for name in ("movies.csv",
-                                                                        "README.txt"))
-        movies_file = movies_file if movies_file.is_file() else None
-        readme = readme if readme.is_file() else None
+                f"{NO_DOWNLOAD}: the data set is at {MOVIELENS_URL}")
+        beside = ratings_file.parent
+        movies_file = beside / "movies.csv" if (beside / "movies.csv").is_file() else None
+        readme = beside / "README.txt" if (beside / "README.txt").is_file() else None
     from sklearn.utils import Bunch  # not at module level: workers import this module
 
     ratings = dd.read_csv(str(ratings_file), dtype=_RATINGS_DTYPES,
@@ -248,8 +247,8 @@ def load_adult(path=None, *, data_home=None, as_frame=True, npartitions=None):
         if not file.is_file():
             raise FileNotFoundError(
                 f"{loader}: the Adult data was not found at {file} (from path=). Expected "
-                f"adult.csv or a directory containing it; {_NO_DOWNLOAD}: the original is "
-                f"adult.data at {_ADULT_URL}")
+                f"adult.csv or a directory containing it; {NO_DOWNLOAD}: the original is "
+                f"adult.data at {ADULT_URL}")
     with open(file, encoding="utf-8", errors="replace") as fh:
         first = [f.strip() for f in fh.readline().split(",")]
     if first == ADULT_COLUMNS:
