@@ -28,6 +28,8 @@ from pathlib import Path
 import numba
 from numba.core import caching
 
+from dml._paths import user_cache_dir
+
 __all__ = ["kernel", "cache_dirs", "kernels"]
 
 #: Every dispatcher made by :func:`kernel`, in definition order.
@@ -35,12 +37,7 @@ _KERNELS: list = []
 
 
 def _configured_dir() -> Path:
-    root = os.environ.get("DML_CACHE_DIR")
-    if root:
-        return Path(root).expanduser() / "numba"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "dml" / "numba"
+    return user_cache_dir() / "numba"
 
 
 def _writable(path: Path) -> bool:

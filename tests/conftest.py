@@ -12,6 +12,11 @@ inprocess_client, process_client
     One of the two, also made current for the test.
 process_cluster
     The multi-process cluster's details (address, scheduler file, PIDs).
+real_data, dml_data
+    The real data sets (MovieLens, UCI Adult) for the tests that use them: ``$DML_DATA`` when
+    set, else the project's copy beside the repository (``../shared/data``). ``real_data`` is
+    that directory, ``dml_data`` also sets ``$DML_DATA`` to it for the test (so the loaders'
+    defaults find it); both skip, saying why, when the files are not there.
 """
 from __future__ import annotations
 
@@ -204,3 +209,29 @@ def _dask_scheduler_config_is_restored():
     if after != before:
         dask.config.set(scheduler=before)
         pytest.fail(f"the test left dask.config 'scheduler' as {after!r} (was {before!r})")
+
+
+#: The project's copy of the real data sets, kept beside the repository (not inside it).
+SHARED_DATA = ROOT.parent / "shared" / "data"
+#: A file of each real data set, relative to the data home.
+REAL_DATA_FILES = ("movielens-small/ratings.csv", "adult/adult.csv")
+
+
+@pytest.fixture(scope="session")
+def real_data() -> Path:
+    """The data home holding the real data sets (``$DML_DATA`` when set, else
+    ``../shared/data``); skips the test, saying why, when they are not there."""
+    env = os.environ.get("DML_DATA")
+    home = Path(env).expanduser() if env else SHARED_DATA
+    if not all((home / f).is_file() for f in REAL_DATA_FILES):
+        pytest.skip(f"the real data sets are not available: set $DML_DATA to a directory "
+                    f"holding {' and '.join(REAL_DATA_FILES)} (the project keeps them in "
+                    f"{SHARED_DATA})")
+    return home
+
+
+@pytest.fixture
+def dml_data(real_data, monkeypatch) -> Path:
+    """``$DML_DATA`` set to the real data sets' home for this test (which skips without them)."""
+    monkeypatch.setenv("DML_DATA", str(real_data))
+    return real_data

@@ -1,6 +1,5 @@
 """dml.compose.ColumnTransformer against scikit-learn's, on UCI Adult and synthetic data."""
 from collections import Counter
-from pathlib import Path
 
 import dask
 import dask.array as da
@@ -20,17 +19,20 @@ from sklearn.preprocessing import FunctionTransformer
 from dml.compose import ColumnTransformer, make_column_transformer
 from dml.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
-ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult" / "adult.csv"
 N_ROWS = 2000
 RTOL = 1e-10
 OUT_TOL = dict(rtol=RTOL, atol=1e-12)  # unit-scale outputs: x - mean_ cancels near the mean
 
 
 @pytest.fixture(scope="module")
-def adult():
-    if not ADULT.exists():
-        pytest.skip(f"Adult data not found at {ADULT}")
-    return pd.read_csv(ADULT, nrows=N_ROWS)
+def adult_file(real_data):
+    """UCI Adult from the real data sets (tests/conftest.py: skips without them)."""
+    return real_data / "adult" / "adult.csv"
+
+
+@pytest.fixture(scope="module")
+def adult(adult_file):
+    return pd.read_csv(adult_file, nrows=N_ROWS)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +95,7 @@ def test_adult_read_csv_matches_sklearn(client, adult, adult_csv):
     np.testing.assert_allclose(got.compute(), want, **OUT_TOL)
 
 
-def test_adult_pandas_numpy_out(adult):
+def test_adult_pandas_numpy_out(adult, adult_file):
     num, cat = _columns(adult)
     ours, ref = _pair(num, cat)
     got = ours.fit_transform(adult)
@@ -102,7 +104,7 @@ def test_adult_pandas_numpy_out(adult):
     _assert_fitted_like(ours, ref)
     np.testing.assert_allclose(got, want, **OUT_TOL)
     # rows not seen in fit, selected by name: extra columns and another order are fine
-    new = pd.read_csv(ADULT, skiprows=range(1, 5001), nrows=300)
+    new = pd.read_csv(adult_file, skiprows=range(1, 5001), nrows=300)
     new = new[new["country"].isin(ours.named_transformers_["cat"].categories_[-1])]
     shuffled = new[new.columns[::-1]]
     np.testing.assert_allclose(ours.transform(shuffled), ref.transform(shuffled), **OUT_TOL)

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import gzip
+import os
 import pickle
+import re
 from pathlib import Path
 
 import dask
@@ -14,6 +16,7 @@ import sklearn.datasets as skd
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.naive_bayes import BernoulliNB, MultinomialNB
 
+from dml import _numba
 from dml import datasets as ds
 
 GENERATORS = {
@@ -407,31 +410,35 @@ def test_read_table_by_extension(csv_dir):
 # Shared data and loaders
 # ============================================================================================
 
-ROOT = Path(__file__).resolve().parents[1]
+def test_data_dir_argument_then_env_then_user_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("DML_DATA", str(tmp_path / "from-env"))
+    assert ds.DATA_DIR_ENV == "DML_DATA"
+    assert ds.data_dir() == tmp_path / "from-env"
+    assert ds.data_dir(tmp_path / "given") == tmp_path / "given"
+    assert ds.data_dir("~/x") == Path.home() / "x"
+    monkeypatch.delenv("DML_DATA")
+    # The default is dml's user cache directory, the one its numba kernels use too.
+    monkeypatch.setenv("DML_CACHE_DIR", str(tmp_path / "cache"))
+    assert ds.data_dir() == tmp_path / "cache" / "data"
+    assert _numba._configured_dir() == tmp_path / "cache" / "numba"
+    monkeypatch.delenv("DML_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert ds.data_dir() == tmp_path / "xdg" / "dml" / "data"
+    # Never relative to the package's own files (after an install: site-packages).
+    assert Path(ds.__file__).resolve().parents[1] not in ds.data_dir().parents
+    with pytest.raises(TypeError, match="data_home must be a path"):
+        ds.data_dir(3)
 
 
-def test_data_dir(monkeypatch, tmp_path):
-    monkeypatch.setenv(ds.DATA_DIR_ENV, str(tmp_path))
-    assert ds.data_dir() == tmp_path
-    monkeypatch.setenv(ds.DATA_DIR_ENV, str(tmp_path / "missing"))
-    with pytest.raises(FileNotFoundError, match="DML_DATA_DIR.*never downloads"):
-        ds.data_dir()
-    monkeypatch.delenv(ds.DATA_DIR_ENV)
-    beside = ROOT.parent / "shared" / "data"
-    if beside.is_dir():
-        assert ds.data_dir() == beside
+def _copy(src: Path, home: Path, name: str) -> Path:
+    dest = home / name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes((src / name).read_bytes())
+    return dest
 
 
-@pytest.fixture(scope="module")
-def shared_data():
-    try:
-        return ds.data_dir()
-    except FileNotFoundError as exc:  # pragma: no cover - only outside the project checkout
-        pytest.skip(f"shared data not available: {exc}")
-
-
-def test_load_movielens(shared_data):
-    ml = ds.load_movielens(shared_data / "movielens-small", npartitions=3)
+def test_load_movielens(dml_data):
+    ml = ds.load_movielens(npartitions=3)  # found through $DML_DATA (the dml_data fixture)
     r = ml.ratings
     assert r.npartitions == 3
     assert r.dtypes.to_dict() == {"userId": np.dtype("int64"), "movieId": np.dtype("int64"),
@@ -442,11 +449,11 @@ def test_load_movielens(shared_data):
     assert (n, lo, hi, users) == (100_836, 0.5, 5.0, 610)
     assert isinstance(ml.movies, pd.DataFrame) and ml.movies.shape == (9742, 3)
     assert "Harper" in ml.DESCR
-    assert len(ds.load_movielens()["ratings"]) == 100_836  # default: data_dir()
+    assert len(ds.load_movielens(dml_data / "movielens-small")["ratings"]) == 100_836
 
 
-def test_load_adult(shared_data):
-    df = ds.load_adult(shared_data / "adult", npartitions=4)
+def test_load_adult(dml_data):
+    df = ds.load_adult(npartitions=4)
     assert df.npartitions == 4 and list(df.columns) == ds.ADULT_COLUMNS
     local = df.compute(scheduler="threads")
     assert len(local) == 30_162
@@ -460,17 +467,135 @@ def test_load_adult(shared_data):
     assert list(df.income.cat.categories) == ["<=50K", ">50K"]
     assert list(df.sex.cat.categories) == ["Female", "Male"]
     assert abs((local.income == ">50K").mean() - 0.249) < 0.01
-    assert len(ds.load_adult(shared_data / "adult" / "adult.csv")) == 30_162
+    assert len(ds.load_adult(dml_data / "adult" / "adult.csv")) == 30_162
 
 
-def test_load_adult_arrays_on_cluster(process_client, shared_data):
-    """Workers (separate processes) read the file and convert the partitions."""
-    X, y = ds.load_adult(shared_data / "adult", as_frame=False, npartitions=2)
+def test_load_adult_arrays_on_cluster(process_client, dml_data):
+    """Workers (separate processes, without $DML_DATA) read the file and convert the
+    partitions: the client resolves the data home to a path."""
+    X, y = ds.load_adult(as_frame=False, npartitions=2)
     assert X.shape == (30_162, 14) and y.shape == (30_162,) and len(X.chunks[0]) == 2
     Xc, yc = dask.compute(X, y)
     assert Xc.dtype == np.float64 and not np.isnan(Xc).any()
     assert set(np.unique(yc)) == {0, 1} and abs(yc.mean() - 0.249) < 0.01
     assert Xc[:, ds.ADULT_COLUMNS.index("sex")].max() == 1
+
+
+def test_loaders_read_a_copy_in_data_home(real_data, tmp_path, monkeypatch):
+    monkeypatch.delenv("DML_DATA", raising=False)
+    home = tmp_path / "home"
+    _copy(real_data, home, "adult/adult.csv")
+    _copy(real_data, home, "movielens-small/ratings.csv")
+    assert len(ds.load_adult(data_home=home)) == 30_162
+    ml = ds.load_movielens(data_home=home)  # movies.csv and README.txt are optional
+    assert len(ml.ratings) == 100_836 and ml.movies is None and ml.DESCR == ""
+    # $DML_DATA is honoured, and data_home= wins over it.
+    monkeypatch.setenv("DML_DATA", str(home))
+    assert len(ds.load_adult()) == 30_162
+    monkeypatch.setenv("DML_DATA", str(tmp_path / "elsewhere"))
+    assert len(ds.load_adult(data_home=home)) == 30_162
+    with pytest.raises(FileNotFoundError, match="elsewhere"):
+        ds.load_adult()
+
+
+def test_missing_file_names_the_path_and_the_source(tmp_path, monkeypatch):
+    monkeypatch.delenv("DML_DATA", raising=False)
+    home = tmp_path / "home"
+    with pytest.raises(FileNotFoundError) as err:
+        ds.load_movielens(data_home=home)
+    msg = str(err.value)
+    assert str(home / "movielens-small" / "ratings.csv") in msg
+    assert "https://files.grouplens.org/datasets/movielens/ml-latest-small.zip" in msg
+    assert "data_home=" in msg and "never downloads" in msg
+    with pytest.raises(FileNotFoundError) as err:
+        ds.load_adult(data_home=home)
+    msg = str(err.value)
+    assert str(home / "adult" / "adult.csv") in msg and "archive.ics.uci.edu" in msg
+    # The message says how the data home was chosen: $DML_DATA, or the default.
+    monkeypatch.setenv("DML_DATA", str(home))
+    with pytest.raises(FileNotFoundError, match=re.escape(f"from $DML_DATA={home})")):
+        ds.load_adult()
+    monkeypatch.delenv("DML_DATA")
+    monkeypatch.setenv("DML_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(FileNotFoundError) as err:
+        ds.load_adult()
+    assert str(tmp_path / "cache" / "data" / "adult" / "adult.csv") in str(err.value)
+    assert "$DML_DATA is not set" in str(err.value)
+
+
+def test_file_with_another_checksum_is_refused(tmp_path):
+    home = tmp_path / "home"
+    (home / "adult").mkdir(parents=True)
+    (home / "adult" / "adult.csv").write_text(",".join(ds.ADULT_COLUMNS) + "\n")
+    with pytest.raises(ValueError, match=r"adult.csv is not the expected adult/adult.csv: its "
+                                         r"SHA-256 is [0-9a-f]{64}, expected 23959c20"):
+        ds.load_adult(data_home=home)
+    # path= reads a file of your own as is.
+    assert len(ds.load_adult(home / "adult")) == 0
+
+
+def test_one_changed_byte_is_refused(real_data, tmp_path):
+    home = tmp_path / "home"
+    for name in ("adult/adult.csv", "movielens-small/ratings.csv",
+                 "movielens-small/movies.csv"):
+        _copy(real_data, home, name)
+    adult = home / "adult" / "adult.csv"
+    data = bytearray(adult.read_bytes())
+    at = data.index(b"\n45,") + 1
+    data[at] = ord("5")  # one age, 45 -> 55: still a well-formed file
+    adult.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="SHA-256.*damaged, truncated or from another release"):
+        ds.load_adult(data_home=home)
+    assert len(ds.load_adult(adult)) == 30_162  # as a file of your own: no check
+    # An optional file of the data home is checked too when present.
+    movies = home / "movielens-small" / "movies.csv"
+    movies.write_bytes(movies.read_bytes()[:-1])
+    with pytest.raises(ValueError, match="movies.csv: its SHA-256"):
+        ds.load_movielens(data_home=home)
+
+
+def test_loader_arguments(tmp_path):
+    with pytest.raises(ValueError, match="not both"):
+        ds.load_adult(tmp_path, data_home=tmp_path)
+    with pytest.raises(ValueError, match="not both"):
+        ds.load_movielens(tmp_path, data_home=tmp_path)
+    with pytest.raises(TypeError, match="path must be a file or directory"):
+        ds.load_adult(42)
+
+
+_RUN_DOCTESTS = """
+import doctest, importlib, pkgutil, sys
+import dml.datasets as ds
+assert not ds.__file__.startswith(sys.argv[1]), ds.__file__
+names = ["dml.datasets"] + ["dml.datasets." + m.name
+                            for m in pkgutil.iter_modules(getattr(ds, "__path__", []))]
+flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+failed = attempted = 0
+for name in names:
+    result = doctest.testmod(importlib.import_module(name), optionflags=flags)
+    failed, attempted = failed + result.failed, attempted + result.attempted
+print(attempted, failed)
+sys.exit(failed != 0 or attempted < 30)
+"""
+
+
+def test_doctests_run_on_an_installed_copy_without_the_data(tmp_path):
+    """The examples of dml.datasets pass with the package installed elsewhere (nothing beside
+    it) and no data home: none of them needs a file outside the repository."""
+    import shutil
+    import subprocess
+    import sys
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(Path(ds.__file__).resolve().parents[1], site / "dml",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DML_", "XDG_"))}
+    env.update(PYTHONPATH=str(site), HOME=str(tmp_path / "home"),
+               DML_CACHE_DIR=str(tmp_path / "cache"))
+    repo = str(Path(ds.__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-c", _RUN_DOCTESTS, repo], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
 
 
 def test_load_adult_original_uci_layout(tmp_path):
@@ -500,11 +625,11 @@ def test_loader_errors(tmp_path):
         ds.load_adult(tmp_path)
 
 
-def test_load_adult_finds_categories_without_a_shuffle(inprocess_client, shared_data, caplog):
+def test_load_adult_finds_categories_without_a_shuffle(inprocess_client, dml_data, caplog):
     """The distinct values come from a tree reduction, not a P2P shuffle per column (whose
     scheduler warnings would flood a notebook's output)."""
     with caplog.at_level("WARNING", logger="distributed.shuffle"):
-        df = ds.load_adult(shared_data / "adult", npartitions=4)
+        df = ds.load_adult(npartitions=4)
     assert list(df.sex.cat.categories) == ["Female", "Male"]
     assert not [r for r in caplog.records if "Shuffle" in r.getMessage()]
 

@@ -2,8 +2,6 @@
 clusters and rounds, OOB score, importances, input types."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
@@ -17,8 +15,6 @@ from sklearn.model_selection import train_test_split
 
 from dml.ensemble import RandomForestClassifier, RandomForestRegressor
 from dml.tree._grow import boot_kernel
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _assert_same_nodes(a, b):
@@ -42,11 +38,11 @@ def test_accuracy_within_one_point_of_sklearn():
 
 
 @pytest.mark.slow
-def test_adult_accuracy_within_one_point_of_sklearn():
-    adult = pd.read_csv(ROOT / "deploy/jobs/data/adult_sample.csv")
-    full = Path("/work/shared/data/adult/adult.csv")
-    if full.exists():
-        adult = pd.read_csv(full).sample(8000, random_state=0)
+def test_adult_accuracy_within_one_point_of_sklearn(real_data):
+    # 8,000 rows of the real data set (a 2,000-row test part). The repository's 1,000-row sample
+    # is too small for a one-point comparison (one point is 2.5 of its 250 test rows): without
+    # the real data the test skips.
+    adult = pd.read_csv(real_data / "adult" / "adult.csv").sample(8000, random_state=0)
     y = (adult.pop("income").str.strip().str.startswith(">")).astype(int).to_numpy()
     cats = [c for c in adult.columns if not pd.api.types.is_numeric_dtype(adult[c])]
     X_cat = adult.astype({c: "category" for c in cats})

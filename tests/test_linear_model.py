@@ -23,7 +23,6 @@ from dml.linear_model._svm import primal_objective
 from dml.optim import checkpoint as ckpt
 from dml.optim.training import DivergedError
 
-ADULT = "/work/shared/data/adult/adult.csv"
 
 
 def partitionings(X, y, w=None):
@@ -274,11 +273,11 @@ def test_logistic_200k_test_log_loss_within_one_percent_of_lbfgs():
 
 
 @pytest.mark.slow
-def test_adult_multinomial_logistic_regression_accuracy():
+def test_adult_multinomial_logistic_regression_accuracy(real_data):
     from dml.compose import ColumnTransformer
     from dml.preprocessing import OneHotEncoder, StandardScaler
 
-    df = pd.read_csv(ADULT, skipinitialspace=True)
+    df = pd.read_csv(real_data / "adult" / "adult.csv", skipinitialspace=True)
     y = (df.pop("income").str.strip() == ">50K").astype(int).to_numpy()
     rng = np.random.default_rng(0)
     test = rng.random(len(df)) < 0.2

@@ -44,7 +44,8 @@ EXPECTED_FIGURES = {
     "05-neural-network.ipynb": 3,  # sample digits, per-epoch curves, learning curve
 }
 
-#: Notebooks that read the shared data sets (MovieLens, UCI Adult) through dml.datasets.data_dir.
+#: Notebooks that read the real data sets (MovieLens, UCI Adult) with dml.datasets' loaders: run
+#: with $DML_DATA set by the ``dml_data`` fixture (tests/conftest.py), skipped without the data.
 NEEDS_SHARED_DATA = {"02-recommender.ipynb", "03-forest-and-search.ipynb"}
 
 #: The notebook run on its own embedded cluster instead of the shared in-process one (starting
@@ -101,16 +102,6 @@ def run_notebook(name: str, workdir: Path, monkeypatch, address: str | None):
     return nb
 
 
-def require_shared_data() -> None:
-    """Skip, as tests/test_datasets.py does, outside a checkout with ``shared/data`` beside it."""
-    from dml.datasets import data_dir
-
-    try:
-        data_dir()
-    except FileNotFoundError as exc:  # pragma: no cover - only outside the project checkout
-        pytest.skip(f"shared data not available: {exc}")
-
-
 def outputs(nb, kind: str | None = None):
     for cell in nb.cells:
         for out in cell.get("outputs", []):
@@ -151,9 +142,9 @@ def test_notebook_directory_is_complete_and_stored_without_outputs():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in EXPECTED_FIGURES if n != EMBEDDED])
 def test_notebook_on_inprocess_cluster(name, kernel_dir, tcp_inprocess_cluster, tmp_path,
-                                       monkeypatch):
+                                       monkeypatch, request):
     if name in NEEDS_SHARED_DATA:
-        require_shared_data()
+        request.getfixturevalue("dml_data")  # $DML_DATA for the kernel, or skip with the reason
     nb = run_notebook(name, tmp_path, monkeypatch, tcp_inprocess_cluster.scheduler_address)
     check_executed(nb, name)
     # Model files go to the notebook's own temporary directory, not the working directory.

@@ -329,7 +329,7 @@ def test_bad_input():
 
 
 @pytest.mark.slow
-def test_movielens_small():
+def test_movielens_small(dml_data):
     ml = dml.datasets.load_movielens()
     df = ml.ratings.compute()
     rng = np.random.default_rng(0)
@@ -355,7 +355,7 @@ def test_movielens_small():
 
 
 @pytest.mark.slow
-def test_movielens_ranking_weighted_vs_unweighted_als():
+def test_movielens_ranking_weighted_vs_unweighted_als(dml_data):
     # The numbers of the MatrixFactorization Notes: with Spark's weighted λ the top-10 lists are
     # rarely rated items and precision@10 is near zero; the unweighted λ shrinks those items and
     # gives both a better RMSE and a useful ranking.

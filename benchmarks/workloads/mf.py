@@ -12,6 +12,9 @@ with the training mean so that every implementation is scored on all held-out ro
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 
 from benchmarks.registry import (Arrays, Implementation, Metric, Target, Workload, on_dask,
@@ -30,10 +33,19 @@ def _split(X, y, note):
     return Arrays(X[~test], y[~test], X[test], y[test], note)
 
 
+def _data_home():
+    """``$DML_DATA`` when set; else the project's copy beside the checkout (``../shared/data``)
+    when there is one; else None (the loader's default, whose error says where to put it)."""
+    if os.environ.get("DML_DATA"):
+        return None
+    beside = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    return beside if (beside / "movielens-small").is_dir() else None
+
+
 def movielens(scale: float) -> Arrays:
     from dml.datasets import load_movielens
 
-    df = load_movielens().ratings.compute()
+    df = load_movielens(data_home=_data_home()).ratings.compute()
     if scale < 1:
         df = df.iloc[:max(int(len(df) * scale), 1000)]
     X = df[["userId", "movieId"]].to_numpy(dtype=np.int64)

@@ -72,7 +72,7 @@ def _demo_binned(n, chunks, seed):
 
 
 def _demo_ratings_block(seed, index, n, n_users, n_items):
-    from dml.datasets import _ratings_chunk
+    from dml.datasets._ratings import _ratings_chunk
 
     return _ratings_chunk(seed, index, n, n_users, n_items, 5, 0.3, 3.5).to_numpy()
 
