@@ -124,6 +124,10 @@ def _is_type(obj, module: str, name: str) -> bool:
     return cls.__name__ == name and cls.__module__ == module
 
 
+def _is_dask(obj) -> bool:
+    return type(obj).__module__.startswith("dask.") and hasattr(obj, "__dask_graph__")
+
+
 class Malformed(Exception):
     """A payload that does not follow the format (turned into a ModelFileError by the caller)."""
 
@@ -287,7 +291,9 @@ class Encoder:
         try:
             params = est.get_params(deep=False) if hasattr(est, "get_params") else {}
             enc_params = {str(k): self.encode(v, f"{where}.{k}") for k, v in params.items()}
-            state = {k: v for k, v in vars(est).items() if k not in params}
+            # Dask collections among the fitted attributes are per-row results kept on the
+            # cluster (KMeans.labels_ of Dask input); a model file holds the model, not them.
+            state = {k: v for k, v in vars(est).items() if k not in params and not _is_dask(v)}
             enc_state = {}
             for k, v in state.items():
                 if not isinstance(k, str):

@@ -135,6 +135,13 @@ def save(model, path, *, key: str | bytes | None = None) -> Path:
     pathlib.Path
         The path written.
 
+    Notes
+    -----
+    Fitted attributes that are Dask collections are per-row results kept on the cluster, such
+    as the ``labels_`` of a :class:`~dml.cluster.KMeans` fitted on Dask input; they are not
+    written, so the loaded model does not have them. Everything the model predicts or
+    transforms with is saved.
+
     Raises
     ------
     TypeError
