@@ -22,6 +22,7 @@ for ``"passthrough"``).
 """
 from __future__ import annotations
 
+import inspect
 import math
 import re
 
@@ -592,6 +593,11 @@ class Decoder:
         cls = resolve(cls_name)
         params = {k: self.decode(v) for k, v in _str_keys(node["params"]).items()}
         state = {k: self.decode(v) for k, v in _str_keys(node["state"]).items()}
+        for k in state:
+            # An instance attribute named like a method or property would replace it.
+            attr = inspect.getattr_static(cls, k, None)
+            if callable(attr) or hasattr(attr, "__get__"):
+                raise Malformed(f"attribute {k!r} would replace {cls_name}.{k}")
         if cls_name == _FUNCTION_TRANSFORMER:
             try:
                 _check_function_transformer({**params, **state}, cls_name)

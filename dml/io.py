@@ -352,7 +352,7 @@ def load(path, *, key: str | bytes | None = None, max_bytes: int | None = None):
             if claim is not None and claim > limit:
                 raise ModelFileError(_too_large(name, claim, mz.file_size, limit))
         payload = mz.read(_PAYLOAD, info["bytes"], exact=True)
-    if not hmac.compare_digest(hashlib.sha256(payload).hexdigest(), info["sha256"]):
+    if not _same_digest(hashlib.sha256(payload).hexdigest(), info["sha256"]):
         raise ModelFileError(f"{name}: payload checksum mismatch: the file was modified or "
                              "corrupted. Re-save or re-copy the model file.")
     cls_name = meta.get("estimator")
@@ -372,6 +372,11 @@ def load(path, *, key: str | bytes | None = None, max_bytes: int | None = None):
     except Exception as exc:  # noqa: BLE001 - any failure to rebuild is a damaged file
         raise ModelFileError(f"{name}: malformed payload ({type(exc).__name__}: {exc}); the "
                              "file was modified or corrupted.") from None
+
+
+def _same_digest(expected: str, found: str) -> bool:
+    # compare_digest refuses non-ASCII strings, which a damaged file can hold.
+    return found.isascii() and hmac.compare_digest(expected, found)
 
 
 def _is_size(value) -> bool:
@@ -564,7 +569,7 @@ def _check_version(meta: dict, name: str) -> None:
     import dml
 
     version = meta.get("format_version")
-    m = re.fullmatch(r"(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    m = re.fullmatch(r"(\d{1,6})\.(\d{1,6})", version) if isinstance(version, str) else None
     if m is None:
         raise ModelFileError(f"{name}: unreadable format version {version!r}; the file was "
                              "modified or corrupted.")
@@ -593,7 +598,11 @@ def _verify(meta: dict, key: bytes, name: str) -> None:
             "files you trust.")
     if sig.get("algorithm") != "hmac-sha256":
         raise ModelFileError(f"{name}: unsupported signature algorithm {sig.get('algorithm')!r}.")
-    if not hmac.compare_digest(_sign(meta, key), sig["value"]):
+    try:
+        expected = _sign(meta, key)
+    except ValueError:  # NaN or infinity in the metadata: dml.save never writes them
+        expected = None
+    if expected is None or not _same_digest(expected, sig["value"]):
         raise ModelFileError(
             f"{name}: signature does not match: the file was modified or signed with a different "
             f"key. Check ${KEY_ENV}, or re-save the model from a trusted source.")

@@ -316,6 +316,18 @@ def test_newer_minor_version_still_loads(model_file):
     assert load(model_file).classes_.tolist() == sorted(set(Y_LABELS))
 
 
+def test_format_1_0_files_still_load(model_file):
+    # Format 1.0 (dml before the decompressed size was recorded) wrote the same members.
+    assert read_metadata(model_file)["payload"]["inflated_bytes"] > 0
+
+    def as_1_0(meta):
+        meta["format_version"] = "1.0"
+        del meta["payload"]["inflated_bytes"]
+
+    rewrite(model_file, metadata=as_1_0)
+    assert load(model_file).classes_.tolist() == sorted(set(Y_LABELS))
+
+
 def test_disallowed_class_in_metadata_is_refused(model_file):
     rewrite(model_file, metadata=lambda m: m.update(estimator="os.system"))
     with pytest.raises(ModelFileError, match="'os.system' is not allowed.*dml.registry"):

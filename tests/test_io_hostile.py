@@ -343,3 +343,37 @@ def test_fuzzed_structure_with_recomputed_checksum_is_loaded_or_refused(saved, t
             assert str(path) in str(exc)
             refused += 1
     assert refused > 150
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_fuzzed_metadata_is_loaded_or_refused(saved, tmp_path, signed):
+    model, original = saved
+    path = tmp_path / "m.dml"
+    if signed:
+        save(model, path, key="k3y")
+    else:
+        path.write_bytes(original)
+    meta, payload = read_members(path)
+    paths = [p for p in _paths(meta) if p]
+    junk = _JUNK + [float("nan"), "1.0", "99.1", "1." + "9" * 5000, "é", "\ud800", 10**30,
+                    {"algorithm": "hmac-sha256", "value": "é"}]
+    rng = np.random.default_rng(11)
+    refused = 0
+    for case in range(200):
+        m = copy.deepcopy(meta)
+        p = paths[int(rng.integers(0, len(paths)))]
+        parent = m
+        for k in p[:-1]:
+            parent = parent[k]
+        parent[p[-1]] = copy.deepcopy(junk[int(rng.integers(0, len(junk)))])
+        with zipfile.ZipFile(path, "w") as zf:
+            zf.writestr("metadata.json", json.dumps(m))
+            zf.writestr("payload.npz", payload)
+        try:
+            loaded = load(path, key="k3y" if signed else None)
+        except ModelFileError as exc:
+            assert str(path) in str(exc), (case, p)
+            refused += 1
+        else:
+            assert_same(vars(loaded), vars(model), f"case {case} {p}")
+    assert refused > (180 if signed else 20), refused  # unsigned: most fields are informational
