@@ -615,6 +615,8 @@ class Decoder:
                 state.get("n_features_in_") != tree.n_features:
             # Predicting checks X against n_features_in_, the tree reads tree.n_features columns.
             raise Malformed("the tree's feature count does not match n_features_in_")
+        if cls_name.startswith("dml.") and "nodes_" in state:
+            _check_dml_nodes(state["nodes_"])
         est.__dict__.update(state)
         node_id = node.get("id")
         if not isinstance(node_id, int) or node_id in self.memo:
@@ -636,6 +638,30 @@ def _check_tree_nodes(nodes: np.ndarray, n_features: int) -> None:
         ((feature[inner] >= 0) & (feature[inner] < n_features)).all()
     if not ok:
         raise Malformed("the scikit-learn tree's nodes are inconsistent")
+
+
+def _check_dml_nodes(nodes) -> None:
+    """dml's trees and forests (``nodes_``): a node splits exactly when it has children, and
+    children point forward within their own tree, so walking a tree always ends at a leaf."""
+    if not isinstance(nodes, dict):
+        raise Malformed("bad tree nodes")
+    arrays = [nodes.get(k) for k in ("tree_start", "children_left", "children_right", "feature")]
+    if not all(isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype.kind in "iu"
+               for a in arrays):
+        raise Malformed("bad tree nodes")
+    start, left, right, feature = arrays
+    n = len(left)
+    if len(right) != n or len(feature) != n or len(start) < 2 or start[0] != 0 or \
+            start[-1] != n or (np.diff(start) < 1).any():
+        raise Malformed("bad tree node ranges")
+    end = np.repeat(start[1:], np.diff(start))
+    idx = np.arange(n)
+    leaf = left == -1
+    inner = ~leaf
+    ok = (right[leaf] == -1).all() and ((feature >= 0) == inner).all() and all(
+        ((c[inner] > idx[inner]) & (c[inner] < end[inner])).all() for c in (left, right))
+    if not ok:
+        raise Malformed("the tree's nodes are inconsistent")
 
 
 def _str_keys(d) -> dict:

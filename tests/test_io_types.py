@@ -298,3 +298,29 @@ def test_inconsistent_scikit_learn_tree_is_refused(tmp_path):
     rewrite(path, payload=point_back)
     with pytest.raises(ModelFileError, match="tree's nodes are inconsistent"):
         load(path)
+
+
+def test_inconsistent_dml_tree_is_refused(tmp_path):
+    from dml.ensemble import RandomForestClassifier
+
+    X, y = data("clf")
+    path = save(RandomForestClassifier(n_estimators=2, max_depth=3, random_state=0).fit(X, y),
+                tmp_path / "m.dml")
+    with zipfile.ZipFile(path) as zf:
+        npz = np.load(io.BytesIO(zf.read("payload.npz")), allow_pickle=False)
+        tree = json.loads(bytes(npz["__tree__"]).decode())
+    items = dict((k, v) for k, v in tree["root"]["state"]["nodes_"]["items"])
+    key = items["children_right"]["key"]
+
+    def into_the_next_tree(data):  # a child outside its own tree: walking could loop
+        arrays = dict(np.load(io.BytesIO(data), allow_pickle=False))
+        right = arrays[key].copy()
+        right[0] = len(right) - 1
+        arrays[key] = right
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        return buf.getvalue()
+
+    rewrite(path, payload=into_the_next_tree)
+    with pytest.raises(ModelFileError, match="tree's nodes are inconsistent"):
+        load(path)
