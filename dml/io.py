@@ -57,6 +57,7 @@ import numbers
 import os
 import re
 import struct
+import warnings
 import zipfile
 import zlib
 from pathlib import Path
@@ -167,8 +168,8 @@ def save(model, path, *, key: str | bytes | None = None) -> Path:
     tree = json.dumps({"root": root}, allow_nan=False, separators=(",", ":")).encode("utf-8")
     if len(tree) > _MAX_TREE_BYTES:
         raise ValueError(f"cannot save {type(model).__name__}: its structure takes "
-                        f"{len(tree)} bytes of JSON, more than dml.load accepts "
-                        f"({_MAX_TREE_BYTES}); store large data in NumPy arrays.")
+                         f"{len(tree)} bytes of JSON, more than dml.load accepts "
+                         f"({_MAX_TREE_BYTES}); store large data in NumPy arrays.")
     arrays = dict(encoder.arrays)
     arrays[_TREE] = np.frombuffer(tree, dtype=np.uint8)
     buf = _io.BytesIO()
@@ -212,7 +213,17 @@ def save(model, path, *, key: str | bytes | None = None) -> Path:
     finally:
         if tmp.exists():
             tmp.unlink()
+    file_size = path.stat().st_size
+    if inflated > _default_limit(file_size):
+        warnings.warn(f"{path}: the model takes {inflated:,} bytes decompressed from a "
+                      f"{file_size:,}-byte file, more than dml.load accepts by default "
+                      f"({_default_limit(file_size):,}); load it with "
+                      f"dml.load(path, max_bytes={inflated}).", UserWarning, stacklevel=2)
     return path
+
+
+def _default_limit(file_size: int) -> int:
+    return min(_MAX_LIMIT, max(_MIN_LIMIT, _MAX_RATIO * file_size))
 
 
 def _library_versions() -> dict:
@@ -342,8 +353,7 @@ def load(path, *, key: str | bytes | None = None, max_bytes: int | None = None):
         key = _key(key)
         if key is not None:
             _verify(meta, key, name)
-        limit = max_bytes if max_bytes is not None else \
-            min(_MAX_LIMIT, max(_MIN_LIMIT, _MAX_RATIO * mz.file_size))
+        limit = max_bytes if max_bytes is not None else _default_limit(mz.file_size)
         inflated = info.get("inflated_bytes")
         if inflated is not None and not _is_size(inflated):
             raise ModelFileError(f"{name}: unreadable decompressed size {inflated!r} in the "

@@ -210,6 +210,22 @@ def test_max_bytes_limits_and_is_checked(saved, tmp_path):
             load(path, max_bytes=bad)
 
 
+def test_highly_compressible_model_warns_at_save_and_needs_max_bytes(tmp_path, monkeypatch):
+    import dml.io
+
+    monkeypatch.setattr(dml.io, "_MIN_LIMIT", 64 * 1024)  # instead of building 256 MiB
+    model = GaussianNB().fit(np.zeros((4, 20_000)), [0, 1, 0, 1])
+    with pytest.warns(UserWarning, match=r"more than dml.load accepts by default .*"
+                                         r"dml.load\(path, max_bytes=\d+\)"):
+        path = save(model, tmp_path / "m.dml")
+    with pytest.raises(ModelFileError, match="probably a decompression bomb"):
+        load(path)
+    need = read_metadata(path)["payload"]["inflated_bytes"]
+    assert_same(vars(load(path, max_bytes=need)), vars(model))
+    with pytest.raises(ModelFileError, match="probably a decompression bomb"):
+        load(path, max_bytes=need - 1)
+
+
 # --------------------------------------------------------------------------------------------
 # fuzzing
 # --------------------------------------------------------------------------------------------
