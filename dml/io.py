@@ -30,8 +30,10 @@ Hostile files
 Every size is checked before anything is decompressed: the stored payload against the size the
 metadata records, the decompressed payload against the recorded decompressed size and against
 a limit (by default 256 MiB or 64 times the file's size, whichever is larger, and at most
-16 GiB; pass ``max_bytes=`` to :func:`load` to change it), each array's header against the size
-of its member, and every member is decompressed in bounded steps that stop at its declared size.
+16 GiB; pass ``max_bytes=`` to :func:`load` to change it), the JSON structure against a smaller
+limit (4 MiB or 64 times the file's size, at most 64 MiB: parsed, it takes many times its size),
+each array's header against the size of its member, and every member is decompressed in bounded
+steps that stop at its declared size.
 A file that claims more, or whose data inflates past its claim, is refused with a
 :class:`ModelFileError` before the memory is allocated.
 
@@ -85,8 +87,11 @@ _METADATA = "metadata.json"
 _PAYLOAD = "payload.npz"
 _TREE = "__tree__"
 _MAX_METADATA_BYTES = 16 * 2**20
-# The JSON structure is parsed into Python objects, which take many times its size.
+# The JSON structure is parsed into Python objects, which take up to twenty times its size:
+# it has its own limit, also relative to the file's size (dml's structures compress less than
+# twenty times).
 _MAX_TREE_BYTES = 64 * 2**20
+_MIN_TREE_LIMIT = 4 * 2**20
 # Default limit of the decompressed payload: real model arrays compress a few times at most, so
 # a small file that claims to hold far more is a decompression bomb.
 _MIN_LIMIT = 256 * 2**20
@@ -214,16 +219,22 @@ def save(model, path, *, key: str | bytes | None = None) -> Path:
         if tmp.exists():
             tmp.unlink()
     file_size = path.stat().st_size
-    if inflated > _default_limit(file_size):
-        warnings.warn(f"{path}: the model takes {inflated:,} bytes decompressed from a "
-                      f"{file_size:,}-byte file, more than dml.load accepts by default "
-                      f"({_default_limit(file_size):,}); load it with "
-                      f"dml.load(path, max_bytes={inflated}).", UserWarning, stacklevel=2)
+    limit, tree_limit = _limits(file_size, None)
+    if inflated > limit or len(tree) > tree_limit:
+        need = inflated if inflated > limit else len(tree)
+        warnings.warn(f"{path}: the model takes {inflated:,} bytes decompressed ({len(tree):,} "
+                      f"of structure) from a {file_size:,}-byte file, more than dml.load "
+                      f"accepts by default; load it with dml.load(path, max_bytes={need}).",
+                      UserWarning, stacklevel=2)
     return path
 
 
-def _default_limit(file_size: int) -> int:
-    return min(_MAX_LIMIT, max(_MIN_LIMIT, _MAX_RATIO * file_size))
+def _limits(file_size: int, max_bytes: int | None) -> tuple[int, int]:
+    """Most bytes the payload's arrays and its JSON structure may take decompressed."""
+    if max_bytes is not None:
+        return max_bytes, min(max_bytes, _MAX_TREE_BYTES)
+    return (min(_MAX_LIMIT, max(_MIN_LIMIT, _MAX_RATIO * file_size)),
+            min(_MAX_TREE_BYTES, max(_MIN_TREE_LIMIT, _MAX_RATIO * file_size)))
 
 
 def _library_versions() -> dict:
@@ -311,9 +322,10 @@ def load(path, *, key: str | bytes | None = None, max_bytes: int | None = None):
         is set, unsigned files and files whose signature does not verify are refused.
     max_bytes : int, optional
         Most bytes the model may take once decompressed. By default 256 MiB or 64 times the
-        file's size, whichever is larger, and at most 16 GiB: real models compress a few times
-        at most, so a file claiming more is refused as a decompression bomb. Raise it only for a
-        file you trust.
+        file's size, whichever is larger, and at most 16 GiB (its JSON structure: 4 MiB or 64
+        times the file's size, at most 64 MiB): real models compress a few times at most, so a
+        file claiming more is refused as a decompression bomb. Raise it only for a file you
+        trust.
 
     Returns
     -------
@@ -353,7 +365,7 @@ def load(path, *, key: str | bytes | None = None, max_bytes: int | None = None):
         key = _key(key)
         if key is not None:
             _verify(meta, key, name)
-        limit = max_bytes if max_bytes is not None else _default_limit(mz.file_size)
+        limit, tree_limit = _limits(mz.file_size, max_bytes)
         inflated = info.get("inflated_bytes")
         if inflated is not None and not _is_size(inflated):
             raise ModelFileError(f"{name}: unreadable decompressed size {inflated!r} in the "
@@ -368,7 +380,7 @@ def load(path, *, key: str | bytes | None = None, max_bytes: int | None = None):
     cls_name = meta.get("estimator")
     if not _io_types.is_allowed(cls_name):
         raise ModelFileError(_not_allowed(name, cls_name))
-    arrays = _read_npz(payload, name, inflated, limit, mz.file_size)
+    arrays = _read_npz(payload, name, inflated, (limit, tree_limit), mz.file_size)
     try:
         tree = json.loads(bytes(arrays.pop(_TREE)).decode("utf-8"))
         root = tree["root"]
@@ -393,8 +405,8 @@ def _is_size(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _too_large(name: str, claim: int, file_size: int, limit: int) -> str:
-    return (f"{name}: the model would take {claim:,} bytes once decompressed, more than the "
+def _too_large(name: str, claim: int, file_size: int, limit: int, what="the model") -> str:
+    return (f"{name}: {what} would take {claim:,} bytes once decompressed, more than the "
             f"{limit:,}-byte limit for a {file_size:,}-byte file. Model data does not compress "
             "that well, so the file is probably a decompression bomb and was not read. If you "
             "trust the file, pass a larger max_bytes to dml.load.")
@@ -513,7 +525,8 @@ def _read_exactly(f, size: int, out: memoryview | None = None) -> bytearray | No
     return buf if out is None else None
 
 
-def _read_npz(payload: bytes, name: str, inflated, limit: int, file_size: int) -> dict:
+def _read_npz(payload: bytes, name: str, inflated, limits: tuple[int, int],
+              file_size: int) -> dict:
     """The payload's arrays, each size checked before it is allocated."""
     try:
         with zipfile.ZipFile(_io.BytesIO(payload)) as npz:
@@ -528,8 +541,13 @@ def _read_npz(payload: bytes, name: str, inflated, limit: int, file_size: int) -
                 raise ModelFileError(f"{name}: the payload holds {total:,} bytes decompressed but "
                                      f"the metadata records {inflated:,}; the file was modified "
                                      "or corrupted.")
+            limit, tree_limit = limits
             if total > limit:
                 raise ModelFileError(_too_large(name, total, file_size, limit))
+            tree_size = npz.getinfo(f"{_TREE}.npy").file_size
+            if tree_size > tree_limit:
+                raise ModelFileError(_too_large(name, tree_size, file_size, tree_limit,
+                                                "its structure"))
             arrays = {}
             for info in infos:
                 with npz.open(info) as f:
@@ -543,7 +561,7 @@ def _read_npz(payload: bytes, name: str, inflated, limit: int, file_size: int) -
         raise ModelFileError(f"{name}: the payload could not be read ({exc}); the file was "
                              "modified or corrupted.") from None
     tree = arrays.get(_TREE)
-    if tree.dtype != np.uint8 or tree.ndim != 1 or tree.size > _MAX_TREE_BYTES:
+    if tree.dtype != np.uint8 or tree.ndim != 1:
         raise ModelFileError(f"{name}: malformed payload (bad structure member); the file was "
                              "modified or corrupted.")
     return arrays

@@ -172,6 +172,37 @@ def test_two_gib_bomb_is_refused_in_bounded_memory(saved, tmp_path, variant):
     assert exc.match(expected)
 
 
+def test_json_structure_bomb_is_refused_in_bounded_memory(saved, tmp_path):
+    # 24 MiB of "[]," parse into ~500 MB of Python lists, from a file of a few tens of KiB.
+    _, original = saved
+    path = tmp_path / "m.dml"
+    path.write_bytes(original)
+    meta, payload = read_members(path)
+    npz = np.load(io.BytesIO(payload), allow_pickle=False)
+    arrays = {k: npz[k] for k in npz.files}
+    tree = json.loads(bytes(arrays["__tree__"]).decode())
+    tree["root"]["state"]["junk_"] = "@"
+    text = json.dumps(tree).replace('"@"', "[" + "[]," * (8 * MiB) + "[]]").encode()
+    arrays["__tree__"] = np.frombuffer(text, dtype=np.uint8)
+    del text, tree
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    del arrays
+    fix_sizes(meta, buf.getvalue())
+    write_members(path, meta, buf.getvalue())
+    assert path.stat().st_size < 128 * 1024
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelFileError, match=r"its structure would take 25,\d{3},\d{3} bytes "
+                                                 r"once decompressed, more than the 4,194,304-byte "
+                                                 r"limit.*decompression bomb"):
+            load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * MiB
+
+
 def test_oversized_members_of_the_model_file_are_refused(saved, tmp_path):
     _, original = saved
     path = tmp_path / "m.dml"
@@ -215,7 +246,7 @@ def test_highly_compressible_model_warns_at_save_and_needs_max_bytes(tmp_path, m
 
     monkeypatch.setattr(dml.io, "_MIN_LIMIT", 64 * 1024)  # instead of building 256 MiB
     model = GaussianNB().fit(np.zeros((4, 20_000)), [0, 1, 0, 1])
-    with pytest.warns(UserWarning, match=r"more than dml.load accepts by default .*"
+    with pytest.warns(UserWarning, match=r"more than dml.load accepts by default; load it with "
                                          r"dml.load\(path, max_bytes=\d+\)"):
         path = save(model, tmp_path / "m.dml")
     with pytest.raises(ModelFileError, match="probably a decompression bomb"):
