@@ -75,6 +75,7 @@ DML_CLASSES = ("dml.model_selection:KFold", "dml.model_selection:StratifiedKFold
 _FUNCTION_TRANSFORMER = "sklearn.preprocessing.FunctionTransformer"
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 _BUILTIN_TYPES = {t.__name__: t for t in (bool, int, float, complex, str, bytes, object)}
+_STR_OVERHEAD = 64  # bytes of a Python str object and its pointer, beyond its characters
 _DTYPE_RE = re.compile(r"[<>|=][a-zA-Z]\d*(\[[a-zA-Z0-9]+\])?")
 
 
@@ -387,9 +388,12 @@ def _check_function_transformer(attrs: dict, where: str) -> None:
 class Decoder:
     """Tagged JSON tree + arrays -> objects, constructing only allow-listed classes."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], not_allowed):
+    def __init__(self, arrays: dict[str, np.ndarray], not_allowed, max_bytes: int):
         self.arrays = arrays
         self.not_allowed = not_allowed   # class name -> the exception to raise
+        # Strings become Python objects, several times the size of their unicode array: they
+        # count against the same limit as the decompressed data.
+        self.string_budget = max_bytes
         self.memo: dict[int, object] = {}
         self._used: set[str] = set()
 
@@ -456,6 +460,9 @@ class Decoder:
         if node.get("object"):
             if arr.dtype.kind != "U":
                 raise Malformed("object string array is not unicode")
+            self.string_budget -= arr.size * (_STR_OVERHEAD + arr.dtype.itemsize)
+            if self.string_budget < 0:
+                raise Malformed("its strings would take more memory than the size limit")
             out = np.empty(arr.shape, dtype=object)
             out[...] = arr.tolist() if arr.ndim else arr.item()
             return out

@@ -33,7 +33,8 @@ a limit (by default 256 MiB or 64 times the file's size, whichever is larger, an
 16 GiB; pass ``max_bytes=`` to :func:`load` to change it), the JSON structure against a smaller
 limit (4 MiB or 64 times the file's size, at most 64 MiB: parsed, it takes many times its size),
 each array's header against the size of its member, and every member is decompressed in bounded
-steps that stop at its declared size.
+steps that stop at its declared size. Labels and other strings, which become Python objects
+several times the size of their array, count against the same limit.
 A file that claims more, or whose data inflates past its claim, is refused with a
 :class:`ModelFileError` before the memory is allocated.
 
@@ -324,8 +325,9 @@ def load(path, *, key: str | bytes | None = None, max_bytes: int | None = None):
         Most bytes the model may take once decompressed. By default 256 MiB or 64 times the
         file's size, whichever is larger, and at most 16 GiB (its JSON structure: 4 MiB or 64
         times the file's size, at most 64 MiB): real models compress a few times at most, so a
-        file claiming more is refused as a decompression bomb. Raise it only for a file you
-        trust.
+        file claiming more is refused as a decompression bomb. Strings count with the memory
+        they take as Python objects (about 64 bytes each plus their characters). Raise it only
+        for a file you trust.
 
     Returns
     -------
@@ -387,7 +389,8 @@ def load(path, *, key: str | bytes | None = None, max_bytes: int | None = None):
         if not isinstance(root, dict) or root.get("$") != "estimator" or \
                 root.get("class") != cls_name:
             raise _io_types.Malformed("the payload's estimator does not match the metadata")
-        decoder = _io_types.Decoder(arrays, lambda c: ModelFileError(_not_allowed(name, c)))
+        decoder = _io_types.Decoder(arrays, lambda c: ModelFileError(_not_allowed(name, c)),
+                                    limit)
         return decoder.decode(root)
     except ModelFileError:
         raise

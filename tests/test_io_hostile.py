@@ -203,6 +203,20 @@ def test_json_structure_bomb_is_refused_in_bounded_memory(saved, tmp_path):
     assert peak < 16 * MiB
 
 
+def test_strings_count_against_the_limit(tmp_path):
+    # 2 million 2-character labels: 16 MB as a unicode array, ~150 MB as Python strings.
+    from dml.preprocessing import OneHotEncoder
+
+    labels = np.array([f"{i % 97:02d}" for i in range(2_000_000)], dtype=object)
+    model = OneHotEncoder().fit(labels[:100].reshape(-1, 1))
+    model.categories_ = [labels]
+    path = save(model, tmp_path / "m.dml")
+    with pytest.raises(ModelFileError, match="its strings would take more memory than the size "
+                                             "limit"):
+        load(path, max_bytes=100 * MiB)
+    assert len(load(path, max_bytes=200 * MiB).categories_[0]) == 2_000_000
+
+
 def test_oversized_members_of_the_model_file_are_refused(saved, tmp_path):
     _, original = saved
     path = tmp_path / "m.dml"
