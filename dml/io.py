@@ -394,9 +394,18 @@ def load(path, *, key: str | bytes | None = None, max_bytes: int | None = None):
         return decoder.decode(root)
     except ModelFileError:
         raise
+    except _io_types.Malformed as exc:
+        detail = str(exc)
     except Exception as exc:  # noqa: BLE001 - any failure to rebuild is a damaged file
-        raise ModelFileError(f"{name}: malformed payload ({type(exc).__name__}: {exc}); the "
-                             "file was modified or corrupted.") from None
+        detail = f"{type(exc).__name__}: {exc}"
+    raise ModelFileError(f"{name}: malformed payload ({_short(detail)}); the file was modified "
+                         "or corrupted.")
+
+
+def _short(detail) -> str:
+    """An error's text for a message: damaged files can put long junk in it."""
+    text = str(detail)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _same_digest(expected: str, found: str) -> bool:
@@ -446,7 +455,7 @@ class _ModelZip:
             except _CONTAINER_ERRORS as exc:
                 if head.startswith(b"PK"):
                     raise ModelFileError(f"{name}: the model file is corrupted or truncated "
-                                         f"({exc}); re-copy or re-save it.") from None
+                                         f"({_short(exc)}); re-copy or re-save it.") from None
                 if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
                     raise ModelFileError(
                         f"{name} looks like a Python pickle, not a dml model file. dml never "
@@ -481,8 +490,8 @@ class _ModelZip:
             with self.zf.open(info) as f:
                 return _read_exactly(f, info.file_size)
         except _CONTAINER_ERRORS as exc:
-            raise ModelFileError(f"{self.name}: the model file is corrupted ({exc}); it was "
-                                 "modified or damaged. Re-save or re-copy it.") from None
+            raise ModelFileError(f"{self.name}: the model file is corrupted ({_short(exc)}); it "
+                                 "was modified or damaged. Re-save or re-copy it.") from None
 
     def metadata(self) -> dict:
         name = self.name
@@ -497,7 +506,7 @@ class _ModelZip:
         try:
             meta = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise ModelFileError(f"{name}: {_METADATA} is unreadable ({exc}); the file was "
+            raise ModelFileError(f"{name}: {_METADATA} is unreadable ({_short(exc)}); the file was "
                                  "modified or corrupted.") from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
             raise ModelFileError(f"{name} is not a dml model file (its metadata does not say "
@@ -558,10 +567,10 @@ def _read_npz(payload: bytes, name: str, inflated, limits: tuple[int, int],
     except ModelFileError:
         raise
     except _io_types.Malformed as exc:
-        raise ModelFileError(f"{name}: malformed payload ({exc}); the file was modified or "
+        raise ModelFileError(f"{name}: malformed payload ({_short(exc)}); the file was modified or "
                              "corrupted.") from None
     except _CONTAINER_ERRORS as exc:
-        raise ModelFileError(f"{name}: the payload could not be read ({exc}); the file was "
+        raise ModelFileError(f"{name}: the payload could not be read ({_short(exc)}); the file was "
                              "modified or corrupted.") from None
     tree = arrays.get(_TREE)
     if tree.dtype != np.uint8 or tree.ndim != 1:
