@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import math
 import pickle
 import sys
 import zipfile
@@ -20,69 +19,12 @@ import dml
 from dml import registry
 from dml.io import FORMAT_VERSION, KEY_ENV, ModelFileError, load, read_metadata, save
 
+from _io_helpers import assert_same, rewrite  # tests/ is on sys.path
+
 
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-
-def assert_same(a, b, where="model"):
-    """Deep equality of fitted state: same types, dtypes, shapes and values (NaN == NaN)."""
-    assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
-    if isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and a.shape == b.shape, f"{where}: {a.dtype}{a.shape} != " \
-                                                          f"{b.dtype}{b.shape}"
-        if a.dtype.kind == "O":
-            for i, (x, y) in enumerate(zip(a.ravel(), b.ravel())):
-                assert_same(x, y, f"{where}[{i}]")
-        else:
-            np.testing.assert_array_equal(a, b, err_msg=where)
-    elif isinstance(a, dict):
-        assert list(a) == list(b), f"{where}: keys {list(a)} != {list(b)}"
-        for k in a:
-            assert_same(a[k], b[k], f"{where}[{k!r}]")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{where}[{i}]")
-    elif isinstance(a, BaseEstimator):
-        assert_same(vars(a), vars(b), f"{where}<{type(a).__name__}>")
-    elif isinstance(a, pd.Index):
-        assert a.equals(b) and a.dtype == b.dtype and a.name == b.name, where
-    elif a is pd.NA or a is pd.NaT:
-        assert b is a, where
-    elif isinstance(a, float) and math.isnan(a):
-        assert math.isnan(b), where
-    elif isinstance(a, np.generic):
-        assert a.dtype == b.dtype, where
-        assert (a == b) or (a != a and b != b), where
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
-
-
-def rewrite(path, *, metadata=None, payload=None, tree=None, fix_checksum=True):
-    """Rewrite a model file's members (a new, valid zip), optionally fixing the checksum."""
-    with zipfile.ZipFile(path) as zf:
-        meta = json.loads(zf.read("metadata.json"))
-        data = zf.read("payload.npz")
-    if tree is not None:
-        npz = np.load(io.BytesIO(data), allow_pickle=False)
-        arrays = {k: npz[k] for k in npz.files}
-        t = json.loads(bytes(arrays["__tree__"]).decode())
-        tree(t)
-        arrays["__tree__"] = np.frombuffer(json.dumps(t).encode(), dtype=np.uint8)
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        data = buf.getvalue()
-    if payload is not None:
-        data = payload(data)
-    if fix_checksum:
-        meta["payload"]["sha256"] = hashlib.sha256(data).hexdigest()
-    if metadata is not None:
-        metadata(meta)
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("metadata.json", json.dumps(meta))
-        zf.writestr("payload.npz", data)
-
 
 RNG = np.random.default_rng(0)
 X_COUNTS = RNG.poisson(2.0, size=(120, 4)).astype(np.float64)
@@ -280,7 +222,8 @@ def test_metadata_contents(tmp_path):
 def test_save_refuses_unregistered_and_unencodable(tmp_path):
     from sklearn.naive_bayes import GaussianNB as SkGNB
 
-    with pytest.raises(TypeError, match="not in dml.registry.*register"):
+    with pytest.raises(TypeError, match="sklearn.naive_bayes.GaussianNB is not one of the "
+                                        "types a dml model file can hold.*register"):
         save(SkGNB(), tmp_path / "m.dml")
     est, _ = _fit_registered("gaussian_nb")
     est.callback_ = print
@@ -370,6 +313,18 @@ def test_incompatible_format_versions_are_refused(model_file, version, match):
 def test_newer_minor_version_still_loads(model_file):
     rewrite(model_file, metadata=lambda m: m.update(format_version=f"{FORMAT_VERSION[0]}.99",
                                                    new_optional_field=[1, 2]))
+    assert load(model_file).classes_.tolist() == sorted(set(Y_LABELS))
+
+
+def test_format_1_0_files_still_load(model_file):
+    # Format 1.0 (dml before the decompressed size was recorded) wrote the same members.
+    assert read_metadata(model_file)["payload"]["inflated_bytes"] > 0
+
+    def as_1_0(meta):
+        meta["format_version"] = "1.0"
+        del meta["payload"]["inflated_bytes"]
+
+    rewrite(model_file, metadata=as_1_0)
     assert load(model_file).classes_.tolist() == sorted(set(Y_LABELS))
 
 
