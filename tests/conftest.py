@@ -235,3 +235,13 @@ def dml_data(real_data, monkeypatch) -> Path:
     """``$DML_DATA`` set to the real data sets' home for this test (which skips without them)."""
     monkeypatch.setenv("DML_DATA", str(real_data))
     return real_data
+
+
+#: Test files that take minutes: collected first so that, run in parallel (pytest-xdist with
+#: ``--dist loadfile``), they start at once instead of becoming the tail of the run.
+LONG_FILES = ("test_out_of_core.py", "test_notebooks.py", "test_cold_start.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: k for k, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(LONG_FILES)))

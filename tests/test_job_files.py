@@ -41,7 +41,7 @@ def run(capsys, *args) -> tuple[int, str, str]:
 
 @pytest.fixture
 def movielens_dir(tmp_path, monkeypatch):
-    """$DML_DATA_DIR with a small ratings.csv in MovieLens' layout, for movielens_mf.yaml."""
+    """$DML_DATA with a small ratings.csv in MovieLens' layout, for movielens_mf.yaml."""
     rng = np.random.default_rng(0)
     n = 3000
     users, items = rng.integers(1, 60, n), rng.integers(1, 120, n)
@@ -50,7 +50,7 @@ def movielens_dir(tmp_path, monkeypatch):
     folder.mkdir(parents=True)
     pd.DataFrame({"userId": users, "movieId": items, "rating": rating,
                   "timestamp": np.arange(n)}).to_csv(folder / "ratings.csv", index=False)
-    monkeypatch.setenv("DML_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DML_DATA", str(tmp_path / "data"))
     return tmp_path / "data"
 
 
