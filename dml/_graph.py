@@ -82,24 +82,28 @@ def new_name(prefix: str) -> str:
 
 
 def task_prefix(func: Callable) -> str:
-    """The name of the function a task runs, as the first word of its key.
+    """The name of the function a task runs, as the first words of its key.
 
     Dask groups tasks by the start of their keys (``dask.utils.key_split``): the dashboard's
-    task stream, progress bars and the scheduler's task groups show that word. Naming layers
-    after the kernel makes them say ``moments_kernel-block`` or ``merge_pairs-reduce`` instead
-    of a generic helper. ``functools.partial`` is unwrapped; leading underscores and characters
-    that would split the key are dropped.
+    task stream, progress bars and the scheduler's task groups show those words. Naming layers
+    after the kernel makes them say ``moments-kernel-block`` or ``merge-pairs-reduce`` instead
+    of a generic helper. ``functools.partial`` is unwrapped. Underscores become hyphens because
+    ``key_split`` reads only letters after the first word: when Dask fuses a chain of tasks (the
+    input chunk, the block check, the kernel) it joins their names, and ``_`` would cut the
+    kernel's name off there.
 
     Examples
     --------
     >>> import functools
     >>> task_prefix(functools.partial(_combine, sum)), task_prefix(lambda x: x)
     ('combine', 'lambda')
+    >>> task_prefix(tree_add)
+    'tree-add'
     """
     while isinstance(func, functools.partial):
         func = func.func
     name = getattr(func, "__name__", None) or type(func).__name__
-    return re.sub(r"\W+", "_", name).strip("_") or "task"
+    return re.sub(r"[\W_]+", "-", name).strip("-") or "task"
 
 
 def layer_graph(name: str, layer: dict, deps: Sequence) -> HighLevelGraph:
