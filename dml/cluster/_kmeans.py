@@ -608,6 +608,16 @@ default="k-means||"
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.cluster import KMeans
+        >>> X = np.array([[1, 2], [1, 4], [1, 0], [10, 2], [10, 4], [10, 0]], dtype=float)
+        >>> km = KMeans(n_clusters=2, init=np.array([[1.0, 2.0], [10.0, 2.0]]))
+        >>> km.fit(X).cluster_centers_
+        array([[ 1.,  2.],
+               [10.,  2.]])
         """
         n_init = self._n_init()
         # y is ignored; a column name (the `dml` command's target) is only kept out of X.
@@ -663,27 +673,140 @@ default="k-means||"
         return self.cluster_centers_
 
     def predict(self, X):
-        """Index of the closest centre for each row (NumPy, or a lazy Dask array for Dask input)."""
+        """Index of the closest centre for each row.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        labels : ndarray or dask.array.Array of shape (n_samples,)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.cluster import KMeans
+        >>> X = np.array([[1, 2], [1, 4], [1, 0], [10, 2], [10, 4], [10, 0]], dtype=float)
+        >>> km = KMeans(n_clusters=2, init=np.array([[1.0, 2.0], [10.0, 2.0]]))
+        >>> km.fit(X).predict(np.array([[0.0, 0.0], [12.0, 3.0]]))
+        array([0, 1], dtype=int32)
+        """
         centres = self._centres()
         return self._blockwise(X, _predict_kernel, centres, dtype=np.int32)
 
     def fit_predict(self, X, y=None, sample_weight=None):
-        """Fit and return ``labels_``."""
+        """Fit, then return ``labels_``: the closest centre of each training row.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Training data.
+        y : None
+            Ignored; present for the scikit-learn API.
+        sample_weight : array-like, Dask array/Series or str, default=None
+            Weight of each row in the centres' means (a column name of X's dataframe is accepted).
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            The fitted ``labels_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.cluster import KMeans
+        >>> X = np.array([[1, 2], [1, 4], [1, 0], [10, 2], [10, 4], [10, 0]], dtype=float)
+        >>> km = KMeans(n_clusters=2, init=np.array([[1.0, 2.0], [10.0, 2.0]]))
+        >>> km.fit_predict(X)
+        array([0, 0, 0, 1, 1, 1], dtype=int32)
+        """
         return self.fit(X, sample_weight=sample_weight).labels_
 
     def transform(self, X):
-        """Euclidean distance of each row to every centre, shape (n_samples, n_clusters)."""
+        """Euclidean distance of each row to every centre.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        distances : ndarray or dask.array.Array of shape (n_samples, n_clusters)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.cluster import KMeans
+        >>> X = np.array([[1, 2], [1, 4], [1, 0], [10, 2], [10, 4], [10, 0]], dtype=float)
+        >>> km = KMeans(n_clusters=2, init=np.array([[1.0, 2.0], [10.0, 2.0]]))
+        >>> km.fit(X).transform(X[:2]).round(3)
+        array([[0.  , 9.  ],
+               [2.  , 9.22]])
+        """
         centres = self._centres()
         dtype = np.float32 if centres.dtype == np.float32 else np.float64
         return self._blockwise(X, _transform_kernel, centres, dtype=dtype,
                                tail_shape=(len(centres),))
 
     def fit_transform(self, X, y=None, sample_weight=None):
-        """Fit and return :meth:`transform` of X."""
+        """Fit, then return :meth:`transform` of X.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Training data.
+        y : None
+            Ignored; present for the scikit-learn API.
+        sample_weight : array-like, Dask array/Series or str, default=None
+            Weight of each row in the centres' means (a column name of X's dataframe is accepted).
+
+        Returns
+        -------
+        distances : ndarray or dask.array.Array of shape (n_samples, n_clusters)
+            Distance of each row to every fitted centre (lazy for Dask input).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.cluster import KMeans
+        >>> X = np.array([[1, 2], [1, 4], [1, 0], [10, 2], [10, 4], [10, 0]], dtype=float)
+        >>> km = KMeans(n_clusters=2, init=np.array([[1.0, 2.0], [10.0, 2.0]]))
+        >>> km.fit_transform(X).shape
+        (6, 2)
+        """
         return self.fit(X, sample_weight=sample_weight).transform(X)
 
     def score(self, X, y=None, sample_weight=None):
-        """Opposite of the (weighted) inertia of X for the fitted centres."""
+        """Opposite of the (weighted) inertia of X for the fitted centres: higher is better.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The rows to score.
+        y : None or str, default=None
+            Ignored, except that a column name of X's dataframe is then not used as a feature.
+        sample_weight : array-like, Dask array/Series or str, default=None
+            Weight of each row's squared distance.
+
+        Returns
+        -------
+        score : float
+            Minus the sum of the (weighted) squared distances to the closest centre.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.cluster import KMeans
+        >>> X = np.array([[1, 2], [1, 4], [1, 0], [10, 2], [10, 4], [10, 0]], dtype=float)
+        >>> km = KMeans(n_clusters=2, init=np.array([[1.0, 2.0], [10.0, 2.0]]))
+        >>> km.fit(X).score(X)
+        -16.0
+        """
         centres = self._centres()
         blocks = self._fit_blocks(X, y if isinstance(y, str) else None, sample_weight,
                                   reset=False, require_y=False)

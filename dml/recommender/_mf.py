@@ -589,6 +589,15 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
             Ratings (or the name of the rating column).
         validation_data : same forms as X, optional
             Held-out ratings; their RMSE is recorded per epoch as ``validation_rmse``.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.recommender import MatrixFactorization
+        >>> df = pd.DataFrame({"user": [1, 1, 2, 2, 3], "item": ["a", "b", "a", "c", "b"],
+        ...                    "rating": [5.0, 3.0, 4.0, 2.0, 1.0]})
+        >>> MatrixFactorization(n_factors=2, n_blocks=2, random_state=0).fit(df).user_factors_.shape
+        (3, 2)
         """
         parts = self._partitions(X, y)
         seed = seed_from(self.random_state)
@@ -687,7 +696,25 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
     def predict(self, X):
         """Predicted ratings for (user, item) pairs; unknown ids get μ plus any known bias.
 
-        NumPy/pandas in → NumPy out; a Dask DataFrame in → a lazy Dask array out.
+        Parameters
+        ----------
+        X : DataFrame (pandas or Dask), or array of (user, item) columns
+            The pairs to rate: a DataFrame needs the ``user_col`` and ``item_col`` columns.
+
+        Returns
+        -------
+        ratings : ndarray or dask.array.Array of shape (n_pairs,)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.recommender import MatrixFactorization
+        >>> df = pd.DataFrame({"user": [1, 1, 2, 2, 3], "item": ["a", "b", "a", "c", "b"],
+        ...                    "rating": [5.0, 3.0, 4.0, 2.0, 1.0]})
+        >>> mf = MatrixFactorization(n_factors=2, n_epochs=5, n_blocks=2, random_state=0).fit(df)
+        >>> mf.predict(pd.DataFrame({"user": [1, 99], "item": ["c", "a"]})).shape
+        (2,)
         """
         check_is_fitted(self, "user_factors_")
         uids, iids, P, Q, bu, bi, mu = self._model()
@@ -707,7 +734,30 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         return _predict_frame(df, "u", "i", uids, iids, P, Q, bu, bi, mu)
 
     def score(self, X, y=None):
-        """Negative RMSE on (user, item, rating) rows (higher is better, like scikit-learn)."""
+        """Negative RMSE on (user, item, rating) rows (higher is better, like scikit-learn).
+
+        Parameters
+        ----------
+        X : DataFrame (pandas or Dask), array or tuple
+            Ratings in the forms :meth:`fit` accepts.
+        y : array-like or str, default=None
+            Ratings (or the name of the rating column), as in :meth:`fit`.
+
+        Returns
+        -------
+        score : float
+            Minus the root mean squared error of the predicted ratings.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.recommender import MatrixFactorization
+        >>> df = pd.DataFrame({"user": [1, 1, 2, 2, 3], "item": ["a", "b", "a", "c", "b"],
+        ...                    "rating": [5.0, 3.0, 4.0, 2.0, 1.0]})
+        >>> mf = MatrixFactorization(n_factors=2, n_epochs=5, n_blocks=2, random_state=0).fit(df)
+        >>> mf.score(df) < 0
+        True
+        """
         check_is_fitted(self, "user_factors_")
         uids, iids, P, Q, bu, bi, mu = self._model()
         parts = self._partitions(X, y)
@@ -723,6 +773,15 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         the user's training items are skipped; fewer than k candidates leave the row padded with
         ``None``-like fill (item id of the array's dtype default) and score ``-inf``.
 
+        Parameters
+        ----------
+        users : array-like of shape (n_users,)
+            User ids.
+        k : int, default=10
+            Items per user.
+        exclude_seen : bool, default=True
+            Skip the items each user rated in the training data.
+
         Returns
         -------
         items : ndarray of shape (n_users, k) of item ids
@@ -733,6 +792,17 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         ValueError
             With ``exclude_seen=True`` when the fit did not keep the training pairs
             (``remember_seen``).
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.recommender import MatrixFactorization
+        >>> df = pd.DataFrame({"user": [1, 1, 2, 2, 3], "item": ["a", "b", "a", "c", "b"],
+        ...                    "rating": [5.0, 3.0, 4.0, 2.0, 1.0]})
+        >>> mf = MatrixFactorization(n_factors=2, n_epochs=5, n_blocks=2, random_state=0).fit(df)
+        >>> items, scores = mf.recommend([2], k=1)
+        >>> items.shape, scores.shape
+        ((1, 1), (1, 1))
         """
         check_is_fitted(self, "user_factors_")
         if not (isinstance(k, (int, np.integer)) and k >= 1):
