@@ -111,13 +111,16 @@ def layer_graph(name: str, layer: dict, deps: Sequence) -> HighLevelGraph:
     layers: dict = {}
     dependencies: dict = {}
     own: set = set()
-    seen: set = set()
+    # The graphs seen, by id, kept alive until the end: some collections build a new graph on
+    # every ``__dask_graph__()`` call (a ``delayed`` leaf does), and a freed graph's id can be
+    # reused by the next one, which would then be skipped and its layer left out.
+    seen: dict = {}
     for d in deps:
         own.update(d.__dask_layers__())
         g = d.__dask_graph__()
         if id(g) in seen:
             continue
-        seen.add(id(g))
+        seen[id(g)] = g
         if not isinstance(g, HighLevelGraph):
             g = HighLevelGraph.from_collections(d.__dask_layers__()[0], g, dependencies=())
         layers.update(g.layers)

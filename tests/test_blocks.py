@@ -307,6 +307,22 @@ def test_tree_reduce_groups_consecutive_parts_level_by_level(n, split_every, tre
     assert tree_reduce([delayed(i) for i in range(n)], _nest, split_every).compute() == tree
 
 
+def test_tree_reduce_keeps_every_delayed_leaf_while_the_collector_runs():
+    # A delayed leaf builds a new graph on every __dask_graph__() call; when a garbage
+    # collection freed one mid-merge, the next could get its id and be skipped as "already
+    # merged", leaving its layer out (a KeyError at compute, about one graph in five here).
+    import gc
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    try:
+        for _ in range(50):
+            out = tree_reduce([delayed(i) for i in range(50)], sum).compute(scheduler="sync")
+            assert out == sum(range(50))
+    finally:
+        gc.set_threshold(*thresholds)
+
+
 def _graph_size(obj):
     return len(obj.__dask_graph__().cull({obj.key}))
 
