@@ -23,6 +23,9 @@ import numpy as np
 from dask._task_spec import Task, TaskRef
 from dask.delayed import Delayed
 
+from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_prefix,
+                        tree_reduce)
+
 #: Fan-in of the reduction tree the groups align with (``tree_reduce``'s default).
 FANIN = 8
 
@@ -164,11 +167,9 @@ class Groups:
 
     def _layer(self, prefix: str, n: int, make: Callable, deps: Sequence = ()) -> list[Delayed]:
         """``n`` tasks ``make(key, k)`` as one new graph layer over the groups (and ``deps``)."""
-        from dml._blocks import _graph, new_name
-
         name = new_name(prefix)
         layer = {(name, k): make((name, k), k) for k in range(n)}
-        graph = _graph(name, layer, [*self.objects, *deps])
+        graph = layer_graph(name, layer, [*self.objects, *deps])
         return [Delayed((name, k), graph, layer=name) for k in range(n)]
 
     def block_parts(self) -> list[Delayed]:
@@ -181,11 +182,9 @@ class Groups:
 
     def map_group(self, func: Callable, *args) -> list[Delayed]:
         """``func(group, start, *args)`` per group (``args`` broadcast as for block kernels)."""
-        from dml._blocks import _as_argument, broadcast
-
         deps: list = []
-        args = tuple(_as_argument(broadcast(a), deps) for a in args)
-        return self._layer(getattr(func, "__name__", "group"), len(self.objects),
+        args = tuple(task_argument(broadcast(a), deps) for a in args)
+        return self._layer(task_prefix(func), len(self.objects),
                            lambda key, g: Task(key, func, self._ref(g), self.bounds[g], *args),
                            deps)
 
@@ -203,8 +202,6 @@ class Groups:
                combine: Callable, prefix: str) -> Delayed:
         """The kernel over every block, reduced by ``tree_reduce``'s tree: each group's subtree
         in the group's task, the rest of the tree over the group results."""
-        from dml._blocks import tree_reduce
-
         depth = tree_depth(self.n_blocks)
         levels = min(self.levels, depth)
         outs = self._layer(prefix, len(self.objects),

@@ -1,7 +1,7 @@
-"""Shared distributed mechanics: aligned row blocks, map-then-tree-reduce, broadcast, random streams.
+"""Aligned row blocks: X, y and sample_weight cut into the same row blocks, ready for kernels.
 
-Every estimator in dml goes through this module, so it is the one place that knows how Dask
-collections are cut into row blocks and how per-block results come back:
+Every estimator in dml gets its data through this module, the one place that knows how input
+collections are cut into row blocks:
 
 * :func:`as_blocks` accepts NumPy, pandas, ``dask.array`` or ``dask.dataframe`` for X and
   array/Series/column name for y and sample_weight, checks them, realigns y and sample_weight to
@@ -10,39 +10,46 @@ collections are cut into row blocks and how per-block results come back:
   parameters over the blocks and combines the results in a fixed tree order, so the answer depends
   on the partitioning only, never on which worker finished first.
 * :meth:`Blocks.map_blocks` maps a kernel lazily and returns a Dask array (predict/transform).
-* :func:`block_rng` derives the random generator of one (purpose, epoch, block, ...) from
-  ``random_state``.
+
+The mechanics live beside it, one job per module: :mod:`dml._graph` builds the task graphs (map
+layers, fixed-order tree reductions, broadcast), :mod:`dml._block_checks` validates one block on
+its worker, :mod:`dml._random` derives the per-block random generators. Their names are
+re-exported here for the modules that import them from ``dml._blocks``.
 
 Everything runs on whatever Dask scheduler is current (a ``distributed.Client`` or the threaded
 scheduler); nothing here creates a client.
 """
 from __future__ import annotations
 
-import hashlib
-import numbers
-import pickle
-import uuid
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from collections.abc import Callable
+from typing import Any
 
 import dask
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
-from dask import delayed
-from dask._task_spec import Task, TaskRef
+from dask._task_spec import Task
 from dask.base import tokenize
-from dask.delayed import Delayed, unpack_collections
+from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 from sklearn.exceptions import DataConversionWarning
 
+from dml._block_checks import (BlockSpec, MisalignedBlocksError, check_x_layout, extract_block,
+                               extract_frame, is_numeric_dtype, non_numeric_message)
+from dml._graph import (INLINE_BYTES, broadcast, compute, is_dask, layer_graph, map_delayed,
+                        new_name, task_argument, task_prefix, task_ref, tree_add, tree_reduce)
+from dml._random import block_rng, seed_from
+
 __all__ = [
-    "Blocks", "BlockSpec", "MisalignedBlocksError", "as_blocks", "tree_add", "tree_reduce",
-    "compute", "broadcast", "map_delayed", "seed_from", "block_rng", "is_dask",
-    "default_block_rows", "check_x_layout", "extract_block", "compute_lengths", "column_names",
-    "with_known_rows", "is_numeric_dtype",
+    "Blocks", "as_blocks", "default_block_rows", "compute_lengths", "column_names",
+    "with_known_rows", "register_fusable",
+    # re-exported from their own modules (see the module docstring)
+    "BlockSpec", "MisalignedBlocksError", "extract_block", "check_x_layout", "is_numeric_dtype",
+    "tree_add", "tree_reduce", "compute", "broadcast", "map_delayed", "is_dask", "INLINE_BYTES",
+    "seed_from", "block_rng",
 ]
 
 #: Target size of one block when dml itself cuts local (NumPy/pandas) data into blocks. A fixed
@@ -51,457 +58,18 @@ __all__ = [
 BLOCK_BYTES = 128 * 2**20
 
 
-def is_dask(obj) -> bool:
-    """True for Dask arrays, dataframes and series."""
-    return isinstance(obj, (da.Array, dd.DataFrame, dd.Series))
-
-
 def default_block_rows(n_features: int, itemsize: int = 8) -> int:
     """Rows per block when dml cuts local data: about :data:`BLOCK_BYTES` per block."""
     return max(1, BLOCK_BYTES // max(1, n_features * itemsize))
 
 
 # --------------------------------------------------------------------------------------------
-# Random streams
+# Kernel tasks over blocks
 # --------------------------------------------------------------------------------------------
-
-def seed_from(random_state) -> int:
-    """Turn a ``random_state`` (None, int, RandomState, Generator) into one integer seed.
-
-    Call it once at the start of a fit and derive everything from the result, so that all blocks
-    of that fit agree. ``None`` draws fresh entropy (the fit is then not reproducible, as in
-    scikit-learn).
-    """
-    if random_state is None:
-        return int(np.random.SeedSequence().entropy % (2**63))
-    if isinstance(random_state, (numbers.Integral, np.integer)):
-        if random_state < 0:
-            raise ValueError(f"random_state must be a non-negative integer, got {random_state}")
-        return int(random_state)
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(0, 2**31 - 1))
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(0, 2**63 - 1))
-    raise TypeError(
-        f"random_state must be None, an int, a numpy RandomState or Generator; got "
-        f"{type(random_state).__name__}")
-
-
-def _purpose_id(purpose: str) -> int:
-    # A stable hash: Python's hash() of a str changes between processes.
-    return int.from_bytes(hashlib.sha256(purpose.encode()).digest()[:4], "little")
-
-
-def block_rng(seed: int, purpose: str, *indices: int) -> np.random.Generator:
-    """The generator of one (purpose, epoch, block, ...) derived from ``seed``.
-
-    Examples
-    --------
-    >>> a = block_rng(0, "shuffle", 3, 1).random()
-    >>> b = block_rng(0, "shuffle", 3, 1).random()
-    >>> a == b, a == block_rng(0, "shuffle", 3, 2).random()
-    (True, False)
-    """
-    entropy = [int(seed), _purpose_id(purpose), *(int(i) for i in indices)]
-    return np.random.default_rng(np.random.SeedSequence(entropy))
-
-
-# --------------------------------------------------------------------------------------------
-# Reductions
-# --------------------------------------------------------------------------------------------
-
-def tree_add(parts: Sequence[Any]):
-    """Element-wise sum of equally shaped nested results (arrays, numbers, tuples, lists, dicts).
-
-    ``None`` entries are skipped, so an empty block may return ``None``.
-    """
-    parts = [p for p in parts if p is not None]
-    if not parts:
-        return None
-    first = parts[0]
-    if isinstance(first, dict):
-        return {k: tree_add([p[k] for p in parts]) for k in first}
-    if isinstance(first, (tuple, list)):
-        return type(first)(tree_add(list(z)) for z in zip(*parts))
-    total = first.copy() if isinstance(first, np.ndarray) else first
-    for p in parts[1:]:
-        total = total + p
-    return total
-
-
-def _combine(combine, *parts):
-    return combine(list(parts))
-
-
-# --------------------------------------------------------------------------------------------
-# Graph building
-# --------------------------------------------------------------------------------------------
-# Graphs are written as one layer of tasks with precomputed keys rather than one ``delayed``
-# call per task: ``delayed`` tokenises every argument of every call (the kernel, the block, the
-# broadcast parameters), which cost milliseconds per block on the client and grew every round
-# with the partition count.
-
-def new_name(prefix: str) -> str:
-    """A fresh graph-layer name ``prefix-<random hex>`` (never reused across computations)."""
-    return f"{prefix}-{uuid.uuid4().hex}"
-
-
-def _graph(name: str, layer: dict, deps: Sequence) -> HighLevelGraph:
-    """A graph of the new ``layer`` on top of the graphs of ``deps`` (each merged once)."""
-    layers: dict = {}
-    dependencies: dict = {}
-    own: set = set()
-    seen: set = set()
-    for d in deps:
-        own.update(d.__dask_layers__())
-        g = d.__dask_graph__()
-        if id(g) in seen:
-            continue
-        seen.add(id(g))
-        if not isinstance(g, HighLevelGraph):
-            g = HighLevelGraph.from_collections(d.__dask_layers__()[0], g, dependencies=())
-        layers.update(g.layers)
-        dependencies.update(g.dependencies)
-    layers[name] = layer
-    dependencies[name] = own
-    return HighLevelGraph(layers, dependencies)
-
-
-def _as_argument(obj, deps: list):
-    """``obj`` as a task argument: Dask collections inside it become references (once per call)."""
-    if isinstance(obj, Delayed):
-        deps.append(obj)
-        return TaskRef(obj.key)
-    if isinstance(obj, (list, tuple, dict, set)) or is_dask(obj):
-        task, collections = unpack_collections(obj)
-        if collections:
-            deps.extend(collections)
-            return task
-    return obj
-
-
-def _ref(obj, deps: list):
-    """A reference to a Delayed (or None) as a task argument."""
-    if obj is None:
-        return None
-    deps.append(obj)
-    return TaskRef(obj.key)
-
-
-def map_delayed(func: Callable, parts: Sequence[Delayed], *args, name: str | None = None,
-                with_index: bool = False) -> list[Delayed]:
-    """``func(part, *args)`` for every Delayed part: one graph layer, one task per part.
-
-    The cheap form of ``[delayed(func)(p, *args) for p in parts]``: the arguments are converted
-    once, not tokenised per task. With ``with_index=True`` the task calls
-    ``func(part, index, *args)``. Keys are fresh for every call.
-
-    Examples
-    --------
-    >>> from dask import delayed
-    >>> parts = [delayed(i) for i in range(3)]
-    >>> import dask
-    >>> dask.compute(*map_delayed(pow, parts, 2))
-    (0, 1, 4)
-    """
-    name = name or new_name(getattr(func, "__name__", "map"))
-    deps: list = []
-    args = tuple(_as_argument(a, deps) for a in args)
-    layer = {}
-    for i, p in enumerate(parts):
-        ref = _ref(p, deps)
-        key = (name, i)
-        layer[key] = (Task(key, func, ref, i, *args) if with_index else
-                      Task(key, func, ref, *args))
-    graph = _graph(name, layer, deps)
-    return [Delayed((name, i), graph, layer=name) for i in range(len(parts))]
-
-
-def tree_reduce(parts: list[Delayed], combine: Callable = tree_add, split_every: int = 8) -> Delayed:
-    """Combine delayed results in a fixed tree: consecutive groups of ``split_every``, in order.
-
-    The grouping depends only on the number of parts, so floating-point results are reproducible
-    whatever the scheduling. Even one part goes through ``combine`` once, so every result has the
-    same form.
-
-    Examples
-    --------
-    >>> from dask import delayed
-    >>> tree_reduce([delayed(i) for i in range(10)], sum, split_every=4).compute()
-    45
-    """
-    if not parts:
-        raise ValueError("nothing to reduce: the data has no blocks")
-    if split_every < 2:
-        raise ValueError("split_every must be at least 2")
-    name = new_name("tree-reduce")
-    deps: list = []
-    level = [_ref(p, deps) for p in parts]
-    layer = {}
-    depth = 0
-    while True:
-        groups = [level[i:i + split_every] for i in range(0, len(level), split_every)]
-        level = []
-        for j, group in enumerate(groups):
-            key = (name, depth, j)
-            layer[key] = Task(key, _combine, combine, *group)
-            level.append(TaskRef(key))
-        depth += 1
-        if len(level) == 1:
-            break
-    graph = _graph(name, layer, deps)
-    return Delayed(level[0].key, graph, layer=name)
-
-
-def compute(*objs):
-    """``dask.compute`` on the current scheduler, for several results in one pass over the data."""
-    return dask.compute(*objs)
-
-
-#: Parameters up to this size are embedded in each block task; larger ones become one graph key
-#: that the workers fetch once. Embedding saves a dependency fetch (tens of milliseconds under
-#: load) per task, which dominates for scalars and small arrays.
-INLINE_BYTES = 64 * 2**10
-
-
-def _nbytes(obj) -> int:
-    if isinstance(obj, np.ndarray):
-        return obj.nbytes
-    if obj is None or isinstance(obj, (numbers.Number, str, bytes, np.generic, np.dtype, type,
-                                       slice, range)) or callable(obj):
-        return 64
-    if isinstance(obj, (tuple, list)):
-        return sum(_nbytes(o) for o in obj)
-    if isinstance(obj, dict):
-        return sum(_nbytes(k) + _nbytes(v) for k, v in obj.items())
-    try:  # anything else (a fitted model, a dataclass): its pickled size is what would travel
-        return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
-    except Exception:
-        return INLINE_BYTES + 1
-
-
-def broadcast(obj):
-    """Ship a parameter to the block tasks: embedded when small, else one graph key.
-
-    The key is unique to this call (``pure=False``) rather than a content hash: a hashed key
-    recurs across consecutive computations (the same dtype, the same centres), and a graph that
-    re-submits a key the scheduler is still releasing from the previous computation can trip
-    the scheduler's transition checks ("assert ts.priority"), failing the fit. Within one graph
-    the blocks still share the one key.
-    """
-    if isinstance(obj, Delayed) or _nbytes(obj) <= INLINE_BYTES:
-        return obj
-    return delayed(obj, pure=False, traverse=False)
-
-
-# --------------------------------------------------------------------------------------------
-# Block validation (runs on the workers)
-# --------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class BlockSpec:
-    """What a block must look like once extracted; checked on the worker that holds it.
-
-    Parameters
-    ----------
-    numeric : bool
-        Convert X to a 2-D NumPy array of a numeric dtype. When False, X blocks are passed as they
-        are (pandas DataFrame for dataframe input, NumPy array otherwise) and the estimator's
-        kernels check their values: the NaN/inf checks below apply to numeric X only.
-    dtype : tuple of dtypes or None
-        Accepted float dtypes; other numeric input is cast to the first. ``None`` keeps the dtype.
-    allow_nan : bool
-        Accept NaN in X (estimators that implement a missing-value rule). inf is never accepted.
-    y_numeric : bool
-        y must be numeric and finite (regression targets).
-    estimator : str
-        Name used in error messages.
-    """
-
-    numeric: bool = True
-    dtype: tuple | None = (np.float64, np.float32)
-    allow_nan: bool = False
-    y_numeric: bool = False
-    estimator: str = "estimator"
-
-
-def _as_numeric_block(xb, spec: BlockSpec, index: int) -> np.ndarray:
-    if isinstance(xb, pd.DataFrame):
-        bad = [c for c, t in xb.dtypes.items() if not is_numeric_dtype(t)]
-        if bad:
-            raise TypeError(_non_numeric_message(bad, spec))
-        if any(_is_nullable(t) for t in xb.dtypes):
-            # Nullable pandas dtypes: pd.NA becomes NaN so the NaN rule below applies.
-            xb = xb.to_numpy(dtype=np.float64, na_value=np.nan)
-        else:
-            xb = xb.to_numpy()
-    xb = np.asarray(xb)
-    if xb.dtype.kind in "OSUa":
-        try:
-            xb = xb.astype(np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"{spec.estimator}: X contains non-numeric values ({exc}); encode categorical "
-                "features first, e.g. with dml.preprocessing.OneHotEncoder") from None
-    if xb.dtype.kind == "b":
-        xb = xb.astype(np.float64)
-    if xb.dtype.kind == "c":
-        raise ValueError(f"{spec.estimator}: Complex data not supported; pass the real part "
-                         "(X.real) or split real and imaginary parts into separate features")
-    if xb.dtype.kind not in "iuf":
-        raise TypeError(f"{spec.estimator}: X has dtype {xb.dtype}, expected numbers")
-    if spec.dtype is not None and xb.dtype not in spec.dtype:
-        xb = xb.astype(spec.dtype[0])
-    if xb.ndim != 2:
-        raise ValueError(f"{spec.estimator}: expected a 2-D block of X, got {xb.ndim}-D")
-    if xb.dtype.kind == "f":
-        _check_finite(xb, "X", spec, index)
-    return xb
-
-
-def is_numeric_dtype(t) -> bool:
-    """True for a numeric pandas/NumPy dtype that dml can use as a feature (not categorical).
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> is_numeric_dtype(pd.Int64Dtype()), is_numeric_dtype(pd.CategoricalDtype([1, 2]))
-    (True, False)
-    """
-    return pd.api.types.is_numeric_dtype(t) and not isinstance(t, pd.CategoricalDtype)
-
-
-def _is_nullable(t) -> bool:
-    return isinstance(t, pd.api.extensions.ExtensionDtype) and not isinstance(t, pd.CategoricalDtype)
-
-
-def _non_numeric_message(columns, spec: BlockSpec) -> str:
-    return (f"{spec.estimator}: X has non-numeric columns {list(columns)}; encode them first "
-            "(for example with dml.preprocessing.OneHotEncoder) or drop them")
-
-
-def _check_finite(a: np.ndarray, what: str, spec: BlockSpec, index: int, allow_nan=None) -> None:
-    allow_nan = spec.allow_nan if allow_nan is None else allow_nan
-    if a.size == 0:
-        return
-    # One sum is far cheaper than isfinite over the block; only look closer when it is not finite.
-    s = np.sum(a, dtype=np.float64) if a.dtype.kind == "f" else 0.0
-    if np.isfinite(s):
-        return
-    if np.isinf(a).any():
-        raise ValueError(f"{spec.estimator}: Input {what} contains infinity (row block {index}). "
-                         "Replace or drop infinite values before fitting.")
-    if not allow_nan and np.isnan(a).any():
-        hint = ("" if what != "X" else
-                " Impute or drop missing values first, or use an estimator that handles them"
-                " (e.g. naive Bayes with missing='ignore').")
-        raise ValueError(f"{spec.estimator}: Input {what} contains NaN (row block {index}).{hint}")
-    # Otherwise: allowed NaN, or finite values whose float64 sum overflowed.
-
-
-class MisalignedBlocksError(ValueError):
-    """A block of y or sample_weight does not have as many rows as the matching block of X."""
-
-
-def _as_vector(vb, what: str, n: int, spec: BlockSpec, index: int, numeric: bool):
-    if vb is None:
-        return None
-    if isinstance(vb, (pd.Series, pd.DataFrame, pd.Index)):
-        vb = vb.to_numpy()
-    vb = np.asarray(vb)
-    if vb.ndim == 2 and vb.shape[1] == 1:
-        vb = vb.ravel()
-    if vb.ndim != 1:
-        raise ValueError(f"{spec.estimator}: {what} must be 1-D, got shape {vb.shape}")
-    if len(vb) != n:
-        raise MisalignedBlocksError(
-            f"{spec.estimator}: row block {index} of X has {n} rows but the matching block of "
-            f"{what} has {len(vb)}; {what} is not aligned with X. Pass {what} with the same "
-            "partitioning as X (or as a column name of X's dataframe).")
-    if numeric:
-        if vb.dtype.kind in "OSU":
-            try:
-                vb = vb.astype(np.float64)
-            except (TypeError, ValueError):
-                raise TypeError(f"{spec.estimator}: {what} must be numeric") from None
-        if vb.dtype.kind == "f":
-            _check_finite(vb, what, spec, index, allow_nan=False)
-    else:
-        if vb.dtype.kind == "f" and not np.isfinite(vb).all():
-            bad = "NaN" if np.isnan(vb).any() else "infinity"
-            raise ValueError(f"{spec.estimator}: Input {what} contains {bad} (row block {index}); "
-                             f"every row needs a finite {what} value.")
-        if vb.dtype.kind == "O" and pd.isna(vb).any():
-            raise ValueError(f"{spec.estimator}: Input {what} contains missing values (row block "
-                             f"{index}); every row needs a {what} value.")
-    return vb
-
-
-def extract_block(xb, yb, wb, spec: BlockSpec, index: int):
-    """Validate one block of (X, y, sample_weight) and return the ``(X, y, w)`` tuple.
-
-    This is what every block task of :func:`as_blocks` runs on the worker that holds the block,
-    and what estimators call directly on local data (one block, ``index=0``) so that local and
-    Dask input pass the same checks.
-
-    Parameters
-    ----------
-    xb : ndarray or DataFrame
-        The rows of X.
-    yb, wb : array-like or None
-        The matching rows of y and sample_weight.
-    spec : BlockSpec
-        What the block must look like.
-    index : int
-        Block index, quoted in error messages.
-
-    Returns
-    -------
-    tuple
-        ``(X, y, w)``; X a 2-D NumPy array when ``spec.numeric``, y and w 1-D arrays or None.
-
-    Raises
-    ------
-    MisalignedBlocksError
-        When y or w does not have as many rows as X.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> xb, yb, wb = extract_block(np.ones((2, 3), dtype=np.int64), [0, 1], None, BlockSpec(), 0)
-    >>> xb.dtype, yb.tolist(), wb
-    (dtype('float64'), [0, 1], None)
-    """
-    if spec.numeric:
-        xb = _as_numeric_block(xb, spec, index)
-    elif not isinstance(xb, pd.DataFrame):
-        xb = np.asarray(xb)
-        if xb.ndim != 2:
-            raise ValueError(f"{spec.estimator}: expected a 2-D block of X, got {xb.ndim}-D")
-        if xb.dtype.kind == "c":
-            # Estimators with their own value checks (trees, categorical NB) would otherwise
-            # drop the imaginary part silently or report a misleading error.
-            raise ValueError(f"{spec.estimator}: Complex data not supported; pass the real part "
-                             "(X.real) or split real and imaginary parts into separate features")
-    n = xb.shape[0]
-    yb = _as_vector(yb, "y", n, spec, index, numeric=spec.y_numeric)
-    wb = _as_vector(wb, "sample_weight", n, spec, index, numeric=True)
-    return xb, yb, wb
-
-
-def _extract_frame(part: pd.DataFrame, features, ycol, wcol, spec: BlockSpec, index: int,
-                   yb=None, wb=None):
-    """:func:`extract_block` of a dataframe partition: y/w from its columns or given."""
-    if ycol is not None:
-        yb = part[ycol]
-    if wcol is not None:
-        wb = part[wcol]
-    return extract_block(part[features], yb, wb, spec, index)
-
 
 #: Functions whose block task a standalone reduction runs inside its kernel task (see
 #: :meth:`Blocks.map_parts`): pure, cheap validation whose output only that kernel reads.
-_FUSABLE = {extract_block, _extract_frame}
+_FUSABLE = {extract_block, extract_frame}
 
 
 def register_fusable(func: Callable) -> Callable:
@@ -616,7 +184,7 @@ class Blocks:
     def n_samples(self) -> int:
         return int(self.lengths.sum())
 
-    def persist(self, n_groups: int | None = None) -> "Blocks":
+    def persist(self, n_groups: int | None = None) -> Blocks:
         """Keep the validated blocks in worker memory (for estimators that make several passes).
 
         Many blocks are held as groups of consecutive blocks, at least ``n_groups`` of them
@@ -646,9 +214,9 @@ class Blocks:
                     refs.append(Task(None, task.func, *task.args, **task.kwargs))
                     deps.extend(_task_deps(p, task))
                 else:
-                    refs.append(_ref(p, deps))
+                    refs.append(task_ref(p, deps))
             layer[(name, g)] = Task((name, g), collect, *refs)
-        graph = _graph(name, layer, deps)
+        graph = layer_graph(name, layer, deps)
         objects = dask.persist(*[Delayed((name, g), graph, layer=name) for g in range(len(layer))])
         groups = Groups(objects, bounds, size)
         return replace(self, parts=groups.block_parts(), groups=groups)
@@ -666,10 +234,16 @@ class Blocks:
         task instead of a task of its own (half the tasks of a one-pass fit). Only for results
         that are the sole reader of the blocks in their computation: another reduction computed
         together would validate the blocks again.
+
+        The tasks are named after the kernel (``<kernel>-block``, see
+        :func:`~dml._graph.task_prefix`), so the dashboard shows which kernel runs.
         """
-        name = new_name(f"{getattr(kernel, '__name__', 'kernel')}-block")
+        return self._map_parts(kernel, args, with_index, fuse, task_prefix(kernel))
+
+    def _map_parts(self, kernel, args, with_index, fuse, prefix) -> list[Delayed]:
+        name = new_name(f"{prefix}-block")
         deps: list = []
-        args = tuple(_as_argument(broadcast(a), deps) for a in args)
+        args = tuple(task_argument(broadcast(a), deps) for a in args)
         if self.groups is not None:
             return self.groups.map_blocks(kernel, with_index, args, deps, name)
         layer = {}
@@ -679,10 +253,10 @@ class Blocks:
                 ref = Task(None, task.func, *task.args, **task.kwargs)
                 deps.extend(_task_deps(p, task))
             else:
-                ref = _ref(p, deps)
+                ref = task_ref(p, deps)
             key = (name, i)
             layer[key] = Task(key, _call, kernel, with_index, ref, i, *args)
-        graph = _graph(name, layer, deps)
+        graph = layer_graph(name, layer, deps)
         return [Delayed((name, i), graph, layer=name) for i in range(len(self.parts))]
 
     def map_reduce(self, kernel: Callable, *args, combine: Callable = tree_add,
@@ -716,9 +290,9 @@ class Blocks:
         """
         if self.groups is not None and split_every == self.groups.fanin:
             deps: list = []
-            task_args = tuple(_as_argument(broadcast(a), deps) for a in args)
+            task_args = tuple(task_argument(broadcast(a), deps) for a in args)
             out = self.groups.reduce(kernel, with_index, task_args, deps, combine,
-                                     f"{getattr(kernel, '__name__', 'kernel')}-group")
+                                     f"{task_prefix(kernel)}-group")
         else:
             out = tree_reduce(self.map_parts(kernel, *args, with_index=with_index,
                                              fuse=compute_now), combine, split_every)
@@ -745,7 +319,7 @@ class Blocks:
         ``tail_shape`` (``()`` for a vector).
         """
         known = self.known_lengths is not None
-        outs = self.map_parts(_x_only, kernel, *args)
+        outs = self._map_parts(_x_only, (kernel, *args), False, False, task_prefix(kernel))
         pieces = [da.from_delayed(o, shape=((int(self.known_lengths[i]) if known else np.nan),
                                              *tail_shape), dtype=dtype)
                   for i, o in enumerate(outs)]
@@ -758,7 +332,7 @@ def _task_deps(part: Delayed, task: Task) -> list:
 
 
 class _Keyed:
-    """A key of an existing graph, as a dependency for :func:`_graph`."""
+    """A key of an existing graph, as a dependency for :func:`~dml._graph.layer_graph`."""
 
     __slots__ = ("_graph", "_key")
 
@@ -895,41 +469,6 @@ def with_known_rows(arr: da.Array, lengths) -> da.Array:
                     meta=arr._meta)
 
 
-def check_x_layout(X, name: str = "estimator"):
-    """Client-side checks of X's type and shape (no data is read); returns X, array-likes as NumPy.
-
-    Raises the errors that need no look at the values: wrong type, 1-D/3-D X, no features.
-    """
-    if isinstance(X, (list, tuple)) or (
-            not isinstance(X, (np.ndarray, pd.DataFrame, da.Array, dd.DataFrame, pd.Series,
-                               dd.Series)) and hasattr(X, "__array__")
-            and not hasattr(X, "tocsr")):
-        X = np.asarray(X)
-    if not isinstance(X, (np.ndarray, pd.DataFrame, da.Array, dd.DataFrame)):
-        if isinstance(X, (pd.Series, dd.Series)):
-            raise ValueError(f"{name}: expected 2-D X (one row per sample), got a Series. Pass a "
-                             "one-column DataFrame instead, e.g. X.to_frame().")
-        if hasattr(X, "toarray") or hasattr(X, "tocsr"):
-            raise TypeError(f"{name}: sparse matrices are not supported yet; pass a dense "
-                            "array or a Dask array.")
-        raise TypeError(f"{name}: X must be a NumPy array, pandas DataFrame, Dask array or Dask "
-                        f"DataFrame, got {type(X).__name__}")
-    if isinstance(X, (np.ndarray, da.Array)):
-        if X.ndim == 1:
-            raise ValueError(
-                f"{name}: expected a 2-D X, got a 1-D array of shape {X.shape}. Reshape your "
-                "data with X.reshape(-1, 1) if it has a single feature or X.reshape(1, -1) if it "
-                "is a single sample.")
-        if X.ndim != 2:
-            raise ValueError(f"{name}: expected a 2-D X, got a {X.ndim}-D array of shape "
-                             f"{X.shape}")
-    n_features = len(X.columns) if isinstance(X, (pd.DataFrame, dd.DataFrame)) else X.shape[1]
-    if n_features == 0:
-        # scikit-learn's wording, which its estimator checks look for.
-        raise ValueError(f"{name}: Found array with 0 feature(s) (shape={tuple(X.shape)}) while "
-                         "a minimum of 1 is required.")
-    return X
-
 
 def as_blocks(X, y=None, sample_weight=None, *, spec: BlockSpec | None = None,
               block_rows: int | None = None, require_y: bool = False) -> Blocks:
@@ -979,7 +518,7 @@ def as_blocks(X, y=None, sample_weight=None, *, spec: BlockSpec | None = None,
         if spec.numeric:
             bad = [c for c in features if not is_numeric_dtype(X.dtypes[c])]
             if bad:
-                raise TypeError(_non_numeric_message(bad, spec))
+                raise TypeError(non_numeric_message(bad, spec))
         feature_names = column_names(features)
         dtypes = X.dtypes[features]
         if isinstance(X, pd.DataFrame):
@@ -1042,7 +581,8 @@ def _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local,
     differently from X and some partition lengths are unknown. Collections with the same number
     of partitions but unknown lengths (typically columns of one dataframe, or a transform's
     output and the target of the same frame) are paired partition by partition without an extra
-    pass; the per-block check in :func:`extract_block` then catches any misalignment with a clear error.
+    pass; the per-block check in :func:`extract_block` then catches any misalignment with a clear
+    error.
     """
     name = spec.estimator
     frame = isinstance(X, dd.DataFrame)
@@ -1112,12 +652,12 @@ def _extract_parts(xparts, ys, ws, spec: BlockSpec, frame: tuple | None) -> list
     layer = {}
     for i, xp in enumerate(xparts):
         key = (name, i)
-        x = _ref(xp, deps)
-        yb = _ref(ys[i], deps) if ys is not None else None
-        wb = _ref(ws[i], deps) if ws is not None else None
+        x = task_ref(xp, deps)
+        yb = task_ref(ys[i], deps) if ys is not None else None
+        wb = task_ref(ws[i], deps) if ws is not None else None
         if frame is not None:
-            layer[key] = Task(key, _extract_frame, x, *frame, spec, i, yb, wb)
+            layer[key] = Task(key, extract_frame, x, *frame, spec, i, yb, wb)
         else:
             layer[key] = Task(key, extract_block, x, yb, wb, spec, i)
-    graph = _graph(name, layer, deps)
+    graph = layer_graph(name, layer, deps)
     return [Delayed((name, i), graph, layer=name) for i in range(len(xparts))]

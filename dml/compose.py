@@ -252,9 +252,57 @@ class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
         return tags
 
     def get_params(self, deep=True):
+        """Parameters of this estimator and, with ``deep``, of its transformers.
+
+        Parameters
+        ----------
+        deep : bool, default=True
+            Also return every transformer (by its name) and its parameters as
+            ``<transformer name>__<parameter>``.
+
+        Returns
+        -------
+        params : dict
+            Parameter names mapped to their values.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.compose import ColumnTransformer
+        >>> from dml.preprocessing import OneHotEncoder, StandardScaler
+        >>> df = pd.DataFrame({"age": [20.0, 40.0, 60.0], "sex": ["F", "M", "F"]})
+        >>> ct = ColumnTransformer([("num", StandardScaler(), ["age"]),
+        ...                         ("cat", OneHotEncoder(), ["sex"])])
+        >>> ct.get_params()["num__with_mean"]
+        True
+        """
         return self._get_params("_transformers", deep=deep)
 
     def set_params(self, **kwargs):
+        """Set parameters of this estimator or of its transformers.
+
+        Parameters
+        ----------
+        **kwargs : dict
+            ``<parameter>=value`` or ``<transformer name>__<parameter>=value``; a transformer's name
+            alone replaces that transformer.
+
+        Returns
+        -------
+        self : ColumnTransformer
+            This estimator.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.compose import ColumnTransformer
+        >>> from dml.preprocessing import OneHotEncoder, StandardScaler
+        >>> df = pd.DataFrame({"age": [20.0, 40.0, 60.0], "sex": ["F", "M", "F"]})
+        >>> ct = ColumnTransformer([("num", StandardScaler(), ["age"]),
+        ...                         ("cat", OneHotEncoder(), ["sex"])])
+        >>> ct.set_params(num__with_mean=False).get_params()["num__with_mean"]
+        False
+        """
         self._set_params("_transformers", **kwargs)
         return self
 
@@ -317,6 +365,17 @@ class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.compose import ColumnTransformer
+        >>> from dml.preprocessing import OneHotEncoder, StandardScaler
+        >>> df = pd.DataFrame({"age": [20.0, 40.0, 60.0], "sex": ["F", "M", "F"]})
+        >>> ct = ColumnTransformer([("num", StandardScaler(), ["age"]),
+        ...                         ("cat", OneHotEncoder(), ["sex"])])
+        >>> list(ct.fit(df).named_transformers_)
+        ['num', 'cat']
         """
         X = check_x_layout(X, type(self).__name__)
         blocks = self._fit_blocks(X, None, None, require_y=False, numeric=False)
@@ -448,9 +507,29 @@ class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
     def transform(self, X):
         """Transform X by each transformer and stack the outputs side by side.
 
-        Returns NumPy for NumPy/pandas input and a lazy Dask array for Dask input. When fitted on
-        a DataFrame and given a DataFrame, columns are selected by name (extra columns are
-        ignored, missing ones raise), as scikit-learn does; otherwise by position.
+        When fitted on a DataFrame and given a DataFrame, columns are selected by name (extra
+        columns are ignored, missing ones raise), as scikit-learn does; otherwise by position.
+
+        Parameters
+        ----------
+        X : ndarray, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The data to transform.
+
+        Returns
+        -------
+        Xt : ndarray or dask.array.Array of shape (n_samples, n_output_features)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.compose import ColumnTransformer
+        >>> from dml.preprocessing import OneHotEncoder, StandardScaler
+        >>> df = pd.DataFrame({"age": [20.0, 40.0, 60.0], "sex": ["F", "M", "F"]})
+        >>> ct = ColumnTransformer([("num", StandardScaler(), ["age"]),
+        ...                         ("cat", OneHotEncoder(), ["sex"])])
+        >>> ct.fit(df).transform(df.iloc[:1]).round(3)
+        array([[-1.225,  1.   ,  0.   ]])
         """
         check_is_fitted(self, "transformers_")
         X = check_x_layout(X, type(self).__name__)  # type and shape; reads no data
@@ -496,7 +575,31 @@ class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
                                numeric=False)
 
     def fit_transform(self, X, y=None):
-        """Fit (one pass over X), then transform X (lazily for Dask input)."""
+        """Fit (one pass over X), then transform X (lazily for Dask input).
+
+        Parameters
+        ----------
+        X : ndarray, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The data to fit on and transform.
+        y : None
+            Ignored (the transformers are unsupervised).
+
+        Returns
+        -------
+        Xt : ndarray or dask.array.Array of shape (n_samples, n_output_features)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.compose import ColumnTransformer
+        >>> from dml.preprocessing import OneHotEncoder, StandardScaler
+        >>> df = pd.DataFrame({"age": [20.0, 40.0, 60.0], "sex": ["F", "M", "F"]})
+        >>> ct = ColumnTransformer([("num", StandardScaler(), ["age"]),
+        ...                         ("cat", OneHotEncoder(), ["sex"])])
+        >>> ct.fit_transform(df).shape
+        (3, 3)
+        """
         return self.fit(X, y).transform(X)
 
     # ---- introspection ----
@@ -506,7 +609,30 @@ class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
         return Bunch(**{name: trans for name, trans, _ in self.transformers_})
 
     def get_feature_names_out(self, input_features=None):
-        """Output feature names, ``<transformer name>__<feature>`` by default."""
+        """Output feature names, ``<transformer name>__<feature>`` by default.
+
+        Parameters
+        ----------
+        input_features : array-like of str, default=None
+            Names of the input features; by default ``feature_names_in_`` (``x0``, ``x1``, ... when
+            fitted without names).
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects
+            One name per output column, in the order of :meth:`transform`'s columns.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.compose import ColumnTransformer
+        >>> from dml.preprocessing import OneHotEncoder, StandardScaler
+        >>> df = pd.DataFrame({"age": [20.0, 40.0, 60.0], "sex": ["F", "M", "F"]})
+        >>> ct = ColumnTransformer([("num", StandardScaler(), ["age"]),
+        ...                         ("cat", OneHotEncoder(), ["sex"])])
+        >>> ct.fit(df).get_feature_names_out()
+        array(['num__age', 'cat__sex_F', 'cat__sex_M'], dtype=object)
+        """
         check_is_fitted(self, "transformers_")
         input_features = _feature_names_in(self, input_features)
         pairs = []

@@ -66,7 +66,8 @@ def test_als_half_step_equals_numpy_solve():
 def test_fast_cell_sort_lookup_and_unique_equal_numpy():
     # The counting sort, dense id map and counting unique replace np.lexsort, searchsorted and
     # np.unique in the fit; they must return exactly the same, or models would change.
-    from dml.recommender._mf import _lookup, _order_by_pair_then_rating, _unique
+    from dml.recommender._cells import _order_by_pair_then_rating, _unique
+    from dml.recommender._cells import lookup as _lookup
 
     rng = np.random.default_rng(0)
     for trial in range(30):

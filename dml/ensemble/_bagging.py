@@ -141,19 +141,74 @@ class BaggingClassifier(_BaggingBase, ClassifierMixin, BaseEstimator):
         -------
         self : object
             The fitted ensemble.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.ensemble import BaggingClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 3)); y = (X[:, 0] > 0).astype(int)
+        >>> bag = BaggingClassifier(n_estimators=5, random_state=0)
+        >>> len(bag.fit(X, y).estimators_)
+        5
         """
         self._fit(X, y, DecisionTreeClassifier())
         self.classes_ = np.unique(np.concatenate([e.classes_ for e in self.estimators_]))
         return self
 
     def predict_proba(self, X):
-        """Mean of the members' probabilities (or vote fractions without predict_proba)."""
+        """Mean of the members' probabilities (or vote fractions without predict_proba).
+
+        Columns in the order of ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        proba : ndarray or dask.array.Array of shape (n_samples, n_classes)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.ensemble import BaggingClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 3)); y = (X[:, 0] > 0).astype(int)
+        >>> bag = BaggingClassifier(n_estimators=5, random_state=0)
+        >>> bag.fit(X, y).predict_proba(np.array([[2.0, 0.0, 0.0]]))
+        array([[0., 1.]])
+        """
         check_is_fitted(self, "estimators_")
         soft = all(hasattr(e, "predict_proba") for e in self.estimators_)
         return self._blockwise(X, _vote_kernel, self.estimators_, self.classes_, soft,
                                dtype=np.float64, tail_shape=(len(self.classes_),))
 
     def predict(self, X):
+        """The class of highest mean probability over the members.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        labels : ndarray or dask.array.Array of shape (n_samples,)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.ensemble import BaggingClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 3)); y = (X[:, 0] > 0).astype(int)
+        >>> bag = BaggingClassifier(n_estimators=5, random_state=0)
+        >>> bag.fit(X, y).predict(np.array([[2.0, 0.0, 0.0], [-2.0, 0.0, 0.0]]))
+        array([1, 0])
+        """
         proba = self.predict_proba(X)
         idx = proba.argmax(axis=1)
         if isinstance(idx, np.ndarray):
@@ -206,10 +261,42 @@ class BaggingRegressor(_BaggingBase, RegressorMixin, BaseEstimator):
         -------
         self : object
             The fitted ensemble.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.ensemble import BaggingRegressor
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 2)); y = X[:, 0] * 2
+        >>> bag = BaggingRegressor(n_estimators=5, random_state=0)
+        >>> len(bag.fit(X, y).estimators_)
+        5
         """
         self._fit(X, y, DecisionTreeRegressor())
         return self
 
     def predict(self, X):
+        """Mean of the members' predictions.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        y_pred : ndarray or dask.array.Array of shape (n_samples,)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.ensemble import BaggingRegressor
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 2)); y = X[:, 0] * 2
+        >>> bag = BaggingRegressor(n_estimators=5, random_state=0)
+        >>> bag.fit(X, y).predict(np.array([[1.0, 0.0]])).round(1)
+        array([2.])
+        """
         check_is_fitted(self, "estimators_")
         return self._blockwise(X, _mean_kernel, self.estimators_, dtype=np.float64)

@@ -121,6 +121,15 @@ class RandomForestClassifier(_ClassifierOut, _ForestBase, ClassifierMixin, BaseE
         -------
         self : object
             The fitted forest.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.ensemble import RandomForestClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 4)); y = (X[:, 0] + X[:, 1] > 0).astype(int)
+        >>> RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y).n_estimators_
+        5
         """
         return self._fit(X, y, sample_weight, classify=True)
 
@@ -178,6 +187,15 @@ class RandomForestRegressor(_RegressorOut, _ForestBase, RegressorMixin, BaseEsti
         -------
         self : object
             The fitted forest.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.ensemble import RandomForestRegressor
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 3)); y = 2 * X[:, 0] + X[:, 1]
+        >>> RandomForestRegressor(n_estimators=5, random_state=0).fit(X, y).n_estimators_
+        5
         """
         return self._fit(X, y, sample_weight, classify=False)
 

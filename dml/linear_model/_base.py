@@ -177,14 +177,56 @@ class LinearClassifierMixin:
     """decision_function / predict / predict_proba for ``coef_`` (K, d) and ``intercept_`` (K,)."""
 
     def decision_function(self, X):
-        """Signed distances to the hyperplanes: shape (n,) for two classes, (n, K) otherwise."""
+        """Signed distances to the hyperplanes: ``X @ coef_.T + intercept_``.
+
+        One column per class, or one vector for two classes (positive: ``classes_[1]``).
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        scores : ndarray or dask.array.Array of shape (n_samples,) or (n_samples, n_classes)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import LogisticRegression
+        >>> X = np.array([[-2.0], [-1.0], [1.0], [2.0]]); y = np.array([0, 0, 1, 1])
+        >>> clf = LogisticRegression().fit(X, y)
+        >>> clf.decision_function(np.array([[-1.5], [1.5]])).round(3)
+        array([-1.51,  1.51])
+        """
         check_is_fitted(self, "coef_")
         K = self.coef_.shape[0]
         return self._blockwise(X, decision_kernel, self.coef_, self.intercept_,
                                dtype=np.float64, tail_shape=() if K == 1 else (K,))
 
     def predict(self, X):
-        """The class of largest decision value (of positive decision for two classes)."""
+        """The class of largest decision value (of positive decision for two classes).
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        labels : ndarray or dask.array.Array of shape (n_samples,)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import LogisticRegression
+        >>> X = np.array([[-2.0], [-1.0], [1.0], [2.0]]); y = np.array([0, 0, 1, 1])
+        >>> clf = LogisticRegression().fit(X, y)
+        >>> clf.predict(np.array([[-1.5], [1.5]]))
+        array([0, 1])
+        """
         check_is_fitted(self, "coef_")
         return self._blockwise(X, _predict_kernel, self.coef_, self.intercept_, self.classes_,
                                dtype=self.classes_.dtype)
@@ -204,7 +246,26 @@ class LinearClassifierMixin:
 
 class LinearRegressorMixin:
     def predict(self, X):
-        """``X @ coef_ + intercept_``."""
+        """``X @ coef_ + intercept_``.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        y_pred : ndarray or dask.array.Array of shape (n_samples,)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import LinearRegression
+        >>> X = np.array([[1.0], [2.0], [3.0]]); y = 2 * X[:, 0] + 1
+        >>> LinearRegression().fit(X, y).predict(np.array([[4.0]])).round(6)
+        array([9.])
+        """
         check_is_fitted(self, "coef_")
         coef = np.atleast_2d(self.coef_)
         return self._blockwise(X, decision_kernel, coef, np.atleast_1d(self.intercept_),

@@ -126,6 +126,14 @@ class _ElasticNetBase(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regres
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import Lasso
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = 2 * X[:, 0]
+        >>> Lasso(alpha=0.01).fit(X, y).coef_.round(3)
+        array([1.992])
         """
         blocks = self._fit_blocks(X, y, sample_weight)
         d = blocks.n_features

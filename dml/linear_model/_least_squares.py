@@ -100,6 +100,14 @@ class _LeastSquaresBase(LinearRegressorMixin, DaskEstimatorMixin, RegressorMixin
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import LinearRegression
+        >>> X = np.array([[1.0], [2.0], [3.0]]); y = 2 * X[:, 0] + 1
+        >>> LinearRegression().fit(X, y).coef_.round(6)
+        array([2.])
         """
         blocks = self._fit_blocks(X, y, sample_weight)
         d = blocks.n_features

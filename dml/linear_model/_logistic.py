@@ -147,6 +147,14 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import LogisticRegression
+        >>> X = np.array([[-2.0], [-1.0], [1.0], [2.0]]); y = np.array([0, 0, 1, 1])
+        >>> LogisticRegression(C=0.5).fit(X, y).coef_.round(3)
+        array([[0.715]])
         """
         name = type(self).__name__
         blocks = hold(self._fit_blocks(X, y, sample_weight), self.persist)
@@ -223,8 +231,51 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         return "softmax" if self.coef_.shape[0] > 1 else "log"
 
     def predict_proba(self, X):
-        """Class probabilities: logistic for two classes, softmax otherwise."""
+        """Class probabilities: logistic for two classes, softmax otherwise.
+
+        Columns in the order of ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        proba : ndarray or dask.array.Array of shape (n_samples, n_classes)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import LogisticRegression
+        >>> X = np.array([[-2.0], [-1.0], [1.0], [2.0]]); y = np.array([0, 0, 1, 1])
+        >>> clf = LogisticRegression().fit(X, y)
+        >>> clf.predict_proba(np.array([[1.5]])).round(3)
+        array([[0.181, 0.819]])
+        """
         return self._predict_proba(X)
 
     def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        log_proba : ndarray or dask.array.Array of shape (n_samples, n_classes)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import LogisticRegression
+        >>> X = np.array([[-2.0], [-1.0], [1.0], [2.0]]); y = np.array([0, 0, 1, 1])
+        >>> clf = LogisticRegression().fit(X, y)
+        >>> clf.predict_log_proba(np.array([[1.5]])).round(3)
+        array([[-1.71, -0.2 ]])
+        """
         return self._predict_log_proba(X)

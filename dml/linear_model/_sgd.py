@@ -94,6 +94,16 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import SGDClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] + X[:, 1] > 0).astype(int)
+        >>> clf = SGDClassifier(random_state=0).fit(X, y)
+        >>> float((clf.predict(X) == y).mean()) > 0.95
+        True
         """
         blocks, problem = self._fit_setup(X, y, sample_weight)
         init = self._init_params(problem, coef_init, intercept_init)
@@ -118,9 +128,32 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One pass of SGD over (X, y), continuing from the previous call.
 
-        ``classes`` lists every label the model will see; pass it on the first call (without
-        it the labels of the first batch are taken as all the classes, and a later call with a
-        new label fails).
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Training data.
+        y : array-like, Dask array/Series or str of shape (n_samples,)
+            Targets; a string names a column of X's dataframe.
+        classes : array-like of shape (n_classes,), default=None
+            Every label the model will see; pass it on the first call (without it the labels of the
+            first batch are taken as all the classes, and a later call with a new label fails).
+        sample_weight : array-like, Dask array/Series or str, default=None
+            Weight of each sample (a column name of X's dataframe is accepted).
+
+        Returns
+        -------
+        self : object
+            The updated estimator.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import SGDClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] + X[:, 1] > 0).astype(int)
+        >>> clf = SGDClassifier(random_state=0).partial_fit(X[:100], y[:100], classes=[0, 1])
+        >>> clf.partial_fit(X[100:], y[100:]).classes_
+        array([0, 1])
         """
         name = type(self).__name__
         first = not hasattr(self, "classes_") or getattr(self, "_sgd_state", None) is None
@@ -297,7 +330,36 @@ default="squared_error"
 
     @fit_context
     def fit(self, X, y, coef_init=None, intercept_init=None, sample_weight=None):
-        """Fit by partition-parallel mini-batch SGD (see :meth:`SGDClassifier.fit`)."""
+        """Fit by partition-parallel mini-batch SGD (see :meth:`SGDClassifier.fit`).
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Training data.
+        y : array-like, Dask array/Series or str of shape (n_samples,)
+            Targets; a string names a column of X's dataframe.
+        coef_init : ndarray of shape (n_features,), default=None
+            Starting coefficients (otherwise zeros, or the previous fit's with ``warm_start``).
+        intercept_init : ndarray of shape (1,), default=None
+            Starting intercept.
+        sample_weight : array-like, Dask array/Series or str, default=None
+            Weight of each sample (a column name of X's dataframe is accepted).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import SGDRegressor
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(500, 2)); y = X @ [1.0, -2.0] + 3.0
+        >>> reg = SGDRegressor(learning_rate="constant", eta0=0.05, random_state=0)
+        >>> np.round(reg.fit(X, y).coef_, 1)
+        array([ 1., -2.])
+        """
         blocks, problem = self._fit_setup(X, y, sample_weight)
         if coef_init is None and self.warm_start and hasattr(self, "coef_") \
                 and self.coef_.shape == (problem.d,):
@@ -318,7 +380,32 @@ default="squared_error"
 
     @fit_context
     def partial_fit(self, X, y, sample_weight=None):
-        """One pass of SGD over (X, y), continuing from the previous call."""
+        """One pass of SGD over (X, y), continuing from the previous call.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Training data.
+        y : array-like, Dask array/Series or str of shape (n_samples,)
+            Targets; a string names a column of X's dataframe.
+        sample_weight : array-like, Dask array/Series or str, default=None
+            Weight of each sample (a column name of X's dataframe is accepted).
+
+        Returns
+        -------
+        self : object
+            The updated estimator.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import SGDRegressor
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(500, 2)); y = X @ [1.0, -2.0] + 3.0
+        >>> reg = SGDRegressor(learning_rate="constant", eta0=0.05, random_state=0)
+        >>> reg.partial_fit(X, y).partial_fit(X, y).coef_.shape
+        (2,)
+        """
         first = getattr(self, "_sgd_state", None) is None
         blocks = self._fit_blocks(X, y, sample_weight, reset=first)
         problem = self._problem(blocks.n_features)

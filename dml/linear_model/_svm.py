@@ -138,6 +138,14 @@ class LinearSVC(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, ClassifierM
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import LinearSVC
+        >>> X = np.array([[-2.0], [-1.0], [1.0], [2.0]]); y = np.array(["no", "no", "yes", "yes"])
+        >>> LinearSVC().fit(X, y).predict(np.array([[-3.0], [3.0]]))
+        array(['no', 'yes'], dtype='<U3')
         """
         name = type(self).__name__
         blocks = self._fit_blocks(X, y, sample_weight)

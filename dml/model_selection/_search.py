@@ -47,6 +47,16 @@ class _SearchMixin:
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import Ridge
+        >>> from dml.model_selection import GridSearchCV
+        >>> X = np.random.default_rng(0).normal(size=(60, 3)); y = X @ [1.0, -2.0, 0.5]
+        >>> search = GridSearchCV(Ridge(), {"alpha": [0.1, 1000.0]}, cv=3)
+        >>> search.fit(X, y).best_params_
+        {'alpha': 0.1}
         """
         if isinstance(y, str):
             raise TypeError(f"{type(self).__name__}.fit: pass y as an array; a column name "
@@ -129,7 +139,32 @@ class _SearchMixin:
         return self
 
     def score(self, X, y=None, **params):
-        """Score of the refitted best estimator with the search's (refit) scorer."""
+        """Score of the refitted best estimator with the search's (refit) scorer.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples to score.
+        y : array-like or Dask array/Series of shape (n_samples,), default=None
+            The true targets (None for unsupervised estimators).
+        **params : dict
+            Passed on to the scorer (for example ``sample_weight``).
+
+        Returns
+        -------
+        score : float
+            The best estimator's score on (X, y).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.linear_model import Ridge
+        >>> from dml.model_selection import GridSearchCV
+        >>> X = np.random.default_rng(0).normal(size=(60, 3)); y = X @ [1.0, -2.0, 0.5]
+        >>> search = GridSearchCV(Ridge(), {"alpha": [0.1, 1000.0]}, cv=3)
+        >>> round(search.fit(X, y).score(X, y), 3)
+        1.0
+        """
         if not hasattr(self, "cv_results_"):
             from sklearn.exceptions import NotFittedError
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet. Call "

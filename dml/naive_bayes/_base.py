@@ -98,6 +98,14 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         -------
         self : object
             Fitted estimator.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.naive_bayes import GaussianNB
+        >>> X, y = np.array([[0.0], [1.0], [2.0], [3.0]]), np.array([0, 0, 1, 1])
+        >>> GaussianNB().fit(X, y).classes_
+        array([0, 1])
         """
         stats = self._pass(X, y, sample_weight, first=True)
         self._set_stats(stats)
@@ -126,6 +134,15 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         -------
         self : object
             Updated estimator.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.naive_bayes import GaussianNB
+        >>> X, y = np.array([[0.0], [1.0], [2.0], [3.0]]), np.array([0, 0, 1, 1])
+        >>> nb = GaussianNB().partial_fit(X[:2], y[:2], classes=[0, 1])
+        >>> nb.partial_fit(X[2:], y[2:]).predict([[0.2], [2.8]])
+        array([0, 1])
         """
         name = type(self).__name__
         first = getattr(self, "_stats", None) is None
@@ -177,6 +194,14 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         -------
         ndarray or dask.array.Array of shape (n_samples,)
             NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.naive_bayes import GaussianNB
+        >>> X, y = np.array([[0.0], [1.0], [2.0], [3.0]]), np.array([0, 0, 1, 1])
+        >>> GaussianNB().fit(X, y).predict([[0.2], [2.8]])
+        array([0, 1])
         """
         return self._output(X, "predict")
 
@@ -191,6 +216,14 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         -------
         ndarray or dask.array.Array of shape (n_samples, n_classes)
             Columns in the order of ``classes_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.naive_bayes import GaussianNB
+        >>> X, y = np.array([[0.0], [1.0], [2.0], [3.0]]), np.array([0, 0, 1, 1])
+        >>> GaussianNB().fit(X, y).predict_joint_log_proba([[0.2]]).round(2)
+        array([[ -1.1, -11.5]])
         """
         return self._output(X, "joint")
 
@@ -205,6 +238,14 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         -------
         ndarray or dask.array.Array of shape (n_samples, n_classes)
             Columns in the order of ``classes_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.naive_bayes import GaussianNB
+        >>> X, y = np.array([[0.0], [1.0], [2.0], [3.0]]), np.array([0, 0, 1, 1])
+        >>> GaussianNB().fit(X, y).predict_log_proba([[1.2]]).round(2)
+        array([[-0.09, -2.49]])
         """
         return self._output(X, "log_proba")
 
@@ -219,6 +260,14 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         -------
         ndarray or dask.array.Array of shape (n_samples, n_classes)
             Columns in the order of ``classes_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.naive_bayes import GaussianNB
+        >>> X, y = np.array([[0.0], [1.0], [2.0], [3.0]]), np.array([0, 0, 1, 1])
+        >>> GaussianNB().fit(X, y).predict_proba([[1.2]]).round(3)
+        array([[0.917, 0.083]])
         """
         return self._output(X, "proba")
 
@@ -238,6 +287,15 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         Returns
         -------
         float
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.naive_bayes import GaussianNB
+        >>> X, y = np.array([[0.0], [1.0], [2.0], [3.0]]), np.array([0, 0, 1, 1])
+        >>> import dask.array as da
+        >>> GaussianNB().fit(X, y).score(da.from_array(X, chunks=2), da.from_array(y, chunks=2))
+        1.0
         """
         check_is_fitted(self, "classes_")
         distributed = (is_dask(X) or is_dask(y) or is_dask(sample_weight)

@@ -328,7 +328,32 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
 
     @fit_context
     def fit(self, X, y, sample_weight=None):
-        """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name)."""
+        """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name).
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Training data.
+        y : array-like, Dask array/Series or str of shape (n_samples,)
+            Targets; a string names a column of X's dataframe.
+        sample_weight : array-like, Dask array/Series or str, default=None
+            Weight of each sample (a column name of X's dataframe is accepted).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neural_network import MLPClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(100, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> clf = MLPClassifier((4,), max_iter=5, tol=None, random_state=0)
+        >>> clf.fit(X, y).classes_
+        array([0, 1])
+        """
         blocks = self._fit_blocks(X, y, sample_weight)
         blocks = hold(blocks, self.persist)
         stats = discover_classes(blocks)
@@ -342,7 +367,35 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
 
     @fit_context
     def partial_fit(self, X, y, classes=None, sample_weight=None):
-        """One epoch over (X, y), continuing from the previous call; pass ``classes`` first."""
+        """One epoch over (X, y), continuing from the previous call; pass ``classes`` first.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Training data.
+        y : array-like, Dask array/Series or str of shape (n_samples,)
+            Targets; a string names a column of X's dataframe.
+        classes : array-like of shape (n_classes,), default=None
+            Every label the model will see; pass it on the first call (without it the labels of the
+            first batch are taken as all the classes).
+        sample_weight : array-like, Dask array/Series or str, default=None
+            Weight of each sample (a column name of X's dataframe is accepted).
+
+        Returns
+        -------
+        self : object
+            The updated estimator.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neural_network import MLPClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(100, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> clf = MLPClassifier((4,), max_iter=5, tol=None, random_state=0)
+        >>> clf.partial_fit(X, y, classes=[0, 1]).partial_fit(X, y).classes_
+        array([0, 1])
+        """
         name = type(self).__name__
         first = getattr(self, "_sgd_state", None) is None
         if classes is not None:
@@ -362,18 +415,82 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         return self
 
     def predict_proba(self, X):
-        """Class probabilities, columns in the order of ``classes_``."""
+        """Class probabilities, columns in the order of ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        proba : ndarray or dask.array.Array of shape (n_samples, n_classes)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neural_network import MLPClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(100, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> clf = MLPClassifier((4,), max_iter=5, tol=None, random_state=0)
+        >>> clf.fit(X, y).predict_proba(X[:3]).shape
+        (3, 2)
+        """
         args = self._args()
         return self._blockwise(X, _proba_kernel, *args, dtype=np.float64,
                                tail_shape=(len(self.classes_),))
 
     def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        log_proba : ndarray or dask.array.Array of shape (n_samples, n_classes)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neural_network import MLPClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(100, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> clf = MLPClassifier((4,), max_iter=5, tol=None, random_state=0)
+        >>> clf.fit(X, y).predict_log_proba(X[:3]).shape
+        (3, 2)
+        """
         p = self.predict_proba(X)
         with np.errstate(divide="ignore"):
             return np.log(p)
 
     def predict(self, X):
-        """The most probable class."""
+        """The most probable class.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        labels : ndarray or dask.array.Array of shape (n_samples,)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neural_network import MLPClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(100, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> clf = MLPClassifier((4,), max_iter=5, tol=None, random_state=0)
+        >>> clf.fit(X, y).predict(np.array([[3.0, 0.0], [-3.0, 0.0]]))
+        array([1, 0])
+        """
         args = self._args()
         return self._blockwise(X, _predict_kernel, *args, self.classes_,
                                dtype=self.classes_.dtype)
@@ -410,7 +527,32 @@ validation_scores_, best_validation_score_, n_iter_, t_, history_
 
     @fit_context
     def fit(self, X, y, sample_weight=None):
-        """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name)."""
+        """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name).
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Training data.
+        y : array-like, Dask array/Series or str of shape (n_samples,)
+            Targets; a string names a column of X's dataframe.
+        sample_weight : array-like, Dask array/Series or str, default=None
+            Weight of each sample (a column name of X's dataframe is accepted).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neural_network import MLPRegressor
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(100, 2)); y = X[:, 0] - X[:, 1]
+        >>> reg = MLPRegressor((4,), max_iter=5, tol=None, random_state=0)
+        >>> [c.shape for c in reg.fit(X, y).coefs_]
+        [(2, 4), (4, 1)]
+        """
         blocks = self._fit_blocks(X, y, sample_weight)
         problem = self._problem(blocks.n_features)
         init = self._warm_params(problem)
@@ -420,7 +562,32 @@ validation_scores_, best_validation_score_, n_iter_, t_, history_
 
     @fit_context
     def partial_fit(self, X, y, sample_weight=None):
-        """One epoch over (X, y), continuing from the previous call."""
+        """One epoch over (X, y), continuing from the previous call.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Training data.
+        y : array-like, Dask array/Series or str of shape (n_samples,)
+            Targets; a string names a column of X's dataframe.
+        sample_weight : array-like, Dask array/Series or str, default=None
+            Weight of each sample (a column name of X's dataframe is accepted).
+
+        Returns
+        -------
+        self : object
+            The updated estimator.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neural_network import MLPRegressor
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(100, 2)); y = X[:, 0] - X[:, 1]
+        >>> reg = MLPRegressor((4,), max_iter=5, tol=None, random_state=0)
+        >>> reg.partial_fit(X, y).partial_fit(X, y).n_features_in_
+        2
+        """
         first = getattr(self, "_sgd_state", None) is None
         blocks = self._fit_blocks(X, y, sample_weight, reset=first)
         problem = self._problem(blocks.n_features)
@@ -428,7 +595,28 @@ validation_scores_, best_validation_score_, n_iter_, t_, history_
         return self
 
     def predict(self, X):
-        """The network's output."""
+        """The network's output.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        y_pred : ndarray or dask.array.Array of shape (n_samples,)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neural_network import MLPRegressor
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(100, 2)); y = X[:, 0] - X[:, 1]
+        >>> reg = MLPRegressor((4,), max_iter=5, tol=None, random_state=0)
+        >>> reg.fit(X, y).predict(X[:3]).shape
+        (3,)
+        """
         coefs, intercepts, activation, _, dtype = self._args()
         return self._blockwise(X, _regress_kernel, coefs, intercepts, activation, dtype,
                                dtype=np.float64)

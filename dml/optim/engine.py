@@ -55,7 +55,9 @@ from dask._task_spec import Task
 from dask.delayed import Delayed
 
 from dml._block_groups import default_n_groups
-from dml._blocks import _as_argument, _graph, _ref, block_rng, broadcast, new_name, tree_add
+from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_prefix, task_ref,
+                        tree_add)
+from dml._random import block_rng
 from dml.optim.data import TrainingData
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
@@ -361,12 +363,12 @@ class StreamRunner:
         # One graph layer written out: ``delayed`` would tokenise the plan and the parameters
         # once per group task, which cost more than the round's arithmetic at many blocks.
         deps: list = []
-        args = [_as_argument(broadcast(a), deps) for a in (problem, payload, plan)]
-        name = new_name(getattr(kernel, "__name__", "round"))
+        args = [task_argument(broadcast(a), deps) for a in (problem, payload, plan)]
+        name = new_name(task_prefix(kernel))
         layer = {}
         for k, (p, r) in enumerate(zip(self.inputs(touched), self.ranges)):
-            layer[(name, k)] = Task((name, k), kernel, _ref(p, deps), *args, r, self.levels)
-        graph = _graph(name, layer, deps)
+            layer[(name, k)] = Task((name, k), kernel, task_ref(p, deps), *args, r, self.levels)
+        graph = layer_graph(name, layer, deps)
         outs = [Delayed((name, k), graph, layer=name) for k in range(len(layer))]
         # The groups' values are small: the client finishes the tree over them.
         values = dask.compute(*outs)

@@ -1,11 +1,11 @@
-"""Matrix factorisation r̂_ui = μ + b_u + b_i + p_u·q_i by DSGD or ALS on Dask (SPEC §4).
+"""Matrix factorisation r̂_ui = μ + b_u + b_i + p_u·q_i by DSGD or ALS on Dask.
 
 Layout of a fit
 ---------------
 1. *Id pass*: every partition returns its sorted unique user and item ids, rating sum and count;
    these are merged in partition order into sorted id tables (``user_ids_``, ``item_ids_``) and
    the global mean μ. Arbitrary ids (integers or strings) map to dense indices by binary search.
-2. *Cells*: users are split into B contiguous index ranges and items into B; each partition
+2. *Cells* (:mod:`dml.recommender._cells`): users are split into B contiguous index ranges and items into B; each partition
    splits its ratings into the B×B (user-block, item-block) cells, and one task per cell gathers
    its pieces and sorts them by (user, item), so a cell's content does not depend on how the
    input was partitioned or on how many workers there are. Cells stay on the workers when they
@@ -25,9 +25,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import socket
 import tempfile
-import threading
 
 import dask
 import numpy as np
@@ -41,9 +39,9 @@ from dml.optim.data import fits_persist_budget, smallest_worker_memory
 from dml.optim.params import TRAINING
 from dml.optim.state import TrainState
 from dml.optim.training import TrainConfig, run_epochs
-from dml.recommender import _kernels
-from dml.recommender._solvers import (ALSSolver, DSGDSolver, cell_data, predict_dense, sq_val,
-                                      write_cell_file)
+from dml.recommender._cells import (as_ids, bounds, build_cells, id_stats, lookup, merge_stats,
+                                    predict_frame, val_partition)
+from dml.recommender._solvers import ALSSolver, DSGDSolver, sq_val
 
 __all__ = ["MatrixFactorization"]
 
@@ -75,259 +73,6 @@ def _check_cell_size(n: int, B: int) -> None:
             f"{budget / 2**20:,.0f} MiB ({_CELL_FRACTION:.0%} of the smallest worker's "
             f"{limit / 2**20:,.0f} MiB limit). Use n_blocks >= {fit_b} (the model depends on "
             "n_blocks), or workers with more memory.")
-
-
-# ---------------------------------------------------------------- module-level task functions
-def _as_ids(values) -> np.ndarray:
-    a = np.asarray(values)
-    if a.dtype.kind in "OUS":
-        a = a.astype(str)
-    elif a.dtype.kind not in "iub":
-        if a.dtype.kind == "f" and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
-            a = a.astype(np.int64)
-        else:
-            raise ValueError("user and item ids must be integers or strings; got values of "
-                             f"dtype {a.dtype}")
-    return a
-
-
-def _lookup(table: np.ndarray, values) -> np.ndarray:
-    """Dense index of each value in the sorted ``table``; -1 for unknown ids."""
-    v = np.asarray(values)
-    if table.dtype.kind == "U":
-        v = v.astype(str)
-    elif v.dtype.kind in "OUS":
-        return np.full(len(v), -1, dtype=np.int64)
-    if len(table) == 0:
-        return np.full(len(v), -1, dtype=np.int64)
-    lo, hi = (int(table[0]), int(table[-1])) if table.dtype.kind == "i" else (0, -1)
-    if v.dtype.kind == "i" and hi - lo < 8 * len(table) + 1024:
-        # Integer ids over a compact range (the usual 0..n-1 or 1..n): a dense map is one gather
-        # per value instead of a binary search, and gives the same indices.
-        dense = np.full(hi - lo + 1, -1, dtype=np.int64)
-        dense[table.astype(np.int64) - lo] = np.arange(len(table))
-        v = v.astype(np.int64, copy=False)
-        known = (v >= lo) & (v <= hi)
-        out = np.full(len(v), -1, dtype=np.int64)
-        out[known] = dense[v[known] - lo]
-        return out
-    pos = np.searchsorted(table, v)
-    pos = np.minimum(pos, len(table) - 1)
-    return np.where(table[pos] == v, pos, -1).astype(np.int64)
-
-
-def _id_stats(df: pd.DataFrame, with_rating: bool = True):
-    r = df["r"].to_numpy(dtype=np.float64)
-    if not np.all(np.isfinite(r)):
-        raise ValueError("ratings contain NaN or infinity; drop or impute those rows before "
-                         "fitting MatrixFactorization")
-    return (_unique(_as_ids(df["u"].to_numpy())), _unique(_as_ids(df["i"].to_numpy())),
-            float(r.sum()), int(len(r)))
-
-
-def _unique(a):
-    """``np.unique(a)``; by counting for integers over a compact range (the usual ids)."""
-    if a.dtype.kind == "i" and len(a):
-        lo, hi = int(a.min()), int(a.max())
-        if hi - lo < 4 * len(a) + 1024:
-            return (np.flatnonzero(np.bincount(a.astype(np.int64) - lo)) + lo).astype(a.dtype)
-    return np.unique(a)
-
-
-def _merge_stats(parts):
-    users = parts[0][0]
-    items = parts[0][1]
-    for p in parts[1:]:
-        if (users.dtype.kind == "U") != (p[0].dtype.kind == "U") or \
-                (items.dtype.kind == "U") != (p[1].dtype.kind == "U"):
-            raise TypeError("user (or item) ids mix strings and numbers across partitions; "
-                            "cast the id column to one type")
-        users = np.union1d(users, p[0])
-        items = np.union1d(items, p[1])
-    return users, items, math.fsum(p[2] for p in parts), sum(p[3] for p in parts)
-
-
-def _split_partition(df, user_ids, item_ids, ub, ib, B):
-    u = _lookup(user_ids, _as_ids(df["u"].to_numpy()))
-    i = _lookup(item_ids, _as_ids(df["i"].to_numpy()))
-    r = df["r"].to_numpy(dtype=np.float64)
-    cell = (np.searchsorted(ub, u, side="right") - 1) * B + np.searchsorted(ib, i, side="right") - 1
-    # The same stable order, by radix sort (NumPy's stable sort of 16-bit integers).
-    order = np.argsort(cell.astype(np.uint16) if B * B <= 2**16 else cell, kind="stable")
-    cuts = np.searchsorted(cell[order], np.arange(B * B + 1))
-    return tuple((u[order[a:b]], i[order[a:b]], r[order[a:b]])
-                 for a, b in zip(cuts[:-1], cuts[1:]))
-
-
-def _gather_cell(pieces):
-    """One cell from its piece of every partition (only those pieces travel to the task)."""
-    return _sorted_cell([np.concatenate([p[k] for p in pieces]) for k in range(3)])
-
-
-def _sorted_cell(cols):
-    """The list [u, i, r] sorted by (u, i, r), column by column: only one column exists twice
-    at any time."""
-    order = _order_by_pair_then_rating(*cols)
-    for k in range(3):
-        cols[k] = cols[k][order]
-    return tuple(cols)
-
-
-def _order_by_pair_then_rating(u, i, r):
-    """``np.lexsort((r, i, u))``, by a counting sort on (u, i) when their range is compact."""
-    if len(u) == 0:
-        return np.zeros(0, dtype=np.int64)
-    u0, i0 = int(u.min()), int(i.min())
-    n_i = int(i.max()) - i0 + 1
-    n_keys = (int(u.max()) - u0 + 1) * n_i
-    if n_keys > 4 * len(u) + 2**16:
-        return np.lexsort((r, i, u))
-    return _kernels.sort_by_key_then_value((u - u0) * n_i + (i - i0), r, n_keys)
-
-
-def _write_cell(path, u, i, r):
-    """u, i and r one after the other in the spill-file layout (no zip: .npz spent more time
-    in its checksums than in reading)."""
-    # Under a temporary name, then renamed: a task that runs twice (a retry after a lost worker)
-    # never leaves a half-written file under the final name.
-    tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
-    with open(tmp, "wb") as f:
-        write_cell_file(f, (u, i, r))
-    os.replace(tmp, path)
-
-
-def _not_shared(path):
-    return (f"{path!r} does not exist on worker host {socket.gethostname()!r}. "
-            "MatrixFactorization writes its (user block, item block) cells to spill_dir when the "
-            "ratings do not fit in the cluster's memory, and every worker reads cells written by "
-            "the others: spill_dir must be a directory that the client and all workers see at "
-            "the same path (a local directory on one machine, a shared filesystem such as NFS on "
-            "several). Pass spill_dir='/shared/path', or persist=True if the ratings fit in the "
-            "workers' memory.")
-
-
-def _spill_partition(df, user_ids, item_ids, ub, ib, B, root, index):
-    """Split one partition into its B×B cell pieces and write each non-empty one to ``root``;
-    returns the pieces' paths (None for an empty piece)."""
-    if not os.path.isdir(root):
-        raise FileNotFoundError(f"spill directory {_not_shared(root)}")
-    out = []
-    for c, (u, i, r) in enumerate(_split_partition(df, user_ids, item_ids, ub, ib, B)):
-        if len(r):
-            path = os.path.join(root, f"piece-{c:05d}-{index:06d}.cell")
-            _write_cell(path, u, i, r)
-            out.append(path)
-        else:
-            out.append(None)
-    return tuple(out)
-
-
-def _spill_cell(pieces, path, u0, i0, n_users, n_items):
-    """Merge one cell's pieces into its sorted cell file (as :func:`_gather_cell`), remove the
-    pieces; returns the cell's path and its counts."""
-    if os.path.exists(path):
-        # A retry after the pieces were removed: the renamed cell file is complete.
-        cell = cell_data(path)
-    else:
-        found = [p for p in pieces if p is not None]
-        for p in found:
-            if not os.path.exists(p):
-                raise FileNotFoundError(f"cell piece {_not_shared(p)}")
-        if found:
-            pieces = [cell_data(p) for p in found]
-            cols = [np.concatenate([p[k] for p in pieces]) for k in range(3)]
-            del pieces  # before the sort: the cell exists once, not twice
-            cell = _sorted_cell(cols)
-        else:
-            cell = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
-        _write_cell(path, *cell)
-        for p in found:
-            os.remove(p)
-    return path, _cell_counts(cell, u0, i0, n_users, n_items)
-
-
-def _cell_counts(cell, u0, i0, n_users, n_items):
-    """Ratings per user and per item of one cell (block-local: users u0.., items i0..)."""
-    return (np.bincount(cell[0] - u0, minlength=n_users).astype(np.float64),
-            np.bincount(cell[1] - i0, minlength=n_items).astype(np.float64))
-
-
-def _seen_block(cells, lo, hi):
-    pairs = [cell_data(c, 2) for c in cells]
-    u = np.concatenate([p[0] for p in pairs])
-    i = np.concatenate([p[1] for p in pairs])
-    # np.lexsort((i, u)), by a counting sort on the block's users.
-    order = _kernels.sort_by_key_then_value(u - lo, i, hi - lo)
-    counts = np.bincount(u - lo, minlength=hi - lo) if hi > lo else np.zeros(0, dtype=np.int64)
-    return counts, i[order]
-
-
-def _build_cells(parts, val, users, items, ub, ib, spill, remember):
-    """The B² cells of the ratings, persisted on the workers (``spill`` None) or written as
-    files under ``spill``; returns (cells, val, n_u, n_i, seen) with the ratings per user and
-    per item and, with ``remember``, each user block's seen pairs."""
-    B = len(ub) - 1
-    d_users, d_items = dask.delayed(users, pure=True), dask.delayed(items, pure=True)
-
-    def counts_of(cell, c):
-        b, j = divmod(c, B)
-        return dask.delayed(_cell_counts, pure=True)(cell, ub[b], ib[j], ub[b + 1] - ub[b],
-                                                     ib[j + 1] - ib[j])
-
-    def seen_of(cells):
-        return [dask.delayed(_seen_block, pure=True)(cells[b * B:(b + 1) * B], ub[b], ub[b + 1])
-                for b in range(B)] if remember else []
-
-    if spill is None:
-        # nout=B*B: one key per (partition, cell) piece, so a cell task fetches its own pieces
-        # only. Passing the whole list of split partitions made every cell task pull the entire
-        # data set to its worker (nothing gathers the full data to one process).
-        split = [dask.delayed(_split_partition, pure=True, nout=B * B)(p, d_users, d_items, ub,
-                                                                       ib, B)
-                 for p in parts]
-        cells = [dask.delayed(_gather_cell, pure=True)([sp[c] for sp in split])
-                 for c in range(B * B)]
-        counts = [counts_of(cells[c], c) for c in range(B * B)]
-        seen = seen_of(cells)
-        cells, val, counts, seen = dask.persist(cells, val, counts, seen)
-        counts, seen = dask.compute(counts, seen)
-    else:
-        # Out of core: the cells live in files and every task receives a path, so no worker
-        # holds more than the cells of its running tasks, and the validation rows are re-read
-        # from their source on every pass instead of being persisted.
-        spills = [dask.delayed(_spill_partition, pure=True, nout=B * B)(
-            p, d_users, d_items, ub, ib, B, spill, k) for k, p in enumerate(parts)]
-        done = []
-        for c in range(B * B):
-            b, j = divmod(c, B)
-            done.append(dask.delayed(_spill_cell, pure=True)(
-                [sp[c] for sp in spills], os.path.join(spill, f"cell-{c:05d}.cell"), ub[b],
-                ib[j], ub[b + 1] - ub[b], ib[j + 1] - ib[j]))
-        done = dask.compute(done)[0]
-        cells = [d[0] for d in done]
-        counts = [d[1] for d in done]
-        seen = dask.compute(seen_of(cells))[0]
-    n_u, n_i = np.zeros(ub[-1]), np.zeros(ib[-1])
-    for c, (cu, ci) in enumerate(counts):
-        b, j = divmod(c, B)
-        n_u[ub[b]:ub[b + 1]] += cu
-        n_i[ib[j]:ib[j + 1]] += ci
-    return cells, val, n_u, n_i, seen
-
-
-def _val_partition(df, user_ids, item_ids):
-    return (_lookup(user_ids, _as_ids(df["u"].to_numpy())),
-            _lookup(item_ids, _as_ids(df["i"].to_numpy())), df["r"].to_numpy(dtype=np.float64))
-
-
-def _predict_frame(df, user_col, item_col, user_ids, item_ids, P, Q, bu, bi, mu):
-    u = _lookup(user_ids, _as_ids(df[user_col].to_numpy()))
-    i = _lookup(item_ids, _as_ids(df[item_col].to_numpy()))
-    return predict_dense(u, i, P, Q, bu, bi, mu)
-
-
-def _bounds(n: int, B: int) -> np.ndarray:
-    return np.linspace(0, n, B + 1).round().astype(np.int64)
 
 
 # ---------------------------------------------------------------- the estimator
@@ -589,18 +334,27 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
             Ratings (or the name of the rating column).
         validation_data : same forms as X, optional
             Held-out ratings; their RMSE is recorded per epoch as ``validation_rmse``.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.recommender import MatrixFactorization
+        >>> df = pd.DataFrame({"user": [1, 1, 2, 2, 3], "item": ["a", "b", "a", "c", "b"],
+        ...                    "rating": [5.0, 3.0, 4.0, 2.0, 1.0]})
+        >>> MatrixFactorization(n_factors=2, n_blocks=2, random_state=0).fit(df).user_factors_.shape
+        (3, 2)
         """
         parts = self._partitions(X, y)
         seed = seed_from(self.random_state)
         B = int(self.n_blocks)
-        stats = [dask.delayed(_id_stats)(p) for p in parts]
-        users, items, total, n = dask.compute(dask.delayed(_merge_stats)(stats))[0]
+        stats = [dask.delayed(id_stats)(p) for p in parts]
+        users, items, total, n = dask.compute(dask.delayed(merge_stats)(stats))[0]
         if n == 0:
             raise ValueError("no ratings to fit on")
         self.user_ids_, self.item_ids_ = users, items
         nu, ni = len(users), len(items)
         mu = float(total / n) if self.biases else 0.0
-        ub, ib = _bounds(nu, B), _bounds(ni, B)
+        ub, ib = bounds(nu, B), bounds(ni, B)
         fits = fits_persist_budget(n * _PERSIST_BYTES_PER_RATING)
         persist = fits if self.persist == "auto" else bool(self.persist)
         remember = fits if self.remember_seen == "auto" else bool(self.remember_seen)
@@ -620,7 +374,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
                    remember):
         """The fit after the id pass: the cells, then the epochs of the solver."""
         nu, ni = len(users), len(items)
-        cells, val, n_u, n_i, seen = _build_cells(
+        cells, val, n_u, n_i, seen = build_cells(
             parts, self._validation_parts(validation_data, users, items), users, items, ub, ib,
             spill, remember)
         if remember:
@@ -676,7 +430,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         if validation_data is None:
             return None
         d_users, d_items = dask.delayed(users, pure=True), dask.delayed(items, pure=True)
-        return [dask.delayed(_val_partition, pure=True)(p, d_users, d_items)
+        return [dask.delayed(val_partition, pure=True)(p, d_users, d_items)
                 for p in self._partitions(validation_data, None, what="validation_data")]
 
     # ---- predict
@@ -687,7 +441,25 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
     def predict(self, X):
         """Predicted ratings for (user, item) pairs; unknown ids get μ plus any known bias.
 
-        NumPy/pandas in → NumPy out; a Dask DataFrame in → a lazy Dask array out.
+        Parameters
+        ----------
+        X : DataFrame (pandas or Dask), or array of (user, item) columns
+            The pairs to rate: a DataFrame needs the ``user_col`` and ``item_col`` columns.
+
+        Returns
+        -------
+        ratings : ndarray or dask.array.Array of shape (n_pairs,)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.recommender import MatrixFactorization
+        >>> df = pd.DataFrame({"user": [1, 1, 2, 2, 3], "item": ["a", "b", "a", "c", "b"],
+        ...                    "rating": [5.0, 3.0, 4.0, 2.0, 1.0]})
+        >>> mf = MatrixFactorization(n_factors=2, n_epochs=5, n_blocks=2, random_state=0).fit(df)
+        >>> mf.predict(pd.DataFrame({"user": [1, 99], "item": ["c", "a"]})).shape
+        (2,)
         """
         check_is_fitted(self, "user_factors_")
         uids, iids, P, Q, bu, bi, mu = self._model()
@@ -704,14 +476,37 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
                                                  drop_axis=1, dtype=np.float64)
         frames = self._partitions(X, None, need_rating=False)
         df = frames[0]
-        return _predict_frame(df, "u", "i", uids, iids, P, Q, bu, bi, mu)
+        return predict_frame(df, "u", "i", uids, iids, P, Q, bu, bi, mu)
 
     def score(self, X, y=None):
-        """Negative RMSE on (user, item, rating) rows (higher is better, like scikit-learn)."""
+        """Negative RMSE on (user, item, rating) rows (higher is better, like scikit-learn).
+
+        Parameters
+        ----------
+        X : DataFrame (pandas or Dask), array or tuple
+            Ratings in the forms :meth:`fit` accepts.
+        y : array-like or str, default=None
+            Ratings (or the name of the rating column), as in :meth:`fit`.
+
+        Returns
+        -------
+        score : float
+            Minus the root mean squared error of the predicted ratings.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.recommender import MatrixFactorization
+        >>> df = pd.DataFrame({"user": [1, 1, 2, 2, 3], "item": ["a", "b", "a", "c", "b"],
+        ...                    "rating": [5.0, 3.0, 4.0, 2.0, 1.0]})
+        >>> mf = MatrixFactorization(n_factors=2, n_epochs=5, n_blocks=2, random_state=0).fit(df)
+        >>> mf.score(df) < 0
+        True
+        """
         check_is_fitted(self, "user_factors_")
         uids, iids, P, Q, bu, bi, mu = self._model()
         parts = self._partitions(X, y)
-        vals = [dask.delayed(sq_val)(dask.delayed(_val_partition)(p, uids, iids),
+        vals = [dask.delayed(sq_val)(dask.delayed(val_partition)(p, uids, iids),
                                       P, Q, bu, bi, mu) for p in parts]
         vals = dask.compute(vals)[0]
         return -math.sqrt(math.fsum(v[0] for v in vals) / max(sum(v[1] for v in vals), 1))
@@ -723,6 +518,15 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         the user's training items are skipped; fewer than k candidates leave the row padded with
         ``None``-like fill (item id of the array's dtype default) and score ``-inf``.
 
+        Parameters
+        ----------
+        users : array-like of shape (n_users,)
+            User ids.
+        k : int, default=10
+            Items per user.
+        exclude_seen : bool, default=True
+            Skip the items each user rated in the training data.
+
         Returns
         -------
         items : ndarray of shape (n_users, k) of item ids
@@ -733,6 +537,17 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         ValueError
             With ``exclude_seen=True`` when the fit did not keep the training pairs
             (``remember_seen``).
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.recommender import MatrixFactorization
+        >>> df = pd.DataFrame({"user": [1, 1, 2, 2, 3], "item": ["a", "b", "a", "c", "b"],
+        ...                    "rating": [5.0, 3.0, 4.0, 2.0, 1.0]})
+        >>> mf = MatrixFactorization(n_factors=2, n_epochs=5, n_blocks=2, random_state=0).fit(df)
+        >>> items, scores = mf.recommend([2], k=1)
+        >>> items.shape, scores.shape
+        ((1, 1), (1, 1))
         """
         check_is_fitted(self, "user_factors_")
         if not (isinstance(k, (int, np.integer)) and k >= 1):
@@ -747,7 +562,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
                 "with remember_seen=True.")
         uids, iids, P, Q, bu, bi, mu = self._model()
         users = np.atleast_1d(np.asarray(users))
-        idx = _lookup(uids, _as_ids(users)) if len(users) else np.zeros(0, dtype=np.int64)
+        idx = lookup(uids, as_ids(users)) if len(users) else np.zeros(0, dtype=np.int64)
         ni = len(iids)
         kk = min(int(k), ni)
         items = np.empty((len(users), kk), dtype=iids.dtype)
@@ -773,7 +588,7 @@ def _array_frame(x, y, need_rating):
 
 
 def _predict_array(x, uids, iids, P, Q, bu, bi, mu):
-    return _predict_frame(pd.DataFrame({"u": x[:, 0], "i": x[:, 1]}), "u", "i", uids, iids,
+    return predict_frame(pd.DataFrame({"u": x[:, 0], "i": x[:, 1]}), "u", "i", uids, iids,
                           P, Q, bu, bi, mu)
 
 
@@ -784,5 +599,5 @@ def _rename(df, want):
 
 
 def _predict_series(df, user_col, item_col, uids, iids, P, Q, bu, bi, mu):
-    return pd.Series(_predict_frame(df, user_col, item_col, uids, iids, P, Q, bu, bi, mu),
+    return pd.Series(predict_frame(df, user_col, item_col, uids, iids, P, Q, bu, bi, mu),
                      index=df.index)

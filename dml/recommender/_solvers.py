@@ -1,7 +1,7 @@
 """The two solvers of :class:`~dml.recommender.MatrixFactorization`, one epoch at a time.
 
 A solver receives the fit's B² (user block, item block) *cells* — persisted arrays or paths of
-cell files, see :mod:`dml.recommender._mf` — and advances a :class:`~dml.optim.state.TrainState`
+cell files, see :mod:`dml.recommender._cells` — and advances a :class:`~dml.optim.state.TrainState`
 whose ``arrays`` hold P, Q, b_u and b_i by one epoch: its :meth:`epoch` is the ``epoch_fn`` of
 :func:`dml.optim.training.run_epochs`, which owns history, stopping and checkpoints. Everything
 a solver adapts while it runs (the DSGD step size) lives in ``state.extra``, so a resumed fit

@@ -48,7 +48,28 @@ class _HistTreeBase(DaskEstimatorMixin):
                                tail_shape=tail_shape, numeric=False)
 
     def apply(self, X):
-        """Index of the leaf (global node index) that each row reaches in each tree."""
+        """Index of the leaf (global node index) that each row reaches in each tree.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        leaves : ndarray or dask.array.Array of shape (n_samples, n_trees)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.tree import DecisionTreeClassifier
+        >>> X = np.array([[0.], [1.], [2.], [3.]]); y = np.array([0, 0, 1, 1])
+        >>> clf = DecisionTreeClassifier().fit(X, y)
+        >>> clf.apply(np.array([[0.2], [2.7]]))
+        array([[1],
+               [2]])
+        """
         return self._out(X, "apply", np.int64, (len(self.nodes_["tree_start"]) - 1,))
 
     @property
@@ -59,16 +80,81 @@ class _HistTreeBase(DaskEstimatorMixin):
 
 class _ClassifierOut:
     def predict_proba(self, X):
-        """Mean leaf class distribution over the trees (soft vote)."""
+        """Mean leaf class distribution over the trees (soft vote).
+
+        Columns in the order of ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        proba : ndarray or dask.array.Array of shape (n_samples, n_classes)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.tree import DecisionTreeClassifier
+        >>> X = np.array([[0.], [1.], [2.], [3.]]); y = np.array([0, 0, 1, 1])
+        >>> clf = DecisionTreeClassifier().fit(X, y)
+        >>> clf.predict_proba(np.array([[0.2], [2.7]]))
+        array([[1., 0.],
+               [0., 1.]])
+        """
         # Before reading classes_, so an unfitted model raises NotFittedError.
         check_is_fitted(self, "nodes_")
         return self._out(X, "proba", np.float64, (len(self.classes_),))
 
     def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        log_proba : ndarray or dask.array.Array of shape (n_samples, n_classes)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.tree import DecisionTreeClassifier
+        >>> X = np.array([[0.], [1.], [2.], [3.]]); y = np.array([0, 0, 1, 1])
+        >>> clf = DecisionTreeClassifier().fit(X, y)
+        >>> clf.predict_log_proba(np.array([[0.2]]))
+        array([[  0., -inf]])
+        """
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
     def predict(self, X):
+        """The class of highest :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        labels : ndarray or dask.array.Array of shape (n_samples,)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.tree import DecisionTreeClassifier
+        >>> X = np.array([[0.], [1.], [2.], [3.]]); y = np.array([0, 0, 1, 1])
+        >>> clf = DecisionTreeClassifier().fit(X, y)
+        >>> clf.predict(np.array([[0.2], [2.7]]))
+        array([0, 1])
+        """
         proba = self.predict_proba(X)
         idx = proba.argmax(axis=1)
         if isinstance(idx, np.ndarray):
@@ -82,7 +168,26 @@ def _take(idx, classes):
 
 class _RegressorOut:
     def predict(self, X):
-        """Mean of the leaf values over the trees."""
+        """Mean of the leaf values over the trees.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        y_pred : ndarray or dask.array.Array of shape (n_samples,)
+            NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.tree import DecisionTreeRegressor
+        >>> X = np.array([[0.], [1.], [2.], [3.]]); y = np.array([1., 1., 5., 5.])
+        >>> DecisionTreeRegressor().fit(X, y).predict(np.array([[0.5], [3.0]]))
+        array([1., 5.])
+        """
         return self._out(X, "value", np.float64)
 
 
@@ -176,6 +281,14 @@ class DecisionTreeClassifier(_ClassifierOut, _HistTreeBase, ClassifierMixin, Bas
         -------
         self : object
             The fitted tree.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.tree import DecisionTreeClassifier
+        >>> X = np.array([[0.], [1.], [2.], [3.]]); y = np.array([0, 0, 1, 1])
+        >>> DecisionTreeClassifier().fit(X, y).classes_
+        array([0, 1])
         """
         return fit_trees(self, X, y, sample_weight, classify=True, n_trees=1, bootstrap=False,
                          max_features=self.max_features)
@@ -233,6 +346,14 @@ class DecisionTreeRegressor(_RegressorOut, _HistTreeBase, RegressorMixin, BaseEs
         -------
         self : object
             The fitted tree.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.tree import DecisionTreeRegressor
+        >>> X = np.array([[0.], [1.], [2.], [3.]]); y = np.array([1., 1., 5., 5.])
+        >>> DecisionTreeRegressor().fit(X, y).n_estimators_
+        1
         """
         return fit_trees(self, X, y, sample_weight, classify=False, n_trees=1, bootstrap=False,
                          max_features=self.max_features)

@@ -1,0 +1,259 @@
+"""Task graphs for per-block work: one layer per map, fixed-order tree reductions, broadcast.
+
+Everything that builds a Dask graph for the block core lives here: :func:`map_delayed` (one task
+per part), :func:`tree_reduce` (consecutive groups of ``split_every``, so floating-point sums do
+not depend on scheduling), :func:`broadcast` (small parameters embedded in the tasks, large ones
+one shared key) and :func:`compute`. Layers are named after the function their tasks run
+(:func:`task_prefix`), so the dashboard and the scheduler's task groups say which kernel runs.
+"""
+from __future__ import annotations
+
+import functools
+import numbers
+import pickle
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dask
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+from dask import delayed
+from dask._task_spec import Task, TaskRef
+from dask.delayed import Delayed, unpack_collections
+from dask.highlevelgraph import HighLevelGraph
+
+__all__ = ["is_dask", "tree_add", "tree_reduce", "map_delayed", "compute", "broadcast",
+           "new_name", "task_prefix", "layer_graph", "task_argument", "task_ref",
+           "INLINE_BYTES"]
+
+
+def is_dask(obj) -> bool:
+    """True for Dask arrays, dataframes and series."""
+    return isinstance(obj, (da.Array, dd.DataFrame, dd.Series))
+
+
+# --------------------------------------------------------------------------------------------
+# Reductions
+# --------------------------------------------------------------------------------------------
+
+def tree_add(parts: Sequence[Any]):
+    """Element-wise sum of equally shaped nested results (arrays, numbers, tuples, lists, dicts).
+
+    ``None`` entries are skipped, so an empty block may return ``None``.
+    """
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    first = parts[0]
+    if isinstance(first, dict):
+        return {k: tree_add([p[k] for p in parts]) for k in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(tree_add(list(z)) for z in zip(*parts))
+    total = first.copy() if isinstance(first, np.ndarray) else first
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+def _combine(combine, *parts):
+    return combine(list(parts))
+
+
+# --------------------------------------------------------------------------------------------
+# Graph building
+# --------------------------------------------------------------------------------------------
+# Graphs are written as one layer of tasks with precomputed keys rather than one ``delayed``
+# call per task: ``delayed`` tokenises every argument of every call (the kernel, the block, the
+# broadcast parameters), which cost milliseconds per block on the client and grew every round
+# with the partition count.
+
+def new_name(prefix: str) -> str:
+    """A fresh graph-layer name ``prefix-<random hex>`` (never reused across computations).
+
+    Fresh rather than a hash of the inputs: a key that recurs in consecutive computations (the
+    same round's parameters, the same score) can reach the scheduler while it still releases
+    that key from the previous computation, which trips its transition checks. The random part
+    names no data, so it cannot change a result.
+    """
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def task_prefix(func: Callable) -> str:
+    """The name of the function a task runs, as the first words of its key.
+
+    Dask groups tasks by the start of their keys (``dask.utils.key_split``): the dashboard's
+    task stream, progress bars and the scheduler's task groups show those words. Naming layers
+    after the kernel makes them say ``moments-kernel-block`` or ``merge-pairs-reduce`` instead
+    of a generic helper. ``functools.partial`` is unwrapped. Underscores become hyphens because
+    ``key_split`` reads only letters after the first word: when Dask fuses a chain of tasks (the
+    input chunk, the block check, the kernel) it joins their names, and ``_`` would cut the
+    kernel's name off there.
+
+    Examples
+    --------
+    >>> import functools
+    >>> task_prefix(functools.partial(_combine, sum)), task_prefix(lambda x: x)
+    ('combine', 'lambda')
+    >>> task_prefix(tree_add)
+    'tree-add'
+    """
+    while isinstance(func, functools.partial):
+        func = func.func
+    name = getattr(func, "__name__", None) or type(func).__name__
+    return re.sub(r"[\W_]+", "-", name).strip("-") or "task"
+
+
+def layer_graph(name: str, layer: dict, deps: Sequence) -> HighLevelGraph:
+    """A graph of the new ``layer`` on top of the graphs of ``deps`` (each merged once)."""
+    layers: dict = {}
+    dependencies: dict = {}
+    own: set = set()
+    # The graphs seen, by id, kept alive until the end: some collections build a new graph on
+    # every ``__dask_graph__()`` call (a ``delayed`` leaf does), and a freed graph's id can be
+    # reused by the next one, which would then be skipped and its layer left out.
+    seen: dict = {}
+    for d in deps:
+        own.update(d.__dask_layers__())
+        g = d.__dask_graph__()
+        if id(g) in seen:
+            continue
+        seen[id(g)] = g
+        if not isinstance(g, HighLevelGraph):
+            g = HighLevelGraph.from_collections(d.__dask_layers__()[0], g, dependencies=())
+        layers.update(g.layers)
+        dependencies.update(g.dependencies)
+    layers[name] = layer
+    dependencies[name] = own
+    return HighLevelGraph(layers, dependencies)
+
+
+def task_argument(obj, deps: list):
+    """``obj`` as a task argument: Dask collections inside it become references (once per call)."""
+    if isinstance(obj, Delayed):
+        deps.append(obj)
+        return TaskRef(obj.key)
+    if isinstance(obj, (list, tuple, dict, set)) or is_dask(obj):
+        task, collections = unpack_collections(obj)
+        if collections:
+            deps.extend(collections)
+            return task
+    return obj
+
+
+def task_ref(obj, deps: list):
+    """A reference to a Delayed (or None) as a task argument."""
+    if obj is None:
+        return None
+    deps.append(obj)
+    return TaskRef(obj.key)
+
+
+def map_delayed(func: Callable, parts: Sequence[Delayed], *args, name: str | None = None,
+                with_index: bool = False) -> list[Delayed]:
+    """``func(part, *args)`` for every Delayed part: one graph layer, one task per part.
+
+    The cheap form of ``[delayed(func)(p, *args) for p in parts]``: the arguments are converted
+    once, not tokenised per task. With ``with_index=True`` the task calls
+    ``func(part, index, *args)``. Keys are fresh for every call.
+
+    Examples
+    --------
+    >>> from dask import delayed
+    >>> parts = [delayed(i) for i in range(3)]
+    >>> import dask
+    >>> dask.compute(*map_delayed(pow, parts, 2))
+    (0, 1, 4)
+    """
+    name = name or new_name(task_prefix(func))
+    deps: list = []
+    args = tuple(task_argument(a, deps) for a in args)
+    layer = {}
+    for i, p in enumerate(parts):
+        ref = task_ref(p, deps)
+        key = (name, i)
+        layer[key] = (Task(key, func, ref, i, *args) if with_index else
+                      Task(key, func, ref, *args))
+    graph = layer_graph(name, layer, deps)
+    return [Delayed((name, i), graph, layer=name) for i in range(len(parts))]
+
+
+def tree_reduce(parts: list[Delayed], combine: Callable = tree_add,
+                split_every: int = 8) -> Delayed:
+    """Combine delayed results in a fixed tree: consecutive groups of ``split_every``, in order.
+
+    The grouping depends only on the number of parts, so floating-point results are reproducible
+    whatever the scheduling. Even one part goes through ``combine`` once, so every result has the
+    same form. The layer is named after ``combine`` (``<combine>-reduce``).
+
+    Examples
+    --------
+    >>> from dask import delayed
+    >>> tree_reduce([delayed(i) for i in range(10)], sum, split_every=4).compute()
+    45
+    """
+    if not parts:
+        raise ValueError("nothing to reduce: the data has no blocks")
+    if split_every < 2:
+        raise ValueError("split_every must be at least 2")
+    name = new_name(f"{task_prefix(combine)}-reduce")
+    deps: list = []
+    level = [task_ref(p, deps) for p in parts]
+    layer = {}
+    depth = 0
+    while True:
+        groups = [level[i:i + split_every] for i in range(0, len(level), split_every)]
+        level = []
+        for j, group in enumerate(groups):
+            key = (name, depth, j)
+            layer[key] = Task(key, _combine, combine, *group)
+            level.append(TaskRef(key))
+        depth += 1
+        if len(level) == 1:
+            break
+    graph = layer_graph(name, layer, deps)
+    return Delayed(level[0].key, graph, layer=name)
+
+
+def compute(*objs):
+    """``dask.compute`` on the current scheduler, for several results in one pass over the data."""
+    return dask.compute(*objs)
+
+
+#: Parameters up to this size are embedded in each block task; larger ones become one graph key
+#: that the workers fetch once. Embedding saves a dependency fetch (tens of milliseconds under
+#: load) per task, which dominates for scalars and small arrays.
+INLINE_BYTES = 64 * 2**10
+
+
+def _nbytes(obj) -> int:
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if obj is None or isinstance(obj, (numbers.Number, str, bytes, np.generic, np.dtype, type,
+                                       slice, range)) or callable(obj):
+        return 64
+    if isinstance(obj, (tuple, list)):
+        return sum(_nbytes(o) for o in obj)
+    if isinstance(obj, dict):
+        return sum(_nbytes(k) + _nbytes(v) for k, v in obj.items())
+    try:  # anything else (a fitted model, a dataclass): its pickled size is what would travel
+        return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        return INLINE_BYTES + 1
+
+
+def broadcast(obj):
+    """Ship a parameter to the block tasks: embedded when small, else one graph key.
+
+    The key is unique to this call (``pure=False``) rather than a content hash: a hashed key
+    recurs across consecutive computations (the same dtype, the same centres), and a graph that
+    re-submits a key the scheduler is still releasing from the previous computation can trip
+    the scheduler's transition checks ("assert ts.priority"), failing the fit. Within one graph
+    the blocks still share the one key.
+    """
+    if isinstance(obj, Delayed) or _nbytes(obj) <= INLINE_BYTES:
+        return obj
+    return delayed(obj, pure=False, traverse=False)
+

@@ -1,0 +1,248 @@
+"""k-means training data: the blocks centred, augmented and persisted once, grouped by worker.
+
+:func:`prepare` turns validated blocks into :class:`Prepared` data for Lloyd iterations (one
+statistics pass, the prepared blocks made where their input lives), and :func:`map_combine`
+runs a kernel over the blocks of several prepared data sets in one scheduler call, one task
+per worker thread (:func:`placement_groups`), combining the per-block results on the client in
+a fixed order. Used by :class:`~dml.cluster.KMeans` and the model selection of
+:mod:`dml.cluster._selection`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import dask
+import numpy as np
+from dask import delayed
+
+from dml._blocks import Blocks, compute
+from dml.base import check_weights_not_all_zero
+from dml.cluster import _lloyd
+from dml.optim.data import should_persist
+
+__all__ = ["Prepared", "prepare", "map_combine", "tree_combine", "group_call",
+           "placement_groups", "input_placement"]
+
+
+@dataclass
+class Prepared:
+    """Training blocks centred on the data mean, augmented with ones, persisted on the workers.
+
+    Attributes
+    ----------
+    blocks : Blocks
+        Parts ``(X − mean | 1, None, w)``.
+    offsets : ndarray of int
+        Global index of each block's first row (length ``n_blocks + 1``).
+    mean : ndarray (d,), float64
+        The column means that were subtracted (unweighted, as scikit-learn's).
+    variance : float
+        Mean of the per-feature variances (scikit-learn's ``tol`` scale).
+    wxsq : float
+        ``Σ w‖x − mean‖²``: the inertia of a Lloyd step is this plus the kernel's partial sum.
+    lo, hi : ndarray (d,)
+        Bounding box of the centred data.
+    """
+
+    blocks: Blocks
+    offsets: np.ndarray
+    n: int
+    d: int
+    dtype: np.dtype
+    mean: np.ndarray
+    variance: float
+    wxsq: float
+    wsum: float
+    lo: np.ndarray
+    hi: np.ndarray
+    #: Blocks processed by one task in a Lloyd iteration (see :func:`placement_groups`).
+    groups: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if not self.groups:
+            self.groups = placement_groups(self.blocks.parts)
+
+    @property
+    def parts(self):
+        return self.blocks.parts
+
+
+def placement_groups(parts) -> list[list[int]]:
+    """Blocks grouped by the worker (and thread) that holds them, in block order.
+
+    Each Lloyd iteration then runs one task per worker thread instead of one per block: on a
+    distributed cluster every task costs milliseconds of scheduling, which is most of an
+    iteration's time when the blocks are small. Placement only decides how the work is batched;
+    the per-block results are combined in block order on the client, so the result does not
+    depend on it. Without a distributed client (or for blocks that are not persisted), one
+    block per task.
+    """
+    single = [[i] for i in range(len(parts))]
+    client = _distributed_client()
+    if client is None:
+        return single
+    try:
+        who = client.who_has(list(parts))
+        try:
+            workers = client.scheduler_info(n_workers=-1)["workers"]
+        except TypeError:  # older distributed: no n_workers argument
+            workers = client.scheduler_info()["workers"]
+    except Exception:  # noqa: BLE001 - an optimisation only: fall back to one block per task
+        return single
+    by_worker: dict[str, list[int]] = {}
+    for i, p in enumerate(parts):
+        holders = sorted(who.get(p.key, ()))
+        if not holders:
+            return single
+        by_worker.setdefault(holders[0], []).append(i)
+    groups = []
+    for w in sorted(by_worker):
+        idx = by_worker[w]
+        threads = max(1, min(int(workers.get(w, {}).get("nthreads", 1)), len(idx)))
+        groups += [[int(i) for i in chunk] for chunk in np.array_split(idx, threads)]
+    return groups
+
+
+def _distributed_client():
+    """The current distributed client when Dask computes on it, else None."""
+    from dml.runtime import active_client
+
+    client = active_client()
+    if client is None or dask.base.get_scheduler() != client.get:
+        return None
+    return client
+
+
+def input_placement(parts) -> list[str] | None:
+    """The worker holding most of the persisted input of each block, or None.
+
+    None when there is no distributed client or some block's input is not in worker memory
+    (lazy input: the scheduler then places the prepared blocks itself).
+    """
+    client = _distributed_client()
+    if client is None:
+        return None
+    try:
+        from distributed import futures_of, wait
+
+        futures = {f.key: f for p in parts for f in futures_of(p)}
+        if not futures:
+            return None
+        wait(list(futures.values()))  # still computing: their place is not known yet
+        who = client.who_has(list(futures.values()))
+        nbytes = client.nbytes(list(futures))
+        placement = []
+        for p in parts:
+            graph = p.__dask_graph__()
+            load: dict[str, int] = {}
+            seen, todo = set(), [p.key]
+            while todo:
+                key = todo.pop()
+                if key in seen:
+                    continue
+                seen.add(key)
+                if key in futures:
+                    for w in who.get(key, ())[:1]:
+                        load[w] = load.get(w, 0) + int(nbytes.get(key, 1) or 1)
+                    continue
+                task = graph.get(key) if hasattr(graph, "get") else None
+                todo.extend(getattr(task, "dependencies", ()) or ())
+            if not load:
+                return None
+            placement.append(max(sorted(load), key=load.get))
+        return placement
+    except Exception:  # noqa: BLE001 - an optimisation only: let the scheduler place them
+        return None
+
+
+def tree_combine(values: list, combine, split_every: int = 8):
+    """:func:`dml._blocks.tree_reduce`'s fixed tree, applied on the client to computed values."""
+    level = list(values)
+    if len(level) == 1:
+        return combine(level)
+    while len(level) > 1:
+        level = [combine(level[i:i + split_every]) for i in range(0, len(level), split_every)]
+    return level[0]
+
+
+def group_call(kernel, parts, *args):
+    """Run ``kernel`` on several blocks of one worker; per-block results in block order."""
+    return [kernel(p[0], p[1], p[2], *args) for p in parts]
+
+
+def map_combine(data_and_args, kernel, combine):
+    """One scheduler call: ``kernel`` over every block of several data sets, combined per set.
+
+    ``data_and_args`` is a list of ``(Prepared, args)``. Tasks carry their (small) arguments
+    inline and run one per placement group; the per-block results are combined on the client in
+    :func:`tree_combine`'s fixed order.
+    """
+    tasks, layout = [], []
+    for data, args in data_and_args:
+        layout.append((data, len(tasks)))
+        tasks += [delayed(group_call, pure=False)(kernel, [data.parts[i] for i in g], *args)
+                  for g in data.groups]
+    results = compute(*tasks)
+    out = []
+    for data, first in layout:
+        per_block = [None] * len(data.parts)
+        for g, res in zip(data.groups, results[first:first + len(data.groups)]):
+            for i, r in zip(g, res):
+                per_block[i] = r
+        out.append(tree_combine(per_block, combine))
+    return out
+
+
+def _mean_of(stats, d):
+    if stats is None or stats["n"] == 0:
+        return np.zeros(d)
+    return stats["sum"] / stats["n"]
+
+
+def prepare(blocks: Blocks, name: str = "KMeans") -> Prepared:
+    """Centre, augment and persist the training blocks, then one statistics pass.
+
+    When the input blocks are already in worker memory, each prepared block is made on the
+    worker that holds its input (so the Lloyd tasks stay as balanced as the user's data);
+    otherwise one graph computes the mean and persists the prepared blocks.
+    """
+    lengths = blocks.lengths
+    n = int(lengths.sum())
+    if n == 0:
+        raise ValueError(f"{name}: X has 0 samples; at least one is required")
+    d = blocks.n_features
+    sums = blocks.map_reduce(_lloyd.block_sums, compute_now=False)
+    mean = delayed(_mean_of, pure=True)(sums, d)
+    placement = input_placement(blocks.parts)
+    if not should_persist(blocks, "auto"):
+        # Larger than the cluster's memory (DESIGN principle 3): the prepared blocks stay lazy
+        # and every pass re-reads them from the source instead of persisting them all.
+        (mean,) = compute(mean)
+        parts = [delayed(_lloyd.prepare_block, pure=True)(p, mean) for p in blocks.parts]
+    elif placement is None:
+        parts = [delayed(_lloyd.prepare_block, pure=True)(p, mean) for p in blocks.parts]
+        *parts, mean = dask.persist(*parts, mean)
+    else:
+        (mean,) = compute(mean)
+        parts = [delayed(_lloyd.prepare_block, pure=True)(p, mean) for p in blocks.parts]
+        for worker in sorted(set(placement)):
+            idx = [i for i, w in enumerate(placement) if w == worker]
+            done = dask.persist(*[parts[i] for i in idx], workers=[worker],
+                                allow_other_workers=True)
+            for i, p in zip(idx, done):
+                parts[i] = p
+    prepared = replace(blocks, parts=list(parts), known_lengths=lengths)
+    stats_d = prepared.map_reduce(_lloyd.prepared_stats, combine=_lloyd.combine_prepared_stats,
+                                  compute_now=False)
+    mean, stats, dtype = compute(mean, stats_d, delayed(_dtype_of, pure=True)(parts[0]))
+    if stats["wmin"] < 0:
+        raise ValueError(f"{name}: sample_weight contains negative values; weights must be >= 0")
+    check_weights_not_all_zero(stats["wsum"], name)
+    return Prepared(prepared, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), n, d,
+                    np.dtype(dtype), np.asarray(mean, dtype=np.float64),
+                    _lloyd.mean_variance(stats, n), float(stats["wxsq"]),
+                    float(stats["wsum"]), stats["lo"], stats["hi"])
+
+
+def _dtype_of(part):
+    return part[0].dtype
