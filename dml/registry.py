@@ -39,9 +39,9 @@ class _Entry:
 #: Every public dml estimator: class name -> (import string, registry name, kind). The one list
 #: of them: the registry entries below, the scikit-learn conformance tests and the bad-input
 #: tests iterate over it, and a test checks that it names every estimator class the dml
-#: subpackages export. A registry name of None: not a job model and not loadable, because
-#: the estimator holds other estimators that a model file cannot (bagging's members are
-#: scikit-learn estimators; a search holds its candidates' estimator).
+#: subpackages export. A registry name of None: not a job model (bagging and the searches
+#: wrap another estimator); model files still save and load them (dml/_io_types.py allow-lists
+#: every class here).
 ESTIMATORS: dict[str, tuple[str, str | None, str | None]] = {
     # naive Bayes
     "GaussianNB": ("dml.naive_bayes:GaussianNB", "gaussian_nb", "model"),
