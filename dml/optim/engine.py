@@ -46,12 +46,13 @@ Interface for a model (see :class:`dml.optim.problem.Problem`)::
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, replace
 
 import dask
 import numpy as np
 from dask import delayed
-from dask._task_spec import Task
+from dask._task_spec import Task, TaskRef
 from dask.delayed import Delayed
 
 from dml._block_groups import default_n_groups
@@ -374,6 +375,44 @@ class StreamRunner:
         values = dask.compute(*outs)
         return subtree_reduce(list(values), tree_add, tree_levels(len(values)))
 
+    def run_chain(self, problem, payload, steps: list, mode: str, averaging_from: int | None):
+        """Several rounds in one graph: ``steps`` is a list of ``(plan, start_t)``. Each round's
+        combine (:func:`_next_payload`) runs on a worker and feeds the next round's tasks, so
+        consecutive rounds cost no round trip to the client. Persisted data only (data read
+        from storage would let the scheduler read later rounds' blocks early).
+
+        Returns the last round's payload and every round's ``{"loss", "first_loss",
+        "nonfinite"}``, in order.
+        """
+        assert self.gathered is not None
+        deps: list = []
+        prob = task_argument(broadcast(problem), deps)
+        current = task_argument(broadcast(payload), deps)
+        name = new_name("sgd-round")
+        cname = new_name("combine-round")
+        layer = {}
+        n_groups = len(self.ranges)
+        top = tree_levels(n_groups)
+        refs = [task_ref(p, deps) for p in self.gathered]
+        for k, (plan, start_t) in enumerate(steps):
+            plan_arg = task_argument(broadcast(plan), deps)
+            group_keys = []
+            for g, r in enumerate(self.ranges):
+                key = (name, k, g)
+                layer[key] = Task(key, _group_round_kernel, refs[g], prob, current, plan_arg, r,
+                                  self.levels)
+                group_keys.append(TaskRef(key))
+            started = averaging_from is not None and start_t >= averaging_from
+            ckey = (cname, k)
+            layer[ckey] = Task(ckey, _next_payload, current, mode, started, top, *group_keys)
+            current = Task(None, operator.getitem, TaskRef(ckey), 0)
+        last = (cname, "epoch")
+        layer[last] = Task(last, _chain_result, TaskRef((cname, len(steps) - 1)),
+                           *[Task(None, operator.getitem, TaskRef((cname, k)), 1)
+                             for k in range(len(steps))])
+        graph = layer_graph(cname, layer, deps)
+        return dask.compute(Delayed(last, graph, layer=cname))[0]
+
 
 def run_round(problem, data: TrainingData, state: TrainState, plan: RoundPlan,
               runner: StreamRunner | None = None) -> dict:
@@ -397,24 +436,53 @@ def evaluate_score(problem, blocks, params) -> float:
     return problem.score_from_stats(stats)
 
 
-def apply_round(state: TrainState, out: dict, mode: str, start_t: int, taken: int,
-                config: SGDConfig) -> None:
-    """Combine a round's reduced result into ``state`` (see the module docstring)."""
+def combined(params, slots: dict, out: dict, mode: str, averaging_started: bool):
+    """The parameters and slots after a round with reduced result ``out`` (see the module
+    docstring): the streams' updates added ("sum") or their weighted average taken."""
     if mode == "sum":
-        state.params = state.params + out["params"]
-        averaging_started = config.averaging and start_t >= int(config.average)
-        slots = {}
+        params = params + out["params"]
+        new_slots = {}
         for k, v in out["slots"].items():
             if k in _ITERATE_SLOTS:
                 # Before averaging starts the "average" is the iterate itself.
-                slots[k] = (state.opt.slots[k] + v) if averaging_started else state.params.copy()
+                new_slots[k] = (slots[k] + v) if averaging_started else params.copy()
             else:
-                slots[k] = v
-        state.opt.slots = slots
-    else:
-        state.params = out["params"]
-        state.opt.slots = out["slots"]
+                new_slots[k] = v
+        return params, new_slots
+    return out["params"], out["slots"]
+
+
+def _averaging_from(config: SGDConfig) -> int | None:
+    """The step counter from which the ASGD average accumulates (None: no averaging)."""
+    return int(config.average) if config.averaging else None
+
+
+def apply_round(state: TrainState, out: dict, mode: str, start_t: int, taken: int,
+                config: SGDConfig) -> None:
+    """Combine a round's reduced result into ``state`` (see the module docstring)."""
+    start = _averaging_from(config)
+    state.params, state.opt.slots = combined(state.params, state.opt.slots, out, mode,
+                                             start is not None and start_t >= start)
     state.opt.t = start_t + taken
+
+
+def _next_payload(payload, mode, averaging_started, levels, *values):
+    """A round's combine, on a worker: the rest of the reduction tree over the group results
+    (as the client does in :meth:`StreamRunner.run`), then :func:`combined`."""
+    out = subtree_reduce(list(values), tree_add, levels)
+    params, slots = payload
+    info = {"loss": out["loss"], "first_loss": out["first_loss"], "nonfinite": out["nonfinite"]}
+    if info["nonfinite"]:
+        return payload, info  # the client raises; nothing more is applied
+    return combined(params, slots, out, mode, averaging_started), info
+
+
+def _chain_result(last, *infos):
+    return last[0], list(infos)
+
+
+#: Rounds of persisted data submitted as one graph (see :meth:`StreamRunner.run_chain`).
+ROUNDS_PER_SUBMIT = 32
 
 
 def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: TrainConfig):
@@ -429,12 +497,14 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
         epoch = state.epoch + 1
         loss_total = 0.0
         reference = None
-        for spec in rounds:
-            plan = RoundPlan(epoch=epoch, first_step=spec.first, local_steps=spec.local_steps,
-                             weights=spec.weights, seed=state.seed, t0=state.opt.t,
+
+        def plan_of(spec, t0):
+            return RoundPlan(epoch=epoch, first_step=spec.first, local_steps=spec.local_steps,
+                             weights=spec.weights, seed=state.seed, t0=t0,
                              lr_scale=state.lr_scale, config=config, layout=layout, mode=mode)
-            start_t = state.opt.t
-            out = run_round(problem, data, state, plan, runner)
+
+        def account(out, start_t):
+            nonlocal loss_total, reference
             if start_t == 0 and reference is None:
                 reference = out["first_loss"] + config.penalty.value(state.params)
             loss_total += out["loss"]
@@ -442,7 +512,26 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
                 raise DivergedError(diverged_message(
                     train_config.name, epoch, loss_total if not math.isfinite(loss_total)
                     else math.inf, train_config.lr_hint))
-            apply_round(state, out, mode, start_t, spec.total_steps, config)
+
+        if runner.gathered is not None:
+            # Persisted data: rounds chained on the cluster, ROUNDS_PER_SUBMIT per graph.
+            for a in range(0, len(rounds), ROUNDS_PER_SUBMIT):
+                window, steps, t = rounds[a:a + ROUNDS_PER_SUBMIT], [], state.opt.t
+                for spec in window:
+                    steps.append((plan_of(spec, t), t))
+                    t += spec.total_steps
+                payload, infos = runner.run_chain(problem, (state.params, state.opt.slots),
+                                                  steps, mode, _averaging_from(config))
+                for (_, start_t), info in zip(steps, infos):
+                    account(info, start_t)
+                state.params, state.opt.slots = payload
+                state.opt.t = t
+        else:
+            for spec in rounds:
+                start_t = state.opt.t
+                out = run_round(problem, data, state, plan_of(spec, start_t), runner)
+                account(out, start_t)
+                apply_round(state, out, mode, start_t, spec.total_steps, config)
         params = final_params(state, config)
         objective = loss_total / max(n_train, 1) + config.penalty.value(state.params)
         score = None
