@@ -28,7 +28,7 @@ from dml._blocks import (Blocks, BlockSpec, extract_block, is_numeric_dtype, che
                          compute, is_dask)
 from dml._param_validation import HasMethods, StrOptions, invalid_parameter
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
-from dml.preprocessing import _dtypes_of, _feature_names_in
+from dml.preprocessing._base import _dtypes_of, _feature_names_in
 
 __all__ = ["ColumnTransformer", "make_column_transformer"]
 
