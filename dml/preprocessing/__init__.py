@@ -2,7 +2,10 @@
 
 :class:`StandardScaler`, :class:`MinMaxScaler` and :class:`OneHotEncoder` learn their statistics
 with one :meth:`dml._blocks.Blocks.map_reduce` (per-block kernels, fixed-order tree combine) and
-transform blockwise: NumPy/pandas in gives NumPy out, Dask in gives a lazy Dask array out. Fitted
+transform blockwise: NumPy/pandas in gives NumPy out, Dask in gives a lazy Dask array out. As in
+scikit-learn, ``set_output(transform="pandas")`` gives DataFrames instead: pandas ones that keep
+the input's index, lazy Dask DataFrames for Dask input, with the columns named by
+``get_feature_names_out()`` (see :class:`dml.base.TransformOutputMixin`). Fitted
 attributes are named and valued as scikit-learn's (SPEC §9; where SPEC is silent they follow
 scikit-learn 1.9).
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from dml._blocks import check_x_layout, compute
-from dml.base import DaskEstimatorMixin, check_is_fitted
+from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted
 
 __all__ = ["TransformPlan"]
 
@@ -56,7 +56,7 @@ def _float_out_dtype(dtypes) -> np.dtype:
     return rt if rt in (np.float32, np.float64) else np.dtype(np.float64)
 
 
-class _OnePassTransformer(DaskEstimatorMixin):
+class _OnePassTransformer(TransformOutputMixin, DaskEstimatorMixin):
     """The one-pass fitting protocol (see the module docstring) plus the plumbing around it."""
 
     _fit_overrides: dict = {}
