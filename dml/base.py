@@ -264,9 +264,24 @@ class TransformOutputMixin:
         import dask.dataframe as dd
 
         columns = [str(c) for c in self.get_feature_names_out()]
-        if isinstance(X, dd.DataFrame) and X.npartitions == result.numblocks[0]:
-            return dd.from_dask_array(result, columns=columns, index=X.index)
-        return dd.from_dask_array(result, columns=columns)
+        frame = dd.from_dask_array(result, columns=columns)
+        if not isinstance(X, dd.DataFrame):
+            return frame
+        if result.numblocks[0] != X.npartitions:
+            raise AssertionError("a transform of a Dask DataFrame has one block per partition")
+        # Partition i of the output is block i with the index of X's partition i (the
+        # partitions pair up by position: from_dask_array's own index= loses the index of
+        # repartitioned frames).
+        meta = pd.DataFrame(np.empty((0, len(columns)), dtype=result.dtype), columns=columns,
+                            index=X._meta.index)
+        return dd.map_partitions(_with_index, X.index, frame, meta=meta, align_dataframes=False)
+
+
+def _with_index(index, frame):
+    """One output partition: the transformed block (a DataFrame) with its input's index."""
+    frame = frame.copy(deep=False)
+    frame.index = index
+    return frame
 
 
 def _wrap_output_method(f):

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import sklearn
+from dask import delayed
 import sklearn.cluster as skc
 import sklearn.compose as skcompose
 import sklearn.preprocessing as skp
@@ -81,6 +82,14 @@ def test_dask_dataframe_in_dask_dataframe_out(inprocess_client, name, make, make
     assert list(out.columns) == list(est.get_feature_names_out())
     want = make_sk().set_output(transform="pandas").fit_transform(df)
     pd.testing.assert_frame_equal(out.compute(), want, rtol=1e-12, check_index_type=False)
+    # Repartitioned and filtered frames (an empty partition) keep their index too.
+    with_empty = dd.from_delayed([delayed(df.iloc[:0]), delayed(df.iloc[:9]),
+                                  delayed(df.iloc[9:])], meta=df.iloc[:0])
+    for frame in (ddf.repartition(npartitions=7), with_empty):
+        got = est.transform(frame)
+        assert got.npartitions == frame.npartitions
+        pd.testing.assert_frame_equal(got.compute(), want.loc[frame.index.compute()],
+                                      rtol=1e-12, check_index_type=False)
     # fit_transform too, and the scikit-learn configuration of the whole process.
     with sklearn.config_context(transform_output="pandas"):
         again = make().fit_transform(ddf)
