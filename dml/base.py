@@ -232,7 +232,18 @@ class TransformOutputMixin:
 
         Returns
         -------
-        self
+        self : estimator
+            The estimator, configured.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.preprocessing import StandardScaler
+        >>> df = pd.DataFrame({"a": [1.0, 3.0]}, index=[10, 20])
+        >>> StandardScaler().set_output(transform="pandas").fit_transform(df)
+              a
+        10 -1.0
+        20  1.0
         """
         if transform is None:
             return self

@@ -127,12 +127,21 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : ndarray, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The categorical data (strings, numbers, booleans or pandas categoricals).
         y : None
             Ignored.
 
         Returns
         -------
-        self
+        self : OneHotEncoder
+            The fitted encoder.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.preprocessing import OneHotEncoder
+        >>> OneHotEncoder().fit(np.array([["b"], ["a"], ["b"]], dtype=object)).categories_
+        [array(['a', 'b'], dtype=object)]
         """
         return self._one_pass_fit(_as_object_if_list(X), None, reset=True)
 
@@ -377,7 +386,27 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
         """One-hot encode X: NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
 
         An unknown category raises a ``ValueError`` naming the column and the value with
-        ``handle_unknown='error'`` (for Dask input: when the result is computed).
+        ``handle_unknown='error'`` (for Dask input: when the result is computed). After
+        ``set_output(transform="pandas")``: a pandas DataFrame with X's index and the columns
+        of :meth:`get_feature_names_out` (a Dask DataFrame for Dask input).
+
+        Parameters
+        ----------
+        X : ndarray, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The categorical data to encode.
+
+        Returns
+        -------
+        X_tr : ndarray, Dask array or DataFrame of shape (n_samples, n_encoded_features)
+            One column per output category (dense).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.preprocessing import OneHotEncoder
+        >>> enc = OneHotEncoder().fit(np.array([["b"], ["a"]], dtype=object))
+        >>> enc.transform(np.array([["b"]], dtype=object))
+        array([[0., 1.]])
         """
         return self._transform_checked(_as_object_if_list(X))
 
@@ -387,6 +416,24 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
         Rows of all zeros become the dropped category when one was dropped, else ``None``
         (with ``handle_unknown='ignore'``). For Dask input the output dtype is fixed up front:
         object when such ``None`` values can occur.
+
+        Parameters
+        ----------
+        X : ndarray or Dask array of shape (n_samples, n_encoded_features)
+            One-hot encoded data.
+
+        Returns
+        -------
+        X_original : ndarray or Dask array of shape (n_samples, n_features)
+            The categories.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.preprocessing import OneHotEncoder
+        >>> enc = OneHotEncoder().fit(np.array([["b"], ["a"]], dtype=object))
+        >>> enc.inverse_transform(np.array([[0.0, 1.0]]))
+        array([['b']], dtype=object)
         """
         check_is_fitted(self, "categories_")
         n_out = int(sum(self._n_features_outs))
@@ -413,7 +460,26 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
         return self.handle_unknown, state, np.result_type(*[t.dtype for t in transformed])
 
     def get_feature_names_out(self, input_features=None):
-        """Output feature names: ``<input feature>_<category>`` per output column."""
+        """Output feature names: ``<input feature>_<category>`` per output column.
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            Input feature names; default: ``feature_names_in_`` when fitted on a DataFrame,
+            else ``x0, x1, ...``.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects
+            One name per output column.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.preprocessing import OneHotEncoder
+        >>> OneHotEncoder().fit(np.array([["b"], ["a"]], dtype=object)).get_feature_names_out()
+        array(['x0_a', 'x0_b'], dtype=object)
+        """
         check_is_fitted(self, "categories_")
         input_features = _feature_names_in(self, input_features)
         if self.feature_name_combiner == "concat":

@@ -192,6 +192,7 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
         Parameters
         ----------
         X : ndarray, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The data; NaN values are ignored.
         y : None
             Ignored.
         sample_weight : array-like of shape (n_samples,), Dask array/Series or column name
@@ -199,7 +200,15 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
 
         Returns
         -------
-        self
+        self : StandardScaler
+            The fitted scaler.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.preprocessing import StandardScaler
+        >>> StandardScaler().fit(np.array([[0.0], [2.0]])).scale_
+        array([1.])
         """
         self._reset()
         return self.partial_fit(X, y, sample_weight)
@@ -210,6 +219,28 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
 
         Several ``partial_fit`` calls give the same statistics as one ``fit`` on all the data
         (to round-off): the stored state is merged with Chan's formula.
+
+        Parameters
+        ----------
+        X : ndarray, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            A batch of data; NaN values are ignored.
+        y : None
+            Ignored.
+        sample_weight : array-like of shape (n_samples,), Dask array/Series or column name
+            Individual weights for each sample.
+
+        Returns
+        -------
+        self : StandardScaler
+            The updated scaler.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.preprocessing import StandardScaler
+        >>> scaler = StandardScaler().partial_fit(np.array([[0.0]]))
+        >>> scaler.partial_fit(np.array([[2.0]])).mean_
+        array([1.])
         """
         first = not hasattr(self, "n_samples_seen_")
         return self._one_pass_fit(X, sample_weight, reset=first)
@@ -268,12 +299,52 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
     def transform(self, X, copy=None):
         """Standardize X: NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
 
-        ``copy`` is accepted for compatibility; a new array is always returned.
+        After ``set_output(transform="pandas")``: a pandas DataFrame with X's index (a Dask
+        DataFrame for Dask input).
+
+        Parameters
+        ----------
+        X : ndarray, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The data to scale; NaN values stay NaN.
+        copy : bool, default=None
+            Accepted for compatibility; a new array is always returned.
+
+        Returns
+        -------
+        X_tr : ndarray, Dask array or DataFrame of shape (n_samples, n_features)
+            ``(X - mean_) / scale_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.preprocessing import StandardScaler
+        >>> StandardScaler().fit(np.array([[0.0], [2.0]])).transform(np.array([[4.0]]))
+        array([[3.]])
         """
         return self._transform_checked(X)
 
     def inverse_transform(self, X, copy=None):
-        """Scale back to the original representation (``X * scale_ + mean_``)."""
+        """Scale back to the original representation (``X * scale_ + mean_``).
+
+        Parameters
+        ----------
+        X : ndarray, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Standardized data.
+        copy : bool, default=None
+            Accepted for compatibility; a new array is always returned.
+
+        Returns
+        -------
+        X_original : ndarray or Dask array of shape (n_samples, n_features)
+            The data in the original units.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.preprocessing import StandardScaler
+        >>> StandardScaler().fit(np.array([[0.0], [2.0]])).inverse_transform(np.array([[3.0]]))
+        array([[4.]])
+        """
         check_is_fitted(self, "n_samples_seen_")
         X = check_x_layout(X, type(self).__name__)
         dtype = _float_out_dtype(_dtypes_of(X))
@@ -393,13 +464,54 @@ class MinMaxScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin, 
 
     @fit_context
     def fit(self, X, y=None):
-        """Compute the per-feature minimum and maximum in one pass over X's blocks."""
+        """Compute the per-feature minimum and maximum in one pass over X's blocks.
+
+        Parameters
+        ----------
+        X : ndarray, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The data; NaN values are ignored.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : MinMaxScaler
+            The fitted scaler.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.preprocessing import MinMaxScaler
+        >>> MinMaxScaler().fit(np.array([[1.0], [5.0]])).data_range_
+        array([4.])
+        """
         self._reset()
         return self.partial_fit(X, y)
 
     @fit_context
     def partial_fit(self, X, y=None):
-        """Update the minimum and maximum with X (one pass over X's blocks)."""
+        """Update the minimum and maximum with X (one pass over X's blocks).
+
+        Parameters
+        ----------
+        X : ndarray, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            A batch of data; NaN values are ignored.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : MinMaxScaler
+            The updated scaler.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.preprocessing import MinMaxScaler
+        >>> scaler = MinMaxScaler().partial_fit(np.array([[1.0]]))
+        >>> scaler.partial_fit(np.array([[5.0]])).data_max_
+        array([5.])
+        """
         first = not hasattr(self, "n_samples_seen_")
         return self._one_pass_fit(X, None, reset=first)
 
@@ -443,11 +555,50 @@ class MinMaxScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin, 
                              {"allow_nan": True}, dtype, self.n_features_in_)
 
     def transform(self, X):
-        """Scale X: NumPy for NumPy/pandas input, a lazy Dask array for Dask input."""
+        """Scale X: NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
+
+        After ``set_output(transform="pandas")``: a pandas DataFrame with X's index (a Dask
+        DataFrame for Dask input).
+
+        Parameters
+        ----------
+        X : ndarray, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            The data to scale; NaN values stay NaN.
+
+        Returns
+        -------
+        X_tr : ndarray, Dask array or DataFrame of shape (n_samples, n_features)
+            ``X * scale_ + min_`` (clipped to ``feature_range`` with ``clip=True``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.preprocessing import MinMaxScaler
+        >>> MinMaxScaler().fit(np.array([[1.0], [5.0]])).transform(np.array([[2.0]]))
+        array([[0.25]])
+        """
         return self._transform_checked(X)
 
     def inverse_transform(self, X):
-        """Undo the scaling of X (``(X - min_) / scale_``)."""
+        """Undo the scaling of X (``(X - min_) / scale_``).
+
+        Parameters
+        ----------
+        X : ndarray, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+            Scaled data.
+
+        Returns
+        -------
+        X_original : ndarray or Dask array of shape (n_samples, n_features)
+            The data in the original units.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.preprocessing import MinMaxScaler
+        >>> MinMaxScaler().fit(np.array([[1.0], [5.0]])).inverse_transform(np.array([[0.25]]))
+        array([[2.]])
+        """
         check_is_fitted(self, "scale_")
         X = check_x_layout(X, type(self).__name__)
         dtype = _float_out_dtype(_dtypes_of(X))
