@@ -122,12 +122,16 @@ def _encode_column(vals, c: _Coding):
     """Codes of the values and a mask of unknown ones."""
     missing, none = _missing_masks(vals)
     codes = np.full(len(vals), -1, dtype=np.int64)
+    # A new Index per call: the worker threads of one process share the plan's Index, and
+    # pandas < 3 builds its hash table lazily without a lock, so a thread could see a half-built
+    # table ("Reindexing only valid with uniquely valued Index objects").
+    index = pd.Index(c.index.to_numpy(), dtype=c.index.dtype) if len(c.index) else c.index
     if missing is None:
-        codes[:] = c.index.get_indexer(vals) if len(c.index) else -1
+        codes[:] = index.get_indexer(vals) if len(index) else -1
     else:
         present = ~missing
-        if present.any() and len(c.index):
-            codes[present] = c.index.get_indexer(vals[present])
+        if present.any() and len(index):
+            codes[present] = index.get_indexer(vals[present])
         if none is not None:
             codes[none] = c.none_code
             codes[missing & ~none] = c.nan_code
