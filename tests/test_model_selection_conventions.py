@@ -11,6 +11,7 @@ from sklearn.datasets import make_blobs, make_classification, make_regression
 from sklearn.naive_bayes import GaussianNB as SkGaussianNB
 from sklearn.pipeline import Pipeline
 
+import dml
 from dml.cluster import KMeans
 from dml.linear_model import Ridge
 from dml.model_selection import (GridSearchCV, GroupKFold, KFold, LeaveOneGroupOut,
@@ -42,7 +43,7 @@ def _hand_scores(make, X, y, splits):
 
 # ---- scoring=None: the estimator's own score ---------------------------------------------------
 
-def test_grid_search_kmeans_scores_with_kmeans_score(inprocess_client, blobs):
+def test_grid_search_kmeans_scores_with_kmeans_score(inprocess_client, blobs, tmp_path):
     Xd = da.from_array(blobs, chunks=(60, 3))
     grid = {"n_clusters": [2, 3, 4]}
     search = GridSearchCV(KMeans(random_state=0), grid, cv=3).fit(Xd)
@@ -54,6 +55,9 @@ def test_grid_search_kmeans_scores_with_kmeans_score(inprocess_client, blobs):
     assert np.isfinite(search.best_score_) and search.best_score_ < 0  # -inertia
     # The search's own score is the refitted model's score.
     assert search.score(Xd) == pytest.approx(search.best_estimator_.score(Xd), rel=1e-12)
+    # The scorer of scoring=None is saved with the search (a model file holds no code).
+    loaded = dml.load(dml.save(search, tmp_path / "search.dml"))
+    assert loaded.score(Xd) == pytest.approx(search.score(Xd), rel=1e-12)
     # cross_validate too, and a pipeline ending in KMeans scores with KMeans' score.
     res = cross_validate(KMeans(n_clusters=3, random_state=0), Xd, cv=3)
     np.testing.assert_allclose(res["test_score"], _hand_scores(
