@@ -14,7 +14,8 @@ types:
   slices, NumPy arrays (never object arrays: those become unicode arrays or JSON items), NumPy
   scalars, dtypes and masked arrays, pandas Index/Series/dtypes;
 * a few objects with a dedicated, validated encoding: scikit-learn's ``Tree`` (the fitted
-  structure of its decision trees), NumPy random generators, and dml's named scorers.
+  structure of its decision trees), NumPy random generators, dml's named scorers and the
+  scorer of ``scoring=None`` (the estimator's own ``score``).
 
 Nothing else can be written or read: no pickle, no import of a name taken from the file, and no
 functions (a ``FunctionTransformer`` is only accepted as the identity a column transformer uses
@@ -256,6 +257,8 @@ class Encoder:
                 raise TypeError(f"cannot save {where}: the scorer {obj.name!r} differs from "
                                 "dml's scorer of that name")
             return {"$": "dml_scorer", "name": obj.name}
+        if _is_type(obj, "dml.model_selection._scoring", "_EstimatorScorer"):
+            return {"$": "dml_estimator_scorer"}  # scoring=None: stateless
         return None
 
     def _tree(self, tree, where: str):
@@ -553,6 +556,11 @@ class Decoder:
         if not _is_type(scorer, "dml.model_selection._scoring", "_Scorer"):
             raise Malformed(f"unknown scorer {name!r}")
         return scorer
+
+    def _d_dml_estimator_scorer(self, node):
+        from dml.model_selection._scoring import _EstimatorScorer
+
+        return _EstimatorScorer()
 
     def _d_sklearn_tree(self, node):
         from sklearn.tree._tree import Tree

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+import dask.array as da
 import numpy as np
 import pandas as pd
 from sklearn.exceptions import NotFittedError
@@ -16,8 +17,8 @@ from dml._blocks import (Blocks, BlockSpec, column_names, extract_block, as_bloc
                          check_x_layout, is_dask)
 from dml._param_validation import validate
 
-__all__ = ["DaskEstimatorMixin", "check_is_fitted", "fit_context", "check_weights_not_all_zero",
-           "ALL_ZERO_WEIGHTS"]
+__all__ = ["DaskEstimatorMixin", "TransformOutputMixin", "check_is_fitted", "fit_context",
+           "check_weights_not_all_zero", "ALL_ZERO_WEIGHTS"]
 
 
 def fit_context(method):
@@ -191,3 +192,113 @@ class DaskEstimatorMixin:
         if isinstance(data, Blocks):
             return data.map_blocks(kernel, *args, dtype=dtype, tail_shape=tail_shape)
         return kernel(data, *args)
+
+
+class TransformOutputMixin:
+    """scikit-learn's ``set_output`` for dml transformers, lazy for Dask input.
+
+    As in scikit-learn, ``transform`` and ``fit_transform`` return arrays by default and, after
+    ``set_output(transform="pandas")`` (or ``sklearn.set_config(transform_output="pandas")``),
+    a DataFrame that keeps the input DataFrame's index, with the columns named by
+    ``get_feature_names_out()``. For Dask input the output is a lazy Dask DataFrame (with the
+    input Dask DataFrame's index and partitions): scikit-learn's own wrapper would build a pandas
+    DataFrame from the Dask result and so compute it on the client. ``"polars"`` works for
+    local input.
+
+    Mix in before ``TransformerMixin``: subclasses turn scikit-learn's wrapper off and have
+    their own ``transform``/``fit_transform`` wrapped by :meth:`_wrap_output` instead.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        from sklearn.utils._set_output import _SetOutputMixin
+
+        if issubclass(cls, _SetOutputMixin):
+            kwargs["auto_wrap_output_keys"] = None  # scikit-learn's wrapper off: ours instead
+        super().__init_subclass__(**kwargs)
+        for method in ("transform", "fit_transform"):
+            f = cls.__dict__.get(method)
+            if f is not None and not getattr(f, "_dml_wraps_output", False):
+                setattr(cls, method, _wrap_output_method(f))
+
+    def set_output(self, *, transform=None):
+        """Set the output container of ``transform`` and ``fit_transform``.
+
+        Parameters
+        ----------
+        transform : {"default", "pandas", "polars"} or None, default=None
+            ``"default"``: NumPy arrays (Dask arrays for Dask input); ``"pandas"``: pandas
+            DataFrames (Dask DataFrames for Dask input); ``"polars"``: polars DataFrames (local
+            input only); None: unchanged.
+
+        Returns
+        -------
+        self : estimator
+            The estimator, configured.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dml.preprocessing import StandardScaler
+        >>> df = pd.DataFrame({"a": [1.0, 3.0]}, index=[10, 20])
+        >>> StandardScaler().set_output(transform="pandas").fit_transform(df)
+              a
+        10 -1.0
+        20  1.0
+        """
+        if transform is None:
+            return self
+        from sklearn.utils._set_output import ADAPTERS_MANAGER
+
+        allowed = sorted({"default", *ADAPTERS_MANAGER.adapters})
+        if transform not in allowed:
+            raise ValueError(f"{type(self).__name__}.set_output: transform must be one of "
+                             f"{allowed} or None, got {transform!r}.")
+        if not hasattr(self, "_sklearn_output_config"):
+            self._sklearn_output_config = {}
+        self._sklearn_output_config["transform"] = transform
+        return self
+
+    def _wrap_output(self, result, X):
+        """``result`` of ``transform(X)`` in the configured container (see the class doc)."""
+        from sklearn.utils._set_output import ADAPTERS_MANAGER, _get_output_config
+
+        config = _get_output_config("transform", self)["dense"]
+        if config == "default" or not isinstance(result, (np.ndarray, da.Array)):
+            return result  # (already wrapped: fit_transform calls the wrapped transform)
+        if not isinstance(result, da.Array):
+            return ADAPTERS_MANAGER.adapters[config].create_container(
+                result, X, columns=self.get_feature_names_out, inplace=False)
+        if config != "pandas":
+            raise ValueError(f"{type(self).__name__}: set_output(transform={config!r}) needs "
+                             "local input; Dask input gives a Dask DataFrame with "
+                             "set_output(transform='pandas').")
+        import dask.dataframe as dd
+
+        columns = [str(c) for c in self.get_feature_names_out()]
+        frame = dd.from_dask_array(result, columns=columns)
+        if not isinstance(X, dd.DataFrame):
+            return frame
+        if result.numblocks[0] != X.npartitions:
+            raise AssertionError("a transform of a Dask DataFrame has one block per partition")
+        # Partition i of the output is block i with the index of X's partition i (the
+        # partitions pair up by position: from_dask_array's own index= loses the index of
+        # repartitioned frames).
+        meta = pd.DataFrame(np.empty((0, len(columns)), dtype=result.dtype), columns=columns,
+                            index=X._meta.index)
+        return dd.map_partitions(_with_index, X.index, frame, meta=meta, align_dataframes=False)
+
+
+def _with_index(index, frame):
+    """One output partition: the transformed block (a DataFrame) with its input's index."""
+    frame = frame.copy(deep=False)
+    frame.index = index
+    return frame
+
+
+def _wrap_output_method(f):
+    @functools.wraps(f)
+    def wrapped(self, X, *args, **kwargs):
+        return self._wrap_output(f(self, X, *args, **kwargs), X)
+
+    wrapped._dml_wraps_output = True
+    return wrapped

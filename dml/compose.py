@@ -27,8 +27,8 @@ from sklearn.utils.metaestimators import _BaseComposition
 from dml._blocks import (Blocks, BlockSpec, extract_block, is_numeric_dtype, check_x_layout,
                          compute, is_dask)
 from dml._param_validation import HasMethods, StrOptions, invalid_parameter
-from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
-from dml.preprocessing import _dtypes_of, _feature_names_in
+from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
+from dml.preprocessing._base import _dtypes_of, _feature_names_in
 
 __all__ = ["ColumnTransformer", "make_column_transformer"]
 
@@ -165,7 +165,8 @@ def _is_stateless(t) -> bool:
         return False
 
 
-class ColumnTransformer(DaskEstimatorMixin, TransformerMixin, _BaseComposition):
+class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMixin,
+                        _BaseComposition):
     """Apply transformers to columns of a DataFrame or array and stack their outputs.
 
     As scikit-learn's ``ColumnTransformer`` (dense output only), for NumPy arrays, pandas

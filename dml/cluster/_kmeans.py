@@ -25,7 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import block_rng, compute, seed_from
 from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOptions
-from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
+from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
 from dml.cluster import _init, _lloyd
 from dml.cluster._prepared import Prepared, group_call, map_combine, prepare, tree_combine
 
@@ -230,8 +230,8 @@ def init_centres(method: str, result, k: int, seed: int, data: Prepared) -> np.n
 # Estimator
 # --------------------------------------------------------------------------------------------
 
-class KMeans(DaskEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
-             BaseEstimator):
+class KMeans(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeaturesOutMixin,
+             TransformerMixin, ClusterMixin, BaseEstimator):
     """K-means clustering by distributed Lloyd iterations (SPEC §5).
 
     Each Lloyd iteration is one pass over the persisted row blocks in which every block returns

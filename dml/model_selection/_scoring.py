@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 __all__ = ["get_scorer", "score_predictions", "metric_info", "metric_names", "default_metrics",
-           "MetricInfo"]
+           "MetricInfo", "estimator_scorer"]
 
 CLASSIFICATION = "classification"
 REGRESSION = "regression"
@@ -246,6 +246,78 @@ class _Scorer:
 
     def __repr__(self):
         return f"make_scorer({self.name})"
+
+
+def _default_score_metric(estimator) -> str | None:
+    """The metric name of ``estimator.score`` when it is scikit-learn's default one, else None.
+
+    scikit-learn's classifiers and regressors inherit ``score`` from ``ClassifierMixin``
+    (accuracy) or ``RegressorMixin`` (R²); a pipeline scores with its final step's ``score``.
+    Estimators with a ``score`` of their own (KMeans: the opposite of the inertia) keep it.
+    """
+    from sklearn.base import ClassifierMixin, RegressorMixin
+    from sklearn.pipeline import Pipeline
+
+    if isinstance(estimator, Pipeline):
+        final = estimator.steps[-1][1]
+        if final in (None, "passthrough"):
+            return None
+        return _default_score_metric(final)
+    score = getattr(type(estimator), "score", None)
+    if score is ClassifierMixin.score:
+        return "accuracy"
+    if score is RegressorMixin.score:
+        return "r2"
+    return None
+
+
+class _EstimatorScorer:
+    """``scoring=None``: the estimator's own ``score``, as scikit-learn's ``check_scoring`` gives.
+
+    When that ``score`` is scikit-learn's default accuracy or R², the same value is computed by
+    :mod:`dml.metrics` from ``predict`` (blockwise for Dask input, predictions never gathered);
+    any other ``score`` (KMeans, MatrixFactorization, ...) is called as it is.
+    """
+
+    name = "score"
+
+    def __call__(self, estimator, X, y=None, sample_weight=None):
+        metric = _default_score_metric(estimator)
+        if metric is not None and y is not None:
+            return _Scorer(metric_info(metric))(estimator, X, y, sample_weight)
+        kw = {} if sample_weight is None else {"sample_weight": sample_weight}
+        value = estimator.score(X, **kw) if y is None else estimator.score(X, y, **kw)
+        return float(value)
+
+    def __eq__(self, other):  # stateless: every instance scores the same way
+        return type(other) is type(self)
+
+    def __hash__(self):
+        return hash(type(self))
+
+    def __repr__(self):
+        return "passthrough_scorer"
+
+
+def estimator_scorer(estimator):
+    """The scorer of ``scoring=None``: ``scorer(estimator, X, y=None)`` calling its ``score``.
+
+    Raises a ``TypeError`` (as scikit-learn does) when the estimator has no ``score`` method.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.cluster import KMeans
+    >>> X = np.array([[0.0], [1.0], [10.0], [11.0]])
+    >>> km = KMeans(n_clusters=2, random_state=0).fit(X)
+    >>> estimator_scorer(km)(km, X)
+    -1.0
+    """
+    if not hasattr(estimator, "score"):
+        raise TypeError("If no scoring is specified, the estimator passed should have a 'score' "
+                        f"method. The estimator {estimator!r} does not; pass scoring, e.g. "
+                        "scoring='accuracy'.")
+    return _EstimatorScorer()
 
 
 def get_scorer(scoring):

@@ -19,7 +19,7 @@ from sklearn.utils import indexable
 
 from dml._blocks import is_dask
 from dml.base import fit_context
-from dml.model_selection._split import check_cv
+from dml.model_selection._split import check_cv, split_indices
 from dml.model_selection._validation import check_scoring, run_fits, uses_dask_path
 
 __all__ = ["GridSearchCV", "RandomizedSearchCV"]
@@ -42,7 +42,9 @@ class _SearchMixin:
         X : ndarray, DataFrame, dask.array.Array or dask.dataframe.DataFrame
         y : array-like, Dask array/Series or None
         **params
-            Passed to the estimator's ``fit``; row-aligned arrays are split with X.
+            Passed to the estimator's ``fit``; row-aligned arrays are split with X. ``groups``
+            (array-like or Dask array/Series of shape (n_samples,)) goes to the splitter
+            instead, e.g. to :class:`~dml.model_selection.GroupKFold`.
 
         Returns
         -------
@@ -72,8 +74,10 @@ class _SearchMixin:
             refit_metric = self.refit if isinstance(self.refit, str) else None
         else:
             refit_metric = "score"
+        # As scikit-learn without metadata routing: groups go to the splitter, not to fit.
+        groups = params.pop("groups", None)
         cv = check_cv(self.cv, y, classifier=is_classifier(self.estimator))
-        splits = list(cv.split(X, y))
+        splits = split_indices(cv, X, y, groups)
         self.n_splits_ = len(splits)
         base = clone(self.estimator)
         all_params, all_out = [], []

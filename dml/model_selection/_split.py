@@ -9,7 +9,10 @@ integer ``random_state``).
 
 What reaches the client: the row count (from known chunk sizes, else one ``len`` per partition)
 and, for ``StratifiedKFold`` and ``train_test_split(stratify=...)``, the label vector ``y`` (one
-value per row, as scikit-learn's algorithm needs every row's class); X is never gathered. The
+value per row, as scikit-learn's algorithm needs every row's class); for the group splitters
+(``GroupKFold``, ``LeaveOneGroupOut``, ...) the ``groups`` vector; X is never gathered. Any other
+scikit-learn splitter works on Dask data through :func:`split_indices`, which hands it the row
+count, ``y`` and ``groups`` (the vectors it may need) instead of the collections. The
 index arrays themselves are O(n) integers on the client, as in scikit-learn. Selecting the rows
 of a Dask collection (:func:`take_rows`) is lazy and keeps the source's partitions: each block
 keeps the selected rows of the matching source block.
@@ -26,8 +29,9 @@ from sklearn.utils import _safe_indexing
 
 from dml._blocks import compute_lengths, with_known_rows, is_dask
 
-__all__ = ["KFold", "StratifiedKFold", "ShuffleSplit", "train_test_split", "check_cv",
-           "take_rows", "n_rows"]
+__all__ = ["KFold", "StratifiedKFold", "ShuffleSplit", "GroupKFold", "StratifiedGroupKFold",
+           "LeaveOneGroupOut", "GroupShuffleSplit", "train_test_split", "check_cv",
+           "split_indices", "take_rows", "n_rows"]
 
 
 def n_rows(X) -> int:
@@ -62,6 +66,32 @@ def _placeholder(X, y):
     return np.empty((n_rows(X), 0))
 
 
+def _uses_groups(cv) -> bool:
+    """Whether a splitter reads ``groups`` (scikit-learn marks those with GroupsConsumerMixin)."""
+    return isinstance(cv, _skms._split.GroupsConsumerMixin)
+
+
+def _local_split_args(cv, X, y, groups, needs_y: bool):
+    """(X, y, groups) for scikit-learn's split logic when any of them is a Dask collection.
+
+    X becomes a zero-width placeholder with its row count; y comes to the client only when the
+    splitter may read it; the groups only when it reads them (a splitter that ignores them gets
+    a placeholder, so scikit-learn still warns that they are ignored).
+    """
+    name = type(cv).__name__
+    for what, v in (("y", y), ("groups", groups)):
+        if isinstance(v, str):
+            raise TypeError(f"{name}.split: pass {what} as an array, not a column name; select "
+                            "the column first, e.g. df[name]")
+    if not (is_dask(X) or is_dask(y) or is_dask(groups)):
+        return X, y, groups
+    X = _placeholder(X, y)
+    y = _local_labels(y) if needs_y else None
+    if groups is not None:
+        groups = _local_labels(groups) if _uses_groups(cv) else np.zeros(n_rows(X), np.int8)
+    return X, y, groups
+
+
 class _DaskSplitMixin:
     """``split`` accepts Dask collections: scikit-learn's indices from the row count (and y)."""
 
@@ -69,13 +99,30 @@ class _DaskSplitMixin:
 
     def split(self, X, y=None, groups=None):
         """Generate (train, test) row indices; NumPy integer arrays equal to scikit-learn's."""
-        if is_dask(X) or is_dask(y):
-            X = _placeholder(X, y)
-            y = _local_labels(y) if self._needs_y else None
-        if isinstance(y, str):
-            raise TypeError(f"{type(self).__name__}.split: pass y as an array, not a column "
-                            "name; select the column first, e.g. df[name]")
+        X, y, groups = _local_split_args(self, X, y, groups, self._needs_y)
         return super().split(X, y, groups)
+
+
+def split_indices(cv, X, y=None, groups=None) -> list:
+    """The ``(train, test)`` row indices of splitter ``cv`` on local or Dask collections.
+
+    dml's splitters take Dask collections themselves; any other splitter (scikit-learn's
+    ``TimeSeriesSplit``, ``PredefinedSplit``, ...) is given X's row count and, as NumPy, ``y``
+    and the ``groups`` it reads, so its indices equal those it gives on the same local rows.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from sklearn.model_selection import LeaveOneGroupOut as SkLeaveOneGroupOut
+    >>> X = da.zeros((6, 2), chunks=3)
+    >>> groups = da.from_array([0, 0, 1, 1, 2, 2], chunks=3)
+    >>> [test.tolist() for _, test in split_indices(SkLeaveOneGroupOut(), X, None, groups)]
+    [[0, 1], [2, 3], [4, 5]]
+    """
+    if isinstance(cv, _DaskSplitMixin):
+        return list(cv.split(X, y, groups))
+    X, y, groups = _local_split_args(cv, X, y, groups, needs_y=True)
+    return list(cv.split(X, y, groups))
 
 
 class KFold(_DaskSplitMixin, _skms.KFold):
@@ -119,6 +166,62 @@ class ShuffleSplit(_DaskSplitMixin, _skms.ShuffleSplit):
     >>> train, test = next(ShuffleSplit(1, test_size=2, random_state=0).split(np.zeros((6, 1))))
     >>> len(train), len(test)
     (4, 2)
+    """
+
+
+class GroupKFold(_DaskSplitMixin, _skms.GroupKFold):
+    """K-fold with non-overlapping groups: scikit-learn's ``GroupKFold`` on local and Dask data.
+
+    Every group falls in exactly one test fold. For Dask input the ``groups`` vector (one value
+    per row) is brought to the client, X never is; the indices equal scikit-learn's.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> groups = np.array([0, 0, 1, 1, 1, 2])
+    >>> [groups[test].tolist() for _, test in GroupKFold(3).split(np.zeros((6, 1)), None, groups)]
+    [[1, 1, 1], [0, 0], [2]]
+    """
+
+
+class StratifiedGroupKFold(_DaskSplitMixin, _skms.StratifiedGroupKFold):
+    """Stratified k-fold with non-overlapping groups: scikit-learn's ``StratifiedGroupKFold``.
+
+    For Dask input the labels y and the groups come to the client (X never does).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> y = np.array([0, 0, 1, 1, 0, 1]); groups = np.array([0, 0, 1, 1, 2, 2])
+    >>> len(list(StratifiedGroupKFold(3).split(np.zeros((6, 1)), y, groups)))
+    3
+    """
+
+    _needs_y = True
+
+
+class LeaveOneGroupOut(_DaskSplitMixin, _skms.LeaveOneGroupOut):
+    """One test fold per group: scikit-learn's ``LeaveOneGroupOut`` on local and Dask data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> groups = np.array(["a", "b", "a", "c"])
+    >>> [test.tolist() for _, test in LeaveOneGroupOut().split(np.zeros((4, 1)), None, groups)]
+    [[0, 2], [1], [3]]
+    """
+
+
+class GroupShuffleSplit(_DaskSplitMixin, _skms.GroupShuffleSplit):
+    """Random splits of whole groups: scikit-learn's ``GroupShuffleSplit`` on local and Dask data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> groups = np.array([0, 0, 1, 1, 2, 2])
+    >>> splitter = GroupShuffleSplit(n_splits=1, test_size=1, random_state=0)
+    >>> len(next(splitter.split(np.zeros((6, 1)), None, groups))[1])
+    2
     """
 
 

@@ -43,8 +43,8 @@ from sklearn.exceptions import FitFailedWarning
 from sklearn.pipeline import Pipeline
 
 from dml._blocks import check_x_layout, is_dask
-from dml.model_selection._scoring import get_scorer, sklearn_name
-from dml.model_selection._split import check_cv, n_rows, take_rows
+from dml.model_selection._scoring import estimator_scorer, get_scorer, sklearn_name
+from dml.model_selection._split import check_cv, n_rows, split_indices, take_rows
 
 __all__ = ["cross_validate", "cross_val_score", "get_scorer", "check_scoring", "run_fits"]
 
@@ -58,12 +58,13 @@ def check_scoring(estimator, scoring, *, dask_path: bool):
 
     On the task path (scikit-learn estimators, local data) scikit-learn's own scorers are used;
     on the client-thread path dml's blockwise scorers. ``None`` means the estimator's ``score``
-    (accuracy for classifiers and R² for regressors on the client-thread path, computed by
-    :mod:`dml.metrics` so Dask predictions are never gathered).
+    as in scikit-learn (:func:`~dml.model_selection._scoring.estimator_scorer`: scikit-learn's
+    default accuracy and R² are computed by :mod:`dml.metrics`, so Dask predictions are never
+    gathered; any other ``score``, e.g. KMeans', is called as it is).
     """
     if dask_path:
         if scoring is None:
-            scoring = "accuracy" if is_classifier(estimator) else "r2"
+            return {"score": estimator_scorer(estimator)}, False
         make = get_scorer
     else:
         from sklearn.metrics import check_scoring as sk_check
@@ -569,8 +570,8 @@ def _warn_about_failures(out, error_score):
 # cross_validate
 # --------------------------------------------------------------------------------------------
 
-def cross_validate(estimator, X, y=None, *, scoring=None, cv=None, n_jobs=None, verbose=0,
-                   params=None, return_train_score=False, return_estimator=False,
+def cross_validate(estimator, X, y=None, *, groups=None, scoring=None, cv=None, n_jobs=None,
+                   verbose=0, params=None, return_train_score=False, return_estimator=False,
                    return_indices=False, error_score=np.nan, persist_folds=True):
     """Evaluate by cross-validation with all folds fitted concurrently on the cluster.
 
@@ -578,7 +579,9 @@ def cross_validate(estimator, X, y=None, *, scoring=None, cv=None, n_jobs=None, 
     ``score_time``, ``test_<name>`` / ``test_score``, optionally ``train_*``, ``estimator``,
     ``indices``). The folds come from :func:`check_cv` (scikit-learn's rule: stratified for
     classifiers given an int), so given the same splits the scores equal scikit-learn's for
-    deterministic estimators. How the fits run: see :func:`run_fits` and this module's doc.
+    deterministic estimators. ``groups`` (NumPy, pandas or Dask, one value per row) goes to the
+    splitter, e.g. :class:`~dml.model_selection.GroupKFold`. How the fits run: see
+    :func:`run_fits` and this module's doc.
 
     Examples
     --------
@@ -594,7 +597,7 @@ def cross_validate(estimator, X, y=None, *, scoring=None, cv=None, n_jobs=None, 
     dask_path = uses_dask_path(estimator, X, y)
     scorers, multimetric = check_scoring(estimator, scoring, dask_path=dask_path)
     cv = check_cv(cv, y, classifier=is_classifier(estimator))
-    splits = list(cv.split(X, y))
+    splits = split_indices(cv, X, y, groups)
     out = run_fits(estimator, [{}], X, y, splits, scorers, fit_params=params,
                    return_train_score=return_train_score, error_score=error_score,
                    return_estimator=return_estimator, n_jobs=n_jobs,
@@ -614,8 +617,8 @@ def cross_validate(estimator, X, y=None, *, scoring=None, cv=None, n_jobs=None, 
     return result
 
 
-def cross_val_score(estimator, X, y=None, *, scoring=None, cv=None, n_jobs=None, verbose=0,
-                    params=None, error_score=np.nan):
+def cross_val_score(estimator, X, y=None, *, groups=None, scoring=None, cv=None, n_jobs=None,
+                    verbose=0, params=None, error_score=np.nan):
     """Test scores of :func:`cross_validate` for one scorer, as scikit-learn's function.
 
     Examples
@@ -628,6 +631,6 @@ def cross_val_score(estimator, X, y=None, *, scoring=None, cv=None, n_jobs=None,
     """
     if scoring is not None and not (isinstance(scoring, str) or callable(scoring)):
         raise ValueError("cross_val_score takes one scorer; use cross_validate for several")
-    res = cross_validate(estimator, X, y, scoring=scoring, cv=cv, n_jobs=n_jobs,
+    res = cross_validate(estimator, X, y, groups=groups, scoring=scoring, cv=cv, n_jobs=n_jobs,
                          verbose=verbose, params=params, error_score=error_score)
     return res["test_score"]
