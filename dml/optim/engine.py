@@ -167,7 +167,8 @@ class RoundPlan:
 
 
 def initial_state(problem, config: SGDConfig, seed: int, params=None) -> TrainState:
-    """A fresh :class:`TrainState`: ``problem.init_params(block_rng(seed, "init"))`` unless given."""
+    """A fresh :class:`TrainState`: ``problem.init_params(block_rng(seed, "init"))`` unless
+    ``params`` are given."""
     if params is None:
         params = problem.init_params(block_rng(seed, "init"))
     params = np.array(params, dtype=getattr(problem, "dtype", np.float64), copy=True)

@@ -26,7 +26,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -34,8 +34,8 @@ from dml.optim import checkpoint as ckpt
 from dml.optim.progress import log_epoch, make_progress
 from dml.optim.state import TrainState
 
-__all__ = ["TrainConfig", "EpochResult", "run_epochs", "close_epoch", "DivergedError", "check_diverged",
-           "StopTraining"]
+__all__ = ["TrainConfig", "EpochResult", "run_epochs", "close_epoch", "DivergedError",
+           "check_diverged", "StopTraining"]
 
 #: The adaptive schedule stops once η₀ · scale falls below this (scikit-learn's rule).
 MIN_ADAPTIVE_LR = 1e-6
