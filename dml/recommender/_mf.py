@@ -5,14 +5,14 @@ Layout of a fit
 1. *Id pass*: every partition returns its sorted unique user and item ids, rating sum and count;
    these are merged in partition order into sorted id tables (``user_ids_``, ``item_ids_``) and
    the global mean μ. Arbitrary ids (integers or strings) map to dense indices by binary search.
-2. *Cells* (:mod:`dml.recommender._cells`): users are split into B contiguous index ranges and
-   items into B; each partition splits its ratings into the B×B (user-block, item-block) cells,
-   and one task per cell gathers its pieces and sorts them by (user, item), so a cell's content
-   does not depend on how the input was partitioned or on how many workers there are. Cells stay on the workers when they
-   fit (``persist``). Otherwise (data larger than the cluster's memory) every partition writes
-   its pieces to files under ``spill_dir``, one task per cell merges them into one sorted cell
-   file, and from then on tasks receive cell *paths* and read the one cell they work on: the
-   same arrays in the same order, so the same model bit for bit, with no cell held in memory
+2. *Cells* (:mod:`dml.recommender._cells`): users are split into B contiguous index ranges and items
+   into B; each partition splits its ratings into the B×B (user-block, item-block) cells, and one
+   task per cell gathers its pieces and sorts them by (user, item), so a cell's content does not
+   depend on how the input was partitioned or on how many workers there are. Cells stay on the
+   workers when they fit (``persist``). Otherwise (data larger than the cluster's memory) every
+   partition writes its pieces to files under ``spill_dir``, one task per cell merges them into one
+   sorted cell file, and from then on tasks receive cell *paths* and read the one cell they work on:
+   the same arrays in the same order, so the same model bit for bit, with no cell held in memory
    between tasks.
 3. *Epochs* run through :func:`dml.optim.training.run_epochs` (history, checkpoints, progress),
    each one the ``epoch`` of a solver object of :mod:`dml.recommender._solvers`:
