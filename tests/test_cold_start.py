@@ -176,7 +176,20 @@ def test_warm_rejects_unknown_families():
 @pytest.mark.slow
 def test_fits_use_exactly_the_warmed_signatures():
     """Every signature a fit compiles is in dml.worker_setup's table, so warmed workers compile
-    nothing (kernels whose arguments change must update the table)."""
+    nothing (kernels whose arguments change must update the table).
+
+    Compiled signatures are process-wide: other tests in the same pytest process (bad input,
+    read-only arrays) add their own, so the fits run in a process of their own.
+    """
+    if os.environ.get("DML_SIGNATURE_CHECK") != "child":
+        test_id = f"{Path(__file__).resolve()}::test_fits_use_exactly_the_warmed_signatures"
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p",
+                               "no:cacheprovider", test_id],
+                              env={**os.environ, "DML_SIGNATURE_CHECK": "child"},
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]
+        assert "1 passed" in done.stdout, done.stdout[-2000:]
+        return
     import dask.array as da
     import dask.dataframe as dd
     import pandas as pd

@@ -73,7 +73,25 @@ def connect(args, job_scheduler: dict | None = None, quiet: bool = False):
         yield client
     finally:
         if client is not previous:
+            if not address:
+                _mute_shutdown_noise(client)
             client.close()
+
+
+def _mute_worker_logs() -> None:
+    import logging
+
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+
+
+def _mute_shutdown_noise(client) -> None:
+    """Before an embedded cluster closes: its workers may log a failed heartbeat, with a
+    traceback, when the scheduler stops first. The job is over and nothing is lost, so those
+    records would only alarm whoever reads the job's log."""
+    try:
+        client.run(_mute_worker_logs)
+    except Exception:  # noqa: BLE001 - a cluster already going down: nothing to mute
+        pass
 
 
 def _import_all(targets: list[str]) -> str:
