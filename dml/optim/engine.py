@@ -46,7 +46,6 @@ Interface for a model (see :class:`dml.optim.problem.Problem`)::
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import dataclass, replace
 
 import dask
@@ -377,42 +376,44 @@ class StreamRunner:
         return subtree_reduce(list(values), tree_add, tree_levels(len(values)))
 
     def run_chain(self, problem, payload, steps: list, mode: str, averaging_from: int | None):
-        """Several rounds in one graph: ``steps`` is a list of ``(plan, start_t)``. Each round's
-        combine (:func:`_next_payload`) runs on a worker and feeds the next round's tasks, so
-        consecutive rounds cost no round trip to the client. Persisted data only (data read
-        from storage would let the scheduler read later rounds' blocks early).
+        """Several rounds in one graph: ``steps`` is a list of ``(plan, start_t)``.
 
-        Returns the last round's payload and every round's ``{"loss", "first_loss",
+        A group's task of round k reads the results of every group of round k − 1 and applies
+        that round's combine itself (:func:`_chained_round`: the same function of the same
+        values in every group, so all groups start from the same payload), then runs its
+        streams. Consecutive rounds cost one scheduler hop and no round trip to the client.
+        Persisted data only (data read from storage would let the scheduler read later rounds'
+        blocks early).
+
+        Returns the last round's combined payload and every round's ``{"loss", "first_loss",
         "nonfinite"}``, in order.
         """
         assert self.gathered is not None
         deps: list = []
         prob = task_argument(broadcast(problem), deps)
-        current = task_argument(broadcast(payload), deps)
+        first = task_argument(broadcast(payload), deps)
         name = new_name("sgd-round")
-        cname = new_name("combine-round")
         layer = {}
-        n_groups = len(self.ranges)
-        top = tree_levels(n_groups)
+        top = tree_levels(len(self.ranges))
         refs = [task_ref(p, deps) for p in self.gathered]
+        previous: list = []
+        started_before = False
         for k, (plan, start_t) in enumerate(steps):
             plan_arg = task_argument(broadcast(plan), deps)
-            group_keys = []
+            keys = []
             for g, r in enumerate(self.ranges):
                 key = (name, k, g)
-                layer[key] = Task(key, _group_round_kernel, refs[g], prob, current, plan_arg, r,
-                                  self.levels)
-                group_keys.append(TaskRef(key))
-            started = averaging_from is not None and start_t >= averaging_from
-            ckey = (cname, k)
-            layer[ckey] = Task(ckey, _next_payload, current, mode, started, top, *group_keys)
-            current = Task(None, operator.getitem, TaskRef(ckey), 0)
-        last = (cname, "epoch")
-        layer[last] = Task(last, _chain_result, TaskRef((cname, len(steps) - 1)),
-                           *[Task(None, operator.getitem, TaskRef((cname, k)), 1)
-                             for k in range(len(steps))])
-        graph = layer_graph(cname, layer, deps)
-        return dask.compute(Delayed(last, graph, layer=cname))[0]
+                layer[key] = Task(key, _chained_round, refs[g], prob, plan_arg, r, self.levels,
+                                  mode, started_before, top, first if k == 0 else None,
+                                  *previous)
+                keys.append(TaskRef(key))
+            previous = keys
+            started_before = averaging_from is not None and start_t >= averaging_from
+        last = (name, "epoch")
+        layer[last] = Task(last, _chain_result, mode, started_before, top, len(previous),
+                           *previous, *[TaskRef((name, k, 0)) for k in range(1, len(steps))])
+        graph = layer_graph(name, layer, deps)
+        return dask.compute(Delayed(last, graph, layer=name))[0]
 
 
 def run_round(problem, data: TrainingData, state: TrainState, plan: RoundPlan,
@@ -478,8 +479,26 @@ def _next_payload(payload, mode, averaging_started, levels, *values):
     return combined(params, slots, out, mode, averaging_started), info
 
 
-def _chain_result(last, *infos):
-    return last[0], list(infos)
+def _chained_round(parts, problem, plan, streams, levels, mode, started, top, first, *previous):
+    """A group's task of a chained round: the previous round's combine (from ``previous``, the
+    results of all its groups), or the starting payload ``first``; then this group's streams."""
+    if first is not None:
+        payload, info = first, None
+    else:
+        payload, info = _next_payload(previous[0]["payload"], mode, started, top,
+                                      *[p["out"] for p in previous])
+    out = _group_round_kernel(parts, problem, payload, plan, streams, levels)
+    return {"payload": payload, "out": out, "info": info}
+
+
+def _chain_result(mode, started, top, n_groups, *results):
+    """The last round's combine and every round's info: ``results`` holds the last round's
+    group results, then group 0's result of rounds 1, 2, ... (each carries the info of the
+    round before it)."""
+    last, carriers = results[:n_groups], results[n_groups:]
+    payload, info = _next_payload(last[0]["payload"], mode, started, top,
+                                  *[p["out"] for p in last])
+    return payload, [c["info"] for c in carriers] + [info]
 
 
 #: Rounds of persisted data submitted as one graph (see :meth:`StreamRunner.run_chain`).
