@@ -644,3 +644,29 @@ def test_make_ratings_converts_to_arrays_on_a_cluster(inprocess_client):
     values = ratings["rating"].to_dask_array(lengths=True)
     assert values.chunks[0] == (250, 250)
     np.testing.assert_array_equal(values.compute(), ratings["rating"].compute().to_numpy())
+
+
+def test_read_csv_warns_about_a_numeric_column_with_a_stray_string(tmp_path):
+    """One "n/a?" among numbers makes the column text (a model would one-hot every number):
+    read_csv names the column, the value and its line; clean or categorical columns are quiet."""
+    import warnings
+
+    from dml.datasets import read_csv
+
+    rows = [f"{i},{i * 0.5},{'abc'[i % 3]}" for i in range(50)]
+    # Within the rows Dask infers the dtypes from (a stray value further down fails at compute
+    # with Dask's own "Mismatched dtypes" message instead).
+    rows[3] = "3,n/a?,a"
+    (tmp_path / "spoiled.csv").write_text("id,amount,kind\n" + "\n".join(rows) + "\n")
+    with pytest.warns(UserWarning, match=r"column 'amount'.*'n/a\?'.*row 3.*line 5") as rec:
+        df = read_csv(tmp_path / "spoiled.csv")
+    assert len(rec) == 1, [str(w.message) for w in rec]
+    assert "na_values=['n/a?']" in str(rec[0].message)
+    fixed = read_csv(tmp_path / "spoiled.csv", na_values=["n/a?"])
+    assert fixed["amount"].dtype.kind == "f" and int(fixed["amount"].isna().sum().compute()) == 1
+    assert len(df) == 50
+    (tmp_path / "clean.csv").write_text("id,kind\n" + "\n".join(f"{i},{'abc'[i % 3]}"
+                                                                for i in range(50)) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read_csv(tmp_path / "clean.csv")

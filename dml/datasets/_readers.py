@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 import dask.dataframe as dd
+import numpy as np
 
 __all__ = ["read_csv", "read_parquet", "read_table"]
 
@@ -79,7 +80,43 @@ def read_csv(path_or_glob, **kwargs):
     if "blocksize" not in kwargs and any(p.endswith(_COMPRESSION_SUFFIXES) for p in paths):
         # Compressed files cannot be split into byte ranges: one partition per file.
         kwargs["blocksize"] = None
-    return dd.read_csv(path, **kwargs)
+    df = dd.read_csv(path, **kwargs)
+    _warn_stray_strings(df, paths[0])
+    return df
+
+
+#: Rows of the first partition looked at for numeric columns spoiled by a stray string.
+STRAY_SAMPLE_ROWS = 2000
+
+
+def _warn_stray_strings(df, first_file: str) -> None:
+    """Warn about text columns that are numbers except for a few values (a stray "n/a" or
+    "?"): read as text, a model would one-hot encode every distinct number."""
+    import warnings
+
+    import pandas as pd
+
+    text = [c for c, t in df.dtypes.items()
+            if pd.api.types.is_object_dtype(t) or pd.api.types.is_string_dtype(t)]
+    if not text:
+        return
+    head = df[text].head(STRAY_SAMPLE_ROWS, npartitions=1)
+    for col in text:
+        values = head[col].dropna()
+        if not len(values):
+            continue
+        bad = pd.to_numeric(values, errors="coerce").isna()
+        if bad.any() and (~bad).sum() >= 0.9 * len(values):
+            row = bad[bad].index[0]
+            line = f" (line {int(row) + 2} of {first_file!r}, counting the header)" \
+                if isinstance(row, (int, np.integer)) else ""
+            example = values[bad].iloc[0]
+            warnings.warn(
+                f"read_csv: column {col!r} holds numbers except {int(bad.sum())} of the first "
+                f"{len(values)} values, e.g. {example!r} in row {row!r}{line}. It is read as "
+                f"text, so a model would one-hot encode every distinct number. Fix that value "
+                f"in the file, or pass na_values=[{example!r}] to read it as a missing number.",
+                UserWarning, stacklevel=3)
 
 
 def read_parquet(path_or_glob, **kwargs):
