@@ -245,6 +245,41 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
         except (TypeError, ValueError):
             self.transformers = value
 
+    def set_output(self, *, transform=None):
+        """Set the output container of this transformer and of its transformers.
+
+        As scikit-learn's ``ColumnTransformer.set_output``: the setting reaches every
+        transformer (the unfitted ones, the fitted ``transformers_`` and an estimator
+        ``remainder``), so their outputs are stacked as the same kind of container.
+
+        Parameters
+        ----------
+        transform : {"default", "pandas", "polars"} or None, default=None
+            See :meth:`dml.base.TransformOutputMixin.set_output`.
+
+        Returns
+        -------
+        self : estimator
+            The estimator, configured.
+
+        Examples
+        --------
+        >>> from dml.preprocessing import StandardScaler
+        >>> ct = ColumnTransformer([("s", StandardScaler(), ["a"])]).set_output(transform="pandas")
+        >>> ct.transformers[0][1]._sklearn_output_config["transform"]
+        'pandas'
+        """
+        from sklearn.utils._set_output import _safe_set_output
+
+        super().set_output(transform=transform)
+        subs = [t for _, t, _ in list(self.transformers) + list(getattr(self, "transformers_", []))
+                if t not in ("passthrough", "drop")]
+        if self.remainder not in ("passthrough", "drop"):
+            subs.append(self.remainder)
+        for t in subs:
+            _safe_set_output(t, transform=transform)
+        return self
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # Values are checked by each transformer for its own columns; "passthrough" columns are

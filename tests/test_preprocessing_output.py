@@ -146,3 +146,31 @@ def test_pipeline_set_output_and_bad_containers(inprocess_client):
     est._sklearn_output_config = {"transform": "polars"}  # polars may not be installed
     with pytest.raises(ValueError, match="Dask input gives a Dask DataFrame"):
         est.transform(dd.from_pandas(df[["a"]], npartitions=2))
+
+
+def test_column_transformer_set_output_reaches_its_transformers():
+    """As scikit-learn's: set_output on the ColumnTransformer configures its transformers
+    (before and after fit, and an estimator remainder) and the stacked output is a DataFrame."""
+    import pandas as pd
+    from sklearn.compose import ColumnTransformer as SkColumnTransformer
+    from sklearn.preprocessing import StandardScaler as SkStandardScaler
+
+    from dml.compose import ColumnTransformer
+    from dml.preprocessing import StandardScaler
+
+    df = pd.DataFrame({"a": [1.0, 2.0, 4.0], "b": [0.0, 1.0, 0.0], "c": [5.0, 5.0, 6.0]},
+                      index=[7, 8, 9])
+    ct = ColumnTransformer([("s", StandardScaler(), ["a"])], remainder=StandardScaler())
+    ct.set_output(transform="pandas")
+    assert ct.transformers[0][1]._sklearn_output_config["transform"] == "pandas"
+    assert ct.remainder._sklearn_output_config["transform"] == "pandas"
+    out = ct.fit_transform(df)
+    ref = SkColumnTransformer([("s", SkStandardScaler(), ["a"])], remainder=SkStandardScaler()
+                              ).set_output(transform="pandas").fit_transform(df)
+    assert isinstance(out, pd.DataFrame) and list(out.index) == [7, 8, 9]
+    assert list(out.columns) == list(ref.columns)
+    np.testing.assert_allclose(out.to_numpy(), ref.to_numpy())
+    ct.set_output(transform="default")
+    assert all(t._sklearn_output_config["transform"] == "default"
+               for _, t, _ in ct.transformers_ if t not in ("passthrough", "drop"))
+    assert isinstance(ct.transform(df), np.ndarray)
