@@ -23,8 +23,8 @@ import numpy as np
 from dask._task_spec import Task, TaskRef
 from dask.delayed import Delayed
 
-from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_prefix,
-                        tree_reduce)
+from dml._graph import (broadcast, layer_graph, new_name, reduce_levels, task_argument,
+                        task_prefix, tree_depth, tree_reduce)
 
 #: Fan-in of the reduction tree the groups align with (``tree_reduce``'s default).
 FANIN = 8
@@ -60,24 +60,6 @@ def default_n_groups() -> int:
     if not threads:
         threads = os.cpu_count() or 2
     return 2 * max(int(threads), 1)
-
-
-def tree_depth(n: int, fanin: int = FANIN) -> int:
-    """Levels of ``tree_reduce``'s tree over ``n`` leaves (at least one: even one leaf is
-    combined once)."""
-    levels = 1
-    n = math.ceil(n / fanin)
-    while n > 1:
-        n = math.ceil(n / fanin)
-        levels += 1
-    return levels
-
-
-def reduce_levels(values: list, combine: Callable, levels: int, fanin: int = FANIN):
-    """``levels`` levels of the fixed tree over ``values`` (consecutive groups of ``fanin``)."""
-    for _ in range(levels):
-        values = [combine(values[i:i + fanin]) for i in range(0, len(values), fanin)]
-    return values
 
 
 # ---------------------------------------------------------------- task functions

@@ -9,6 +9,7 @@ one shared key) and :func:`compute`. Layers are named after the function their t
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import pickle
 import re
@@ -25,7 +26,8 @@ from dask._task_spec import Task, TaskRef
 from dask.delayed import Delayed, unpack_collections
 from dask.highlevelgraph import HighLevelGraph
 
-__all__ = ["is_dask", "tree_add", "tree_reduce", "map_delayed", "compute", "broadcast",
+__all__ = ["is_dask", "tree_add", "tree_reduce", "tree_depth", "reduce_levels", "map_delayed",
+           "compute", "broadcast",
            "new_name", "task_prefix", "layer_graph", "task_argument", "task_ref",
            "INLINE_BYTES"]
 
@@ -178,6 +180,25 @@ def map_delayed(func: Callable, parts: Sequence[Delayed], *args, name: str | Non
                       Task(key, func, ref, *args))
     graph = layer_graph(name, layer, deps)
     return [Delayed((name, i), graph, layer=name) for i in range(len(parts))]
+
+
+def tree_depth(n: int, fanin: int = 8) -> int:
+    """Levels of :func:`tree_reduce`'s tree over ``n`` leaves (at least one: even one leaf is
+    combined once)."""
+    levels = 1
+    n = math.ceil(n / fanin)
+    while n > 1:
+        n = math.ceil(n / fanin)
+        levels += 1
+    return levels
+
+
+def reduce_levels(values: list, combine: Callable, levels: int, fanin: int = 8):
+    """``levels`` levels of :func:`tree_reduce`'s tree over computed ``values`` (consecutive
+    groups of ``fanin``), for reductions finished on a worker or on the client."""
+    for _ in range(levels):
+        values = [combine(values[i:i + fanin]) for i in range(0, len(values), fanin)]
+    return values
 
 
 def tree_reduce(parts: list[Delayed], combine: Callable = tree_add,

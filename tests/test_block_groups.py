@@ -8,7 +8,8 @@ import pytest
 from dask.delayed import Delayed
 
 from dml import _block_groups
-from dml._block_groups import FANIN, group_size, reduce_levels, tree_depth
+from dml._block_groups import FANIN, group_size
+from dml._graph import reduce_levels, tree_depth
 from dml._blocks import as_blocks, tree_reduce
 from dml.linear_model import SGDClassifier
 from dml.optim.data import prepare

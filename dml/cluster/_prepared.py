@@ -16,6 +16,7 @@ import numpy as np
 from dask import delayed
 
 from dml._blocks import Blocks, compute
+from dml._graph import reduce_levels, tree_depth
 from dml.base import check_weights_not_all_zero
 from dml.cluster import _lloyd
 from dml.optim.data import should_persist
@@ -157,12 +158,8 @@ def input_placement(parts) -> list[str] | None:
 
 def tree_combine(values: list, combine, split_every: int = 8):
     """:func:`dml._blocks.tree_reduce`'s fixed tree, applied on the client to computed values."""
-    level = list(values)
-    if len(level) == 1:
-        return combine(level)
-    while len(level) > 1:
-        level = [combine(level[i:i + split_every]) for i in range(0, len(level), split_every)]
-    return level[0]
+    return reduce_levels(list(values), combine, tree_depth(len(values), split_every),
+                         split_every)[0]
 
 
 def group_call(kernel, parts, *args):

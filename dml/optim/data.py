@@ -21,7 +21,7 @@ import numpy as np
 from dask import delayed
 
 from dml._block_groups import Groups
-from dml._blocks import Blocks, block_rng, broadcast, map_delayed
+from dml._blocks import Blocks, block_rng, map_delayed
 
 __all__ = ["TrainingData", "prepare", "hold", "should_persist", "cluster_memory", "n_validation"]
 
@@ -157,12 +157,7 @@ def prepare(problem, blocks: Blocks, *, seed: int = 0, validation_fraction: floa
         # Persisted data is held in groups of blocks: each pass then runs one task per group.
         tb, vb = _prepare_groups(problem, blocks.persist(), seed, fraction)
     else:
-        prepared = [delayed(_prepare_part, pure=True)(p, problem, i, seed, fraction)
-                    for i, p in enumerate(blocks.parts)]
-        train = [delayed(operator.getitem, pure=True)(p, 0) for p in prepared]
-        val = [delayed(operator.getitem, pure=True)(p, 1) for p in prepared] if fraction else []
-        tb = replace(blocks, parts=train, groups=None)
-        vb = replace(blocks, parts=val, groups=None) if fraction else None
+        tb, vb = _prepare_blocks(problem, blocks, seed, fraction, persist=False)
     tb = replace(tb, known_lengths=train_lengths)
     vb = replace(vb, known_lengths=val_lengths) if fraction else None
     return TrainingData(tb, vb, train_lengths, val_lengths, do_persist)
@@ -173,18 +168,25 @@ def _prepare_group(group, start, problem, seed, fraction):
     return tuple(o[0] for o in out), tuple(o[1] for o in out)
 
 
-def _prepare_groups(problem, blocks: Blocks, seed: int, fraction: float):
-    """``_prepare_part`` on persisted blocks: one task per group (or per block, ungrouped)."""
-    if blocks.groups is None:
-        prepared = [delayed(_prepare_part, pure=True)(p, problem, i, seed, fraction)
-                    for i, p in enumerate(blocks.parts)]
-        train = [delayed(operator.getitem, pure=True)(p, 0) for p in prepared]
-        val = [delayed(operator.getitem, pure=True)(p, 1) for p in prepared] if fraction else []
+def _prepare_blocks(problem, blocks: Blocks, seed: int, fraction: float, persist: bool):
+    """``_prepare_part`` per block: one task each (persisted or not)."""
+    prepared = [delayed(_prepare_part, pure=True)(p, problem, i, seed, fraction)
+                for i, p in enumerate(blocks.parts)]
+    train = [delayed(operator.getitem, pure=True)(p, 0) for p in prepared]
+    val = [delayed(operator.getitem, pure=True)(p, 1) for p in prepared] if fraction else []
+    if persist:
         out = dask.persist(*train, *val)
-        return (replace(blocks, parts=list(out[:len(train)])),
-                replace(blocks, parts=list(out[len(train):])) if fraction else None)
+        train, val = list(out[:len(train)]), list(out[len(train):])
+    return (replace(blocks, parts=train, groups=None),
+            replace(blocks, parts=val, groups=None) if fraction else None)
+
+
+def _prepare_groups(problem, blocks: Blocks, seed: int, fraction: float):
+    """``_prepare_part`` on persisted blocks: one task per group (per block when ungrouped)."""
+    if blocks.groups is None:
+        return _prepare_blocks(problem, blocks, seed, fraction, persist=True)
     g = blocks.groups
-    prepared = g.map_group(_prepare_group, broadcast(problem), seed, fraction)
+    prepared = g.map_group(_prepare_group, problem, seed, fraction)
     train = map_delayed(operator.getitem, prepared, 0)
     val = map_delayed(operator.getitem, prepared, 1) if fraction else []
     out = dask.persist(*train, *val)

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dml._graph import reduce_levels, tree_depth
+
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
            "subtree_reduce", "tree_levels", "SPLIT_EVERY"]
 
@@ -186,20 +188,14 @@ def group_size(n_streams: int, n_tasks: int) -> int:
 
 
 def tree_levels(n: int) -> int:
-    """Levels of the reduction tree over ``n`` leaves."""
-    levels = 0
-    while n > 1:
-        n = -(-n // SPLIT_EVERY)
-        levels += 1
-    return levels
+    """Levels of the reduction tree over ``n`` leaves (none for one leaf)."""
+    return tree_depth(n, SPLIT_EVERY) if n > 1 else 0
 
 
 def subtree_reduce(values: list, combine, levels: int):
     """Reduce ``values`` (the leaves of one aligned subtree, in order) as the fixed tree does:
     ``levels`` levels of consecutive groups of :data:`SPLIT_EVERY`. ``None`` leaves are skipped
     by ``combine`` (:func:`dml._blocks.tree_add`)."""
-    level = list(values)
-    for _ in range(levels):
-        level = [combine(level[i:i + SPLIT_EVERY]) for i in range(0, len(level), SPLIT_EVERY)]
+    level = reduce_levels(list(values), combine, levels, SPLIT_EVERY)
     assert len(level) == 1
     return level[0]
