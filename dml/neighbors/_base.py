@@ -18,6 +18,7 @@ Only query chunks and k results per query travel; the training rows never leave 
 from __future__ import annotations
 
 import operator
+import weakref
 from numbers import Integral, Real
 
 import dask
@@ -36,6 +37,11 @@ __all__ = ["NeighborsBase", "KNeighborsMixin"]
 
 _ALIASES = {"l2": "euclidean", "l1": "manhattan", "cityblock": "manhattan",
             "infinity": "chebyshev"}
+
+#: The persisted training blocks and their first-row offsets of each fitted estimator. Kept
+#: beside the estimator rather than in its attributes: they are handles to data on the cluster,
+#: not fitted state (model files and pickles hold the training set as NumPy instead).
+_ON_CLUSTER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: Query rows per task are at least this many (fewer rows make the per-task cost dominate).
 _MIN_QUERY_ROWS = 256
@@ -147,13 +153,12 @@ class NeighborsBase(DaskEstimatorMixin):
     # ---- fit ----
     def _fit_training(self, X, y=None, *, require_y=False, y_numeric=False):
         blocks = self._fit_blocks(X, y, require_y=require_y, y_numeric=y_numeric)
-        for attr in ("_train", "_fit_X", "_fit_y", "_offsets"):
+        for attr in ("_fit_X", "_fit_y"):
             self.__dict__.pop(attr, None)
         blocks = blocks.persist()
-        lengths = blocks.lengths
-        self._train = blocks
-        self._offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        self.n_samples_fit_ = int(self._offsets[-1])
+        offsets = np.concatenate([[0], np.cumsum(blocks.lengths)]).astype(np.int64)
+        _ON_CLUSTER[self] = (blocks, offsets)
+        self.n_samples_fit_ = int(offsets[-1])
         metric, p = kern.reduced_metric(_ALIASES.get(self.metric, self.metric), float(self.p))
         self.effective_metric_ = metric
         self.effective_metric_params_ = {"p": p} if metric == "minkowski" else {}
@@ -162,21 +167,27 @@ class NeighborsBase(DaskEstimatorMixin):
 
     # ---- training data: on the workers; in the process only for a model file or a pickle ----
     def _training(self):
-        """The persisted training blocks (re-made from ``_fit_X`` after a load or unpickle)."""
-        train = self.__dict__.get("_train")
-        if train is None:
-            if not hasattr(self, "_fit_X"):
-                check_is_fitted(self, "_train")
-            y = getattr(self, "_fit_y", None)
-            train = as_blocks(self._fit_X, y, spec=self._spec()).persist()
-            self._train = train
-            self._offsets = np.concatenate([[0], np.cumsum(train.lengths)]).astype(np.int64)
-        return train
+        """(persisted training blocks, first-row offsets), re-made from ``_fit_X`` after a
+        load or an unpickle."""
+        held = _ON_CLUSTER.get(self)
+        if held is None:
+            check_is_fitted(self, "n_samples_fit_")
+            if "_fit_X" not in self.__dict__:
+                raise ValueError(f"{type(self).__name__}: the training rows of this copy are "
+                                 "not available (they stay on the cluster of the original "
+                                 "estimator); fit it again, or copy it with pickle or dml.save, "
+                                 "which take the training set along.")
+            train = as_blocks(self._fit_X, self.__dict__.get("_fit_y"),
+                              spec=self._spec()).persist()
+            held = (train, np.concatenate([[0], np.cumsum(train.lengths)]).astype(np.int64))
+            _ON_CLUSTER[self] = held
+        return held
 
     def _gathered(self) -> dict:
         """``_fit_X`` (and ``_fit_y``): the training set in this process, computed once."""
-        if "_fit_X" not in self.__dict__ and "_train" in self.__dict__:
-            blocks = self._train
+        held = _ON_CLUSTER.get(self)
+        if "_fit_X" not in self.__dict__ and held is not None:
+            blocks = held[0]
             parts = dask.compute(*blocks.parts)
             self._fit_X = (np.concatenate([p[0] for p in parts]) if parts else
                            np.empty((0, self.n_features_in_)))
@@ -185,20 +196,16 @@ class NeighborsBase(DaskEstimatorMixin):
         return {k: self.__dict__[k] for k in ("_fit_X", "_fit_y") if k in self.__dict__}
 
     def _model_state(self) -> dict:
-        """What a model file holds: the fitted attributes and the training set as NumPy (the
-        file is as large as the training data, ``n_samples × n_features`` doubles)."""
-        state = {k: v for k, v in vars(self).items() if k not in ("_train", "_offsets")}
-        if "n_samples_fit_" in state:
-            state.update(self._gathered())
-        return state
+        """What a model file holds: the fitted attributes and the training set as NumPy
+        (``_fit_X``, ``_fit_y``): the file is as large as the training data."""
+        if "n_samples_fit_" in self.__dict__:
+            self._gathered()
+        return dict(vars(self))
 
     def __getstate__(self):
-        state = super().__getstate__()
-        if "n_samples_fit_" in state:
-            state = {**state, **self._gathered()}
-        state.pop("_train", None)
-        state.pop("_offsets", None)
-        return state
+        if "n_samples_fit_" in self.__dict__:
+            self._gathered()
+        return super().__getstate__()
 
     # ---- queries ----
     def _check_k(self, n_neighbors, extra: int, n_queries):
@@ -221,10 +228,9 @@ class NeighborsBase(DaskEstimatorMixin):
     def _query_parts(self, X):
         """(query parts, Dask output?, rows per part or None, self starts or None)."""
         if X is None:
-            train = self._training()
-            starts = [int(s) for s in self._offsets[:-1]]
-            return (list(train.parts), not self._local_fit,
-                    np.diff(self._offsets), starts)
+            train, offsets = self._training()
+            starts = [int(s) for s in offsets[:-1]]
+            return list(train.parts), not self._local_fit, np.diff(offsets), starts
         data = self._predict_input(X)
         if not isinstance(data, np.ndarray):  # Blocks of a Dask query
             return list(data.parts), True, data.known_lengths, None
@@ -242,8 +248,7 @@ class NeighborsBase(DaskEstimatorMixin):
 
     def _units(self):
         """(persisted object, first-row offsets of its blocks, is a group) per search task."""
-        train = self._training()
-        off = self._offsets
+        train, off = self._training()
         g = train.groups
         if g is not None:
             return [(g.objects[i], off[g.bounds[i]:g.bounds[i + 1]], True)
