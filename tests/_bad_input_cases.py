@@ -19,6 +19,7 @@ from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, Lo
                               Perceptron, Ridge, SGDClassifier, SGDRegressor)
 from dml.model_selection import GridSearchCV, RandomizedSearchCV
 from dml.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
+from dml.neighbors import KNeighborsClassifier, KNeighborsRegressor
 from dml.neural_network import MLPClassifier, MLPRegressor
 from dml.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 from dml.tree import DecisionTreeClassifier, DecisionTreeRegressor
@@ -28,7 +29,9 @@ CHUNK = 10
 
 #: Public estimators (``dml.registry.ESTIMATORS``) that the matrix leaves to tests of their own.
 OWN_TESTS = {"MatrixFactorization": "(user, item, rating) input, not an (X, y) matrix: its "
-                                    "cases are the test_mf_* tests of test_bad_input.py"}
+                                    "cases are the test_mf_* tests of test_bad_input.py",
+             "NearestNeighbors": "answers kneighbors, no predict/transform: its cases are "
+                                 "test_query_errors of test_neighbors.py"}
 
 #: name -> (family, kind, factory). Families are the columns of docs/bad_input.md. Which
 #: estimators run is decided by ``dml.registry.ESTIMATORS``: each needs an entry here or in
@@ -71,6 +74,8 @@ ESTIMATORS = {
                           lambda: BaggingClassifier(n_estimators=2, random_state=0)),
     "BaggingRegressor": ("bagging", "reg",
                          lambda: BaggingRegressor(n_estimators=2, random_state=0)),
+    "KNeighborsClassifier": ("k-neighbours", "clf", lambda: KNeighborsClassifier(n_neighbors=3)),
+    "KNeighborsRegressor": ("k-neighbours", "reg", lambda: KNeighborsRegressor(n_neighbors=3)),
     "GridSearchCV": ("search CV", "reg",
                      lambda: GridSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, cv=2)),
     "RandomizedSearchCV": ("search CV", "reg", lambda: RandomizedSearchCV(

@@ -156,6 +156,9 @@ class NeighborsBase(DaskEstimatorMixin):
         for attr in ("_fit_X", "_fit_y"):
             self.__dict__.pop(attr, None)
         blocks = blocks.persist()
+        # Row counts from the persisted blocks themselves: the one pass that validates every
+        # block now (NaN, infinity, misaligned y), not at the first query.
+        blocks.known_lengths = None
         offsets = np.concatenate([[0], np.cumsum(blocks.lengths)]).astype(np.int64)
         _ON_CLUSTER[self] = (blocks, offsets)
         self.n_samples_fit_ = int(offsets[-1])
@@ -301,8 +304,7 @@ class NeighborsBase(DaskEstimatorMixin):
         if X is None:
             return self.n_samples_fit_
         shape = getattr(X, "shape", None)
-        if shape is not None and len(shape) and not (isinstance(shape[0], float)
-                                                     and np.isnan(shape[0])):
+        if isinstance(X, (np.ndarray, da.Array)) and len(shape) and not np.isnan(shape[0]):
             return int(shape[0])
         return None
 
