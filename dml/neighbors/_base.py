@@ -83,6 +83,18 @@ def search_unit(query, unit, is_group, offsets, k, metric, p, with_y):
     return rdist, ind, y[ind - offsets[0]]
 
 
+def fit_stats(xb, yb, wb, labels):
+    """Rows of a training block (and the labels in it)."""
+    return np.array([len(xb)], dtype=np.int64), (np.unique(np.asarray(yb)) if labels else None)
+
+
+def combine_fit_stats(parts):
+    """Row counts in block order (the tree combines consecutive results), labels united."""
+    lengths = np.concatenate([p[0] for p in parts])
+    found = [p[1] for p in parts if p[1] is not None and len(p[1])]
+    return lengths, (np.unique(np.concatenate(found)) if found else None)
+
+
 def merge_results(parts):
     """Tree combine of :func:`search_unit` results in training order (see ``kern.merge``)."""
     return kern.merge(list(parts))
@@ -151,22 +163,25 @@ class NeighborsBase(DaskEstimatorMixin):
                                     "smaller p gives no distance)")
 
     # ---- fit ----
-    def _fit_training(self, X, y=None, *, require_y=False, y_numeric=False):
+    def _fit_training(self, X, y=None, *, require_y=False, y_numeric=False, labels=False):
+        """Validate and persist the training blocks; returns the sorted labels of y when
+        ``labels`` (else None)."""
         blocks = self._fit_blocks(X, y, require_y=require_y, y_numeric=y_numeric)
         for attr in ("_fit_X", "_fit_y"):
             self.__dict__.pop(attr, None)
         blocks = blocks.persist()
-        # Row counts from the persisted blocks themselves: the one pass that validates every
+        # One pass over the persisted blocks: their row counts (and labels). It validates every
         # block now (NaN, infinity, misaligned y), not at the first query.
-        blocks.known_lengths = None
-        offsets = np.concatenate([[0], np.cumsum(blocks.lengths)]).astype(np.int64)
+        lengths, classes = blocks.map_reduce(fit_stats, labels, combine=combine_fit_stats)
+        blocks.known_lengths = lengths
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         _ON_CLUSTER[self] = (blocks, offsets)
         self.n_samples_fit_ = int(offsets[-1])
         metric, p = kern.reduced_metric(_ALIASES.get(self.metric, self.metric), float(self.p))
         self.effective_metric_ = metric
         self.effective_metric_params_ = {"p": p} if metric == "minkowski" else {}
         self._local_fit = bool(blocks.local)
-        return blocks
+        return classes
 
     # ---- training data: on the workers; in the process only for a model file or a pickle ----
     def _training(self):

@@ -95,8 +95,7 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
         -------
         self
         """
-        blocks = self._fit_training(X, y, require_y=True)
-        classes = blocks.map_reduce(_labels, combine=_union)
+        classes = self._fit_training(X, y, require_y=True, labels=True)
         name = type(self).__name__
         if classes is None or len(classes) == 0:
             raise ValueError(f"{name}: y has no labels")
@@ -167,11 +166,3 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
             return super().score(X, y, sample_weight=sample_weight)
         return float(accuracy_score(y, self.predict(X), sample_weight=sample_weight))
 
-
-def _labels(xb, yb, wb):
-    return np.unique(np.asarray(yb))
-
-
-def _union(parts):
-    parts = [p for p in parts if p is not None and len(p)]
-    return np.unique(np.concatenate(parts)) if parts else None
