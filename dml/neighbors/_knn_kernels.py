@@ -161,12 +161,17 @@ def _dot_topk(Q, qn, T, tn, offset, mode, rdist, ind, count, qtile, ttile):
     """Euclidean (mode 0) or cosine (mode 1) selection from BLAS cross products, tile by tile."""
     nq, nt = Q.shape[0], T.shape[0]
     k = rdist.shape[1]
+    # One buffer for every tile: a fresh 4 MiB array per tile is an mmap and page faults each
+    # time when malloc's thresholds are fixed (Dask's nannies set MALLOC_TRIM_THRESHOLD_),
+    # which tripled the time of a search.
+    buf = np.empty(min(qtile, nq) * min(ttile, nt))
     for t0 in range(0, nt, ttile):
         t1 = min(t0 + ttile, nt)
         Tt = T[t0:t1].T
         for q0 in range(0, nq, qtile):
             q1 = min(q0 + qtile, nq)
-            M = np.dot(Q[q0:q1], Tt)
+            M = buf[:(q1 - q0) * (t1 - t0)].reshape((q1 - q0, t1 - t0))
+            np.dot(Q[q0:q1], Tt, M)
             for i in range(q1 - q0):
                 row = q0 + i
                 c = count[row]
