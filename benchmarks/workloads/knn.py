@@ -11,8 +11,6 @@ dask-ml and Spark MLlib have no k-nearest-neighbour estimator.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from benchmarks.registry import (ACCURACY, Arrays, Implementation, Target, Workload, register,
                                  unavailable)
 

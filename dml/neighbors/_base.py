@@ -338,8 +338,9 @@ class KNeighborsMixin:
 
         Parameters
         ----------
-        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_queries, n_features), default=None
-            Query rows. None: the training rows, each without itself as a neighbour.
+        X : array-like, DataFrame, Dask array or Dask DataFrame, default=None
+            Query rows, shape (n_queries, n_features). None: the training rows, each without
+            itself as a neighbour.
         n_neighbors : int, default=None
             Neighbours per row (default: the ``n_neighbors`` parameter).
         return_distance : bool, default=True

@@ -46,7 +46,8 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
         ``"uniform"``: one vote each; ``"distance"``: weight 1/distance (a query that coincides
         with training rows takes their labels only); a callable maps the distance array to
         weights of the same shape.
-    metric : {"minkowski", "euclidean", "sqeuclidean", "manhattan", "chebyshev", "cosine"}, default="minkowski"
+    metric : str, default="minkowski"
+        Distance, as for :class:`~dml.neighbors.NearestNeighbors`.
     p : float, default=2
         Power of the Minkowski metric.
 
@@ -94,6 +95,14 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsClassifier
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0, 0, 1, 1])
+        >>> KNeighborsClassifier(n_neighbors=1).fit(X, y).classes_
+        array([0, 1])
         """
         classes = self._fit_training(X, y, require_y=True, labels=True)
         name = type(self).__name__
@@ -129,6 +138,14 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
         -------
         ndarray or dask.array.Array of shape (n_queries,)
             NumPy for local input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsClassifier
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0, 0, 1, 1])
+        >>> KNeighborsClassifier(n_neighbors=3).fit(X, y).predict(np.array([[0.2], [2.6]]))
+        array([0, 1])
         """
         return self._vote(X, False)
 
@@ -143,6 +160,15 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
         -------
         ndarray or dask.array.Array of shape (n_queries, n_classes)
             Columns in the order of ``classes_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsClassifier
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0, 0, 1, 1])
+        >>> clf = KNeighborsClassifier(n_neighbors=2, weights="distance").fit(X, y)
+        >>> clf.predict_proba(np.array([[1.25]]))
+        array([[0.75, 0.25]])
         """
         return self._vote(X, True)
 
@@ -159,6 +185,14 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
         Returns
         -------
         float
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsClassifier
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0, 0, 1, 1])
+        >>> KNeighborsClassifier(n_neighbors=1).fit(X, y).score(X, y)
+        1.0
         """
         from dml.metrics import accuracy_score
 

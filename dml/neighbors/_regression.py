@@ -35,7 +35,8 @@ class KNeighborsRegressor(KNeighborsMixin, NeighborsBase, RegressorMixin, BaseEs
     weights : {"uniform", "distance"} or callable, default="uniform"
         ``"distance"``: weight 1/distance (a query that coincides with training rows takes the
         mean of their targets).
-    metric : {"minkowski", "euclidean", "sqeuclidean", "manhattan", "chebyshev", "cosine"}, default="minkowski"
+    metric : str, default="minkowski"
+        Distance, as for :class:`~dml.neighbors.NearestNeighbors`.
     p : float, default=2
 
     Attributes
@@ -77,6 +78,14 @@ class KNeighborsRegressor(KNeighborsMixin, NeighborsBase, RegressorMixin, BaseEs
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsRegressor
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0.0, 1.0, 2.0, 3.0])
+        >>> KNeighborsRegressor(n_neighbors=2).fit(X, y).n_samples_fit_
+        4
         """
         self._fit_training(X, y, require_y=True, y_numeric=True)
         return self
@@ -91,6 +100,14 @@ class KNeighborsRegressor(KNeighborsMixin, NeighborsBase, RegressorMixin, BaseEs
         Returns
         -------
         ndarray or dask.array.Array of shape (n_queries,)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsRegressor
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0.0, 1.0, 2.0, 3.0])
+        >>> KNeighborsRegressor(n_neighbors=2, weights="distance").fit(X, y).predict([[0.5]])
+        array([0.5])
         """
         check_is_fitted(self, "n_samples_fit_")
         k = self._check_k(None, 0, self._n_queries(X))
@@ -111,6 +128,14 @@ class KNeighborsRegressor(KNeighborsMixin, NeighborsBase, RegressorMixin, BaseEs
         Returns
         -------
         float
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsRegressor
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0.0, 1.0, 2.0, 3.0])
+        >>> KNeighborsRegressor(n_neighbors=1).fit(X, y).score(X, y)
+        1.0
         """
         from dml.metrics import r2_score
 

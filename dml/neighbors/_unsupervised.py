@@ -21,8 +21,10 @@ class NearestNeighbors(KNeighborsMixin, NeighborsBase, BaseEstimator):
     ----------
     n_neighbors : int, default=5
         Neighbours returned by :meth:`kneighbors` when it is not given one.
-    metric : {"minkowski", "euclidean", "sqeuclidean", "manhattan", "chebyshev", "cosine"}, default="minkowski"
-        Distance (also the aliases "l2", "l1", "cityblock", "infinity").
+    metric : str, default="minkowski"
+        Distance: "minkowski", "euclidean", "sqeuclidean", "manhattan", "chebyshev" or
+        "cosine" (also the aliases "l2", "l1", "cityblock", "infinity"); see
+        ``docs/neighbors.md``.
     p : float, default=2
         Power of the Minkowski metric (p = 1: manhattan, 2: euclidean, inf: chebyshev).
 
@@ -65,6 +67,13 @@ class NearestNeighbors(KNeighborsMixin, NeighborsBase, BaseEstimator):
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import NearestNeighbors
+        >>> NearestNeighbors().fit(np.zeros((6, 2))).n_samples_fit_
+        6
         """
         self._fit_training(X)
         return self
