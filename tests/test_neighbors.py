@@ -209,3 +209,40 @@ def test_query_errors(inprocess_client):
         nn.kneighbors(np.where(Q > 1, np.nan, Q))
     with pytest.raises(ValueError, match="minkowski"):
         NearestNeighbors(p=0.5).fit(X)
+
+
+def test_blas_threads_are_restored_after_queries(inprocess_client):
+    from threadpoolctl import threadpool_info
+
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    nn = NearestNeighbors(n_neighbors=2).fit(_dask(X, 7))
+    for _ in range(3):
+        nn.kneighbors(Q)
+    after = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    assert after == before
+
+
+def test_copies_take_the_training_set_along(inprocess_client):
+    import copy
+
+    nn = NearestNeighbors(n_neighbors=2).fit(_dask(X, 3))
+    want = nn.kneighbors(Q)[1]
+    copied = copy.deepcopy(nn)   # through __getstate__: the rows are gathered once
+    np.testing.assert_array_equal(copied._fit_X, X)
+    np.testing.assert_array_equal(copied.kneighbors(Q)[1], want)
+    local = NearestNeighbors(n_neighbors=2).fit(X)
+    pickled = pickle.loads(pickle.dumps(local))
+    np.testing.assert_array_equal(pickled.kneighbors(Q)[1], want)
+
+
+def test_dataframe_input_keeps_feature_names(inprocess_client):
+    import pandas as pd
+
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    clf = KNeighborsClassifier(n_neighbors=3).fit(frame, Y_CLASS)
+    np.testing.assert_array_equal(clf.feature_names_in_, ["a", "b", "c", "d"])
+    sk = skn.KNeighborsClassifier(n_neighbors=3, algorithm="brute").fit(frame, Y_CLASS)
+    q = pd.DataFrame(Q, columns=frame.columns)
+    np.testing.assert_array_equal(clf.predict(q), sk.predict(q))
+    with pytest.raises(ValueError, match="feature names"):
+        clf.predict(q.rename(columns={"a": "z"}))

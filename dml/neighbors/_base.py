@@ -17,7 +17,9 @@ Only query chunks and k results per query travel; the training rows never leave 
 """
 from __future__ import annotations
 
+import contextlib
 import operator
+import threading
 import weakref
 from numbers import Integral, Real
 
@@ -51,17 +53,34 @@ _MIN_QUERY_ROWS = 256
 # Task functions (run on the workers)
 # --------------------------------------------------------------------------------------------
 
-_BLAS = {}
+_BLAS = {"controller": None, "limiter": None, "depth": 0}
+_BLAS_LOCK = threading.Lock()
 
 
+@contextlib.contextmanager
 def _one_blas_thread():
-    """A context limiting BLAS to one thread: the tasks are the parallelism (as scikit-learn's
-    brute force limits BLAS inside its own threads)."""
+    """BLAS limited to one thread while searches run: the tasks are the parallelism (as
+    scikit-learn's brute force limits BLAS inside its own threads).
+
+    The limit is process-wide, so concurrent searches (worker threads of one process) share it:
+    the first sets it, the last restores what was there before.
+    """
     from threadpoolctl import ThreadpoolController
 
-    if "controller" not in _BLAS:
-        _BLAS["controller"] = ThreadpoolController()
-    return _BLAS["controller"].limit(limits=1, user_api="blas")
+    with _BLAS_LOCK:
+        if _BLAS["controller"] is None:
+            _BLAS["controller"] = ThreadpoolController()
+        if _BLAS["depth"] == 0:
+            _BLAS["limiter"] = _BLAS["controller"].limit(limits=1, user_api="blas")
+        _BLAS["depth"] += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS["depth"] -= 1
+            if _BLAS["depth"] == 0:
+                _BLAS["limiter"].restore_original_limits()
+                _BLAS["limiter"] = None
 
 
 def search_unit(query, unit, is_group, offsets, k, metric, p, with_y):
