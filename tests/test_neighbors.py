@@ -126,9 +126,9 @@ def test_k_larger_than_a_block_and_dask_queries(client, n_blocks):
     np.testing.assert_array_equal(only, ind[:, :3])
 
 
-@pytest.mark.parametrize("local", [True, False])
-def test_training_rows_as_queries_drop_themselves(inprocess_client, local):
-    nn = NearestNeighbors(n_neighbors=4).fit(X_TIES if local else _dask(X_TIES, 7))
+@pytest.mark.parametrize("local,n_blocks", [(True, None), (False, 7), (False, 64)])
+def test_training_rows_as_queries_drop_themselves(inprocess_client, local, n_blocks):
+    nn = NearestNeighbors(n_neighbors=4).fit(X_TIES if local else _dask(X_TIES, n_blocks))
     dist, ind = nn.kneighbors()
     assert isinstance(ind, np.ndarray) == local
     sd, si = skn.NearestNeighbors(n_neighbors=4, algorithm="brute").fit(X_TIES).kneighbors()
