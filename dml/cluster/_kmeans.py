@@ -26,7 +26,7 @@ from sklearn.exceptions import ConvergenceWarning
 from dml._blocks import block_rng, compute, seed_from
 from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOptions
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
-from dml.cluster import _init, _lloyd
+from dml.cluster import _chain, _init, _lloyd
 from dml.cluster._prepared import Prepared, group_call, map_combine, prepare, tree_combine
 
 __all__ = ["KMeans"]
@@ -68,18 +68,6 @@ def _relocate(sums, wsum, cand, d):
         wsum[old] -= w
 
 
-def _average(sums, wsum, d):
-    """scikit-learn's ``_average_centers``: empty clusters sit on the heaviest one."""
-    centres = sums[:, :d].copy()
-    heaviest = int(np.argmax(wsum))
-    for j in range(len(centres)):
-        if wsum[j] > 0:
-            centres[j] *= 1.0 / wsum[j]
-        else:
-            centres[j] = centres[heaviest]
-    return centres
-
-
 def _by_data(runs):
     groups: dict[int, tuple[Prepared, list[Run]]] = {}
     for r in runs:
@@ -88,38 +76,61 @@ def _by_data(runs):
 
 
 def lloyd(runs: list[Run]) -> None:
-    """Advance all runs to convergence (or ``max_iter``), one scheduler call per iteration.
+    """Advance all runs to convergence (or ``max_iter``).
 
     Per run and iteration, as scikit-learn's ``_kmeans_single_lloyd``: assign with the current
     centres, relocate empty clusters, average, and stop when the total squared centre shift is
     ``<= tol`` (an unchanged assignment gives a zero shift, scikit-learn's strict convergence).
     ``history`` gets the inertia of each assignment step.
+
+    Runs on one persisted data set advance in chains of iterations submitted as one graph
+    (:mod:`dml.cluster._chain`); otherwise (several data sets, data read from storage) one
+    scheduler call per iteration serves all runs.
     """
     for r in runs:
         if r.max_iter < 1:
             r.done = True
+    # A cluster that stays empty (more clusters than distinct points) halts every chain at
+    # its first link: after a halt, chains restart short and double while they run through.
+    chain_length = _chain.ITERS_PER_SUBMIT
     while True:
         active = [r for r in runs if not r.done]
         if not active:
             return
         groups = _by_data(active)
+        if len(groups) == 1 and groups[0][0].persisted and chain_length > 1:
+            data, group = groups[0]
+            n_iters = min(chain_length, max(r.max_iter - r.n_iter for r in group))
+            ran = _chain.run_chain(data, group, n_iters)
+            for used, sums in ran:
+                group = [r for r in group if not r.done]
+                if len(used) != len(group) or not all(
+                        np.array_equal(u, r.centres) for u, r in zip(used, group)):
+                    raise RuntimeError("KMeans: the chained Lloyd iterations diverged from the "
+                                       "client's replay; this is a bug in dml, please report it")
+                _apply_iteration([(data, group)], [sums])
+            if len(ran) < n_iters and any(not r.done for r in group):
+                chain_length = 1  # halted by an empty cluster: one plain iteration next
+            continue
+        chain_length = min(2 * chain_length, _chain.ITERS_PER_SUBMIT)
         results = map_combine([(data, ([r.centres for r in group],)) for data, group in groups],
                               _lloyd.lloyd_block, _lloyd.combine_lloyd)
-        steps = []
-        for (data, group), result in zip(groups, results):
-            for r, sums in zip(group, result):
-                steps.append((r, sums, sums[:, -1].copy()))
-                r.history.append(_lloyd.step_inertia(sums, r.centres, data.wxsq))
-        _relocate_empty([s for s in steps if np.any(s[2] == 0)])
-        for r, sums, wsum in steps:
-            d = r.data.d
-            new = _average(sums, wsum, d).astype(r.data.dtype)
-            shift = np.sqrt(((new.astype(np.float64) - r.centres.astype(np.float64)) ** 2)
-                            .sum(axis=1))
-            r.centres = new
-            r.n_iter += 1
-            if (shift ** 2).sum() <= r.tol or r.n_iter >= r.max_iter:
-                r.done = True
+        _apply_iteration(groups, results)
+
+
+def _apply_iteration(groups, results) -> None:
+    """One iteration's update of the runs from their reduced sums: history, relocation of
+    empty clusters, new centres, the stopping rule."""
+    steps = []
+    for (data, group), result in zip(groups, results):
+        for r, sums in zip(group, result):
+            steps.append((r, sums, sums[:, -1].copy()))
+            r.history.append(_lloyd.step_inertia(sums, r.centres, data.wxsq))
+    _relocate_empty([s for s in steps if np.any(s[2] == 0)])
+    for r, sums, wsum in steps:
+        sums[:, -1] = wsum
+        r.centres, r.n_iter, r.done = _chain.next_centres(
+            r.centres, sums, r.data.d, r.data.dtype, r.tol, r.n_iter, r.max_iter)
 
 
 def _relocate_empty(steps):
