@@ -147,6 +147,26 @@ def check_chained_iterations(monkeypatch, n_blocks):
     assert runs[32].n_iter_ == runs[1].n_iter_ == 7
 
 
+def test_progress_and_log_lines_per_iteration(capsys, caplog):
+    X, _ = blobs(n=600, seed=22)
+    records = []
+    km = KMeans(3, random_state=0, n_init=2, progress=records.append).fit(chunked(X, 4))
+    assert [r["epoch"] for r in records] == list(range(1, km.n_iter_ + 1))
+    assert all(r["unit"] == "iteration" for r in records)
+    # The best of the lockstep runs; the kept run ends at the fitted model's last step.
+    assert records[-1]["objective"] <= km.inertia_history_[-1]
+    with caplog.at_level("INFO", logger="dml.cluster"):
+        km = KMeans(3, random_state=0, verbose=1).fit(chunked(X, 4))
+    err = capsys.readouterr().err
+    # stderr is not a terminal here: one plain line per iteration, no carriage returns.
+    lines = [ln for ln in err.splitlines() if ln.startswith("KMeans [")]
+    assert len(lines) == km.n_iter_ and "\r" not in err
+    assert f"iteration {km.n_iter_}/300" in lines[-1] and "s/iteration" in lines[-1]
+    assert sum("KMeans iteration" in r.getMessage() for r in caplog.records) == km.n_iter_
+    with pytest.raises(TypeError, match="progress must be"):
+        KMeans(3, progress=5).fit(X)
+
+
 def test_uneven_chunks_weights_and_max_iter():
     X, _ = blobs(n=1100, seed=2)
     w = np.random.default_rng(0).uniform(0.1, 3.0, len(X))
