@@ -151,7 +151,6 @@ RELATIONS = [
      "a positive int or a tuple"),
     ("MLPRegressor", {"dtype": "float16"}, "dtype", "'float32' or 'float64'"),
     ("MinMaxScaler", {"feature_range": (1, 0)}, "feature_range", "a tuple \\(min, max\\)"),
-    ("OneHotEncoder", {"sparse_output": True}, "sparse_output", "False"),
     ("OneHotEncoder", {"dtype": str}, "dtype", "a numeric dtype"),
     ("MultinomialNB", {"alpha": [[1.0]]}, "alpha", "a non-negative float or a 1-D array"),
     ("CategoricalNB", {"alpha": [1.0]}, "alpha", "a non-negative float\\. "),
