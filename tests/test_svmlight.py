@@ -170,3 +170,24 @@ def test_missing_files_and_bad_arguments(tmp_path):
         read_svmlight(tmp_path, blocksize=0)
     with pytest.raises(ValueError, match="X has 3 rows but y has shape"):
         dump_svmlight(da.ones((3, 2), chunks=2), np.ones(4), tmp_path / "o")
+
+
+@pytest.mark.parametrize("blocksize", [10**6, 7, 23])
+def test_awkward_layouts(inprocess_client, tmp_path, blocksize):
+    """Blank and comment lines at range ends, CRLF line ends, no final newline, an empty file
+    and a file of comments only: the same rows as scikit-learn, each read once."""
+    text = ("# a comment line that is longer than a range\n\n1 1:1 3:2\r\n"
+            "# another\n0 2:0.5 # trailing comment\n\n\n1 qid:3 1:4\n0 3:1")
+    path = tmp_path / "odd.svm"
+    path.write_bytes(text.encode())
+    (tmp_path / "empty.svm").write_bytes(b"")
+    (tmp_path / "comments.svm").write_bytes(b"# nothing\n# here\n")
+    Xref, yref = load_svmlight_file(str(path))
+    X, y = read_svmlight(path, blocksize=blocksize)
+    assert_same(X, y, Xref, yref)
+    files = [path, tmp_path / "empty.svm", tmp_path / "comments.svm"]
+    ref = load_svmlight_files([str(f) for f in files])  # 'auto': files without entries make
+    X, y = read_svmlight(files, blocksize=blocksize)    # it zero-based, as here
+    assert_same(X, y, sp.vstack(ref[0::2]).tocsr(), np.concatenate(ref[1::2]))
+    X, y = read_svmlight(tmp_path / "empty.svm")
+    assert X.shape == (0, 1) and y.compute().shape == (0,)
