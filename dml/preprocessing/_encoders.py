@@ -185,6 +185,14 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
             self._fit_infrequent(n_samples, counts)
         self._set_drop_idx()
         self._n_features_outs = self._compute_n_features_outs()
+        # Stored 1s of the encoded training data: what a column transformer's sparse_threshold
+        # compares (as scikit-learn measures the density of its fit_transform output).
+        nnz = 0
+        for c, cnt in zip(self._codings(), counts):
+            nnz += int(cnt[c.col_map >= 0].sum())
+            if c.unknown_col >= 0:
+                nnz += int(n_samples - cnt.sum())
+        self._n_samples_fit, self._fit_nnz = int(n_samples), nnz
         return self
 
     def _given_categories(self, j, dtype, uniq, n_none, n_nan, names):
