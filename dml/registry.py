@@ -81,6 +81,16 @@ ESTIMATORS: dict[str, tuple[str, str | None, str | None]] = {
     "MinMaxScaler": ("dml.preprocessing:MinMaxScaler", "minmax_scaler", "transformer"),
     "OneHotEncoder": ("dml.preprocessing:OneHotEncoder", "one_hot", "transformer"),
     "ColumnTransformer": ("dml.compose:ColumnTransformer", "column_transformer", "component"),
+    # sparse features from text and named features
+    "FeatureHasher": ("dml.feature_extraction:FeatureHasher", "feature_hasher", "transformer"),
+    "HashingVectorizer": ("dml.feature_extraction:HashingVectorizer", "hashing_vectorizer",
+                          "transformer"),
+    "CountVectorizer": ("dml.feature_extraction:CountVectorizer", "count_vectorizer",
+                        "transformer"),
+    "TfidfTransformer": ("dml.feature_extraction:TfidfTransformer", "tfidf_transformer",
+                         "transformer"),
+    "TfidfVectorizer": ("dml.feature_extraction:TfidfVectorizer", "tfidf_vectorizer",
+                        "transformer"),
     # model selection
     "GridSearchCV": ("dml.model_selection:GridSearchCV", None, None),
     "RandomizedSearchCV": ("dml.model_selection:RandomizedSearchCV", None, None),
