@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from numbers import Integral
 
-import numpy as np
 
 from dml._blocks import as_blocks, is_dask
 from dml._param_validation import Interval

@@ -7,12 +7,14 @@ from numbers import Integral
 import numpy as np
 import scipy.linalg
 
-from dml._blocks import seed_from
+from dml._blocks import compute, seed_from
 from dml._param_validation import RANDOM_STATE, Interval, RealNotInt, StrOptions
-from dml.base import fit_context
-from dml.decomposition._base import LikelihoodMixin, ProjectionMixin, randomized_eigs
+from dml.base import check_is_fitted, fit_context
+from dml.decomposition._base import (LikelihoodMixin, ProjectionMixin, _transform_kernel,
+                                     randomized_eigs)
 from dml.decomposition._pca_kernels import (merge_qr, merge_scatter, qr_kernel, scatter_kernel,
                                             svd_flip_v)
+from dml.preprocessing._base import TransformPlan, _float_out_dtype
 
 __all__ = ["PCA"]
 
@@ -149,28 +151,65 @@ class PCA(LikelihoodMixin, ProjectionMixin):
         array([[0.7071, 0.7071]])
         """
         blocks = self._fit_blocks(X, y if isinstance(y, str) else None, None, require_y=False)
-        d = blocks.n_features
-        dtype = _float_dtype(self._out_dtype(X))
+        self._fit_dtype = _float_dtype(self._out_dtype(X))
         solver = self._choose_solver(blocks)
+        if solver != "randomized":
+            (result,) = compute(self._fit_delayed(blocks, solver=solver))
+            return self._set_fitted(result)
         self._fit_svd_solver = solver
-        if solver == "randomized":
-            self._fit_randomized(blocks, d)
+        self._fit_randomized(blocks, blocks.n_features)
+        return self._cast()
+
+    # ---- the one-pass protocol (dml.preprocessing): a ColumnTransformer fits PCA in its pass ----
+    _fit_overrides: dict = {}
+
+    def _fit_delayed(self, blocks, reset: bool = True, solver: str | None = None):
+        self._record_layout(blocks, reset)
+        if solver is None:
+            # Inside a column transformer's single pass only the exact solvers can run.
+            solver = self._choose_solver(blocks, exact=True)
+            if solver == "randomized":
+                raise ValueError(f"{type(self).__name__}: svd_solver='randomized' needs several "
+                                 "passes over the data and cannot run inside a column "
+                                 "transformer's single pass; use an exact svd_solver "
+                                 "('covariance_eigh' or 'tsqr') there")
+            self._fit_dtype = (np.float64 if blocks.dtypes is None else
+                               _float_dtype(_float_out_dtype(list(blocks.dtypes))))
+        self._fit_svd_solver = solver
+        self._fit_d = blocks.n_features
+        if solver == "covariance_eigh":
+            return blocks.map_reduce(scatter_kernel, combine=merge_scatter, compute_now=False)
+        return blocks.map_reduce(qr_kernel, combine=merge_qr, compute_now=False)
+
+    def _set_fitted(self, result, reset: bool = True):
+        d = self._fit_d
+        if self._fit_svd_solver == "covariance_eigh":
+            n, mean, S = result
+            self._check_rows(n)
+            eigvals, eigvecs = np.linalg.eigh(S)
+            eigvals, Vt = np.maximum(eigvals[::-1], 0.0), eigvecs[:, ::-1].T
+            r = min(n, d)
+            ev = eigvals[:r] / (n - 1)
+            s = np.sqrt(ev * (n - 1))
+            Vt = Vt[:r]
         else:
-            if solver == "covariance_eigh":
-                n, mean, S = blocks.map_reduce(scatter_kernel, combine=merge_scatter)
-                self._check_rows(n)
-                eigvals, eigvecs = np.linalg.eigh(S)
-                eigvals, Vt = np.maximum(eigvals[::-1], 0.0), eigvecs[:, ::-1].T
-                r = min(n, d)
-                ev = eigvals[:r] / (n - 1)
-                s = np.sqrt(ev * (n - 1))
-                Vt = Vt[:r]
-            else:
-                n, mean, R = blocks.map_reduce(qr_kernel, combine=merge_qr)
-                self._check_rows(n)
-                _, s, Vt = scipy.linalg.svd(R, full_matrices=False, check_finite=False)
-                ev = s ** 2 / (n - 1)
-            self._set_full(n, d, mean, s, ev, svd_flip_v(Vt))
+            n, mean, R = result
+            self._check_rows(n)
+            _, s, Vt = scipy.linalg.svd(R, full_matrices=False, check_finite=False)
+            ev = s ** 2 / (n - 1)
+        self._set_full(n, d, mean, s, ev, svd_flip_v(Vt))
+        return self._cast()
+
+    def _transform_plan(self, dtypes) -> TransformPlan:
+        check_is_fitted(self, "components_")
+        dtype = _float_out_dtype(dtypes)
+        return TransformPlan(_transform_kernel, (self.mean_, self.components_,
+                                                 self._whiten_scale()), {}, dtype,
+                             self.components_.shape[0])
+
+    def _cast(self):
+        """Fitted arrays in the input's float dtype (float32 stays float32, as scikit-learn)."""
+        dtype = getattr(self, "_fit_dtype", np.float64)
         for attr in ("components_", "explained_variance_", "explained_variance_ratio_",
                      "singular_values_", "mean_"):
             setattr(self, attr, getattr(self, attr).astype(dtype))
@@ -200,7 +239,7 @@ class PCA(LikelihoodMixin, ProjectionMixin):
         if n < 2:
             raise _too_few_rows(type(self).__name__, n)
 
-    def _choose_solver(self, blocks) -> str:
+    def _choose_solver(self, blocks, exact: bool = False) -> str:
         d = blocks.n_features
         k = self.n_components
         if self.svd_solver == "full":
@@ -210,6 +249,8 @@ class PCA(LikelihoodMixin, ProjectionMixin):
         known = blocks.known_lengths
         if d <= 1000 and (known is None or int(known.sum()) >= 10 * d):
             return "covariance_eigh"
+        if exact:
+            return "tsqr"
         n = blocks.n_samples
         small = max(n, d) <= 500
         if (not small and isinstance(k, Integral) and not isinstance(k, bool)
