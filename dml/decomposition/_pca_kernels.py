@@ -278,9 +278,13 @@ def incremental_update(state, xb, n_components):
     ratio = S ** 2 / np.sum(var * total)
     k = n_components
     noise = float(explained[k:].mean()) if k not in (n_rows, n_features) else 0.0
-    return {"n": int(total), "mean": mean, "var": var, "singular_values": S[:k],
-            "components": Vt[:k], "explained_variance": explained[:k],
-            "explained_variance_ratio": ratio[:k], "noise_variance": noise}
+    # Fresh C-ordered copies: the fitted arrays do not keep the whole SVD alive, and a saved
+    # and loaded model multiplies with the same memory layout (same BLAS path, same bits).
+    return {"n": int(total), "mean": mean, "var": var,
+            "singular_values": np.array(S[:k], order="C"),
+            "components": np.array(Vt[:k], order="C"),
+            "explained_variance": np.array(explained[:k], order="C"),
+            "explained_variance_ratio": np.array(ratio[:k], order="C"), "noise_variance": noise}
 
 
 def incremental_block(state, xb, n_components, batch_size, min_batch_size):
