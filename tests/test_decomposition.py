@@ -118,7 +118,7 @@ def test_exact_pca_equals_scikit_learn_full_svd(client, solver, n_blocks):
     np.testing.assert_allclose(out.compute(), ref.transform(X), atol=TOL)
 
 
-@pytest.mark.parametrize("n_components", [None, 3, 0.95, "mle", 0])
+@pytest.mark.parametrize("n_components", [None, 3, 2, 0.95, "mle", 0])
 @pytest.mark.parametrize("solver", ["covariance_eigh", "tsqr"])
 def test_n_components_rules(inprocess_client, n_components, solver):
     X = _data(n=300, d=6, seed=3)

@@ -132,10 +132,14 @@ def merge_scatter(parts):
 # TSQR: (n, mean, R) with R.T @ R = centred scatter
 # --------------------------------------------------------------------------------------------
 
-def _r_factor(a: np.ndarray) -> np.ndarray:
+def _r_factor(a: np.ndarray, overwrite: bool = False) -> np.ndarray:
+    """The min(n, d)×d triangular factor of ``a`` (LAPACK's Householder QR, R only)."""
     if a.shape[0] == 0:
         return np.zeros((0, a.shape[1]))
-    return scipy.linalg.qr(a, mode="r", check_finite=False)[0]
+    # LAPACK works on Fortran order: a Fortran copy it may overwrite saves it another copy.
+    a = a if overwrite and a.flags.f_contiguous else np.array(a, dtype=np.float64, order="F")
+    r = scipy.linalg.qr(a, mode="r", overwrite_a=True, check_finite=False)[0]
+    return np.ascontiguousarray(r[:min(a.shape)])
 
 
 def qr_kernel(xb, yb=None, wb=None):
@@ -146,7 +150,9 @@ def qr_kernel(xb, yb=None, wb=None):
     """
     x = np.asarray(_as_float(xb).todense() if sp.issparse(xb) else _as_float(xb))
     m = _mean(x)
-    return x.shape[0], m, _r_factor(x - m)
+    xc = np.array(x, order="F")
+    xc -= m
+    return x.shape[0], m, _r_factor(xc, overwrite=True)
 
 
 def merge_qr(parts):
