@@ -325,3 +325,19 @@ def test_fold_visits_blocks_in_row_order(inprocess_client):
     blocks = as_blocks(da.from_array(X, chunks=((1, 2, 0, 4), 2)))
     order = blocks.fold(lambda s, x, y, w: s + [x[:, 0].tolist()], [])
     assert order == [[0.0], [2.0, 4.0], [], [6.0, 8.0, 10.0, 12.0]]
+
+
+def test_kernels_take_sparse_blocks():
+    """The sparse branch of the kernels (for when the block core accepts sparse blocks)."""
+    import scipy.sparse as sp
+
+    X = sp.random(60, 6, density=0.4, format="csr", random_state=0)
+    dense = X.toarray()
+    omega = np.random.default_rng(3).normal(size=(6, 2))
+    for kernel, args in ((scatter_kernel, ()), (project_kernel, (omega,))):
+        a = kernel(X, None, None, *args)
+        b = kernel(dense, None, None, *args)
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(x, y, atol=1e-12)
+    np.testing.assert_allclose(qr_kernel(X)[2].T @ qr_kernel(X)[2], scatter_kernel(dense)[2],
+                               atol=1e-12)

@@ -118,6 +118,15 @@ class ProjectionMixin(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixF
         Returns
         -------
         X_new : ndarray or dask.array.Array of shape (n_samples, n_components)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.decomposition import PCA
+        >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [3.0, 2.5]])
+        >>> PCA(1).fit(X).transform(X[:2]).round(4)
+        array([[-1.3984],
+               [-1.2577]])
         """
         check_is_fitted(self, "components_")
         mean = self.mean_ if self._centred else None
@@ -135,6 +144,15 @@ class ProjectionMixin(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixF
         Returns
         -------
         X_original : ndarray or dask.array.Array of shape (n_samples, n_features)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.decomposition import PCA
+        >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [3.0, 2.5]])
+        >>> pca = PCA(2).fit(X)
+        >>> bool(np.allclose(pca.inverse_transform(pca.transform(X)), X))
+        True
         """
         check_is_fitted(self, "components_")
         comps = self.components_
@@ -159,6 +177,14 @@ class LikelihoodMixin:
         Returns
         -------
         cov : ndarray of shape (n_features, n_features)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.decomposition import PCA
+        >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [3.0, 2.5]])
+        >>> PCA(2).fit(X).get_covariance().shape
+        (2, 2)
         """
         check_is_fitted(self, "components_")
         comps, exp_var = self._unwhitened()
@@ -173,6 +199,15 @@ class LikelihoodMixin:
         Returns
         -------
         precision : ndarray of shape (n_features, n_features)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.decomposition import PCA
+        >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [3.0, 2.5]])
+        >>> pca = PCA(1).fit(X)
+        >>> bool(np.allclose(pca.get_precision() @ pca.get_covariance(), np.eye(2)))
+        True
         """
         check_is_fitted(self, "components_")
         d = self.components_.shape[1]
@@ -206,6 +241,14 @@ class LikelihoodMixin:
         Returns
         -------
         ll : ndarray or dask.array.Array of shape (n_samples,)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.decomposition import PCA
+        >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [3.0, 2.5]])
+        >>> PCA(1).fit(X).score_samples(X).shape
+        (4,)
         """
         precision = self.get_precision()
         log_det = np.linalg.slogdet(precision)[1]
@@ -224,6 +267,14 @@ class LikelihoodMixin:
         Returns
         -------
         ll : float
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.decomposition import PCA
+        >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [3.0, 2.5]])
+        >>> round(PCA(1).fit(X).score(X), 4)
+        -2.5211
         """
         ll = self.score_samples(X)
         if isinstance(ll, da.Array):

@@ -241,6 +241,14 @@ class PCA(LikelihoodMixin, ProjectionMixin):
         Returns
         -------
         X_new : ndarray or dask.array.Array of shape (n_samples, n_components_)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.decomposition import PCA
+        >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [3.0, 2.5]])
+        >>> PCA(1).fit_transform(X).shape
+        (4, 1)
         """
         return self.fit(X, y).transform(X)
 

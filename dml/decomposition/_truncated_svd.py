@@ -100,7 +100,7 @@ class TruncatedSVD(ProjectionMixin):
         >>> from dml.decomposition import TruncatedSVD
         >>> X = np.array([[1.0, 1.0], [2.0, 2.0], [0.0, 1.0]])
         >>> TruncatedSVD(1, random_state=0).fit(X).explained_variance_ratio_.round(4)
-        array([0.7105])
+        array([0.8483])
         """
         name = type(self).__name__
         blocks = self._fit_blocks(X, y if isinstance(y, str) else None, None, require_y=False)
@@ -143,5 +143,13 @@ class TruncatedSVD(ProjectionMixin):
         Returns
         -------
         X_new : ndarray or dask.array.Array of shape (n_samples, n_components)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.decomposition import TruncatedSVD
+        >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [3.0, 2.5]])
+        >>> TruncatedSVD(1, random_state=0).fit_transform(X).shape
+        (4, 1)
         """
         return self.fit(X, y).transform(X)
