@@ -341,3 +341,25 @@ def test_kernels_take_sparse_blocks():
             np.testing.assert_allclose(x, y, atol=1e-12)
     np.testing.assert_allclose(qr_kernel(X)[2].T @ qr_kernel(X)[2], scatter_kernel(dense)[2],
                                atol=1e-12)
+
+
+def test_pca_as_a_job_file_preprocessing_step(tmp_path, capsys, inprocess_client):
+    """`preprocessing: [{pca: ...}]` in a job file: validated, fitted in the column
+    transformer's one pass, saved in the model file."""
+    import dml
+    from dml import cli
+
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "data: {generator: make_classification, params: {n_samples: 2000, n_features: 8, "
+        "chunks: 500, random_state: 0}}\n"
+        "target: y\n"
+        "preprocessing:\n  - pca: {params: {n_components: 3}}\n"
+        "model: {name: logistic_regression, params: {max_iter: 3}}\n"
+        "split: {test_size: 0.25, random_state: 0}\n"
+        "metrics: [accuracy]\noutput: out\n")
+    assert cli.main(["validate", str(job)]) == 0
+    assert cli.main(["train", str(job)]) == 0, capsys.readouterr().err
+    model = dml.load(tmp_path / "out" / "model.dml")
+    pca = model.steps[0][1].transformers_[0][1]
+    assert isinstance(pca, PCA) and pca.components_.shape == (3, 8)

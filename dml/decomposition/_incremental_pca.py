@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from numbers import Integral
 
+import numpy as np
+
 
 from dml._blocks import as_blocks, is_dask
 from dml._param_validation import Interval
 from dml.base import fit_context
 from dml.decomposition._base import LikelihoodMixin, ProjectionMixin
-from dml.decomposition._pca_kernels import incremental_block
+from dml.decomposition._pca_kernels import batch_bounds, incremental_block
 
 __all__ = ["IncrementalPCA"]
 
@@ -25,14 +27,16 @@ def _ipca_kernel(state, xb, yb, wb, n_components, batch_size, min_batch_size, na
         return state
     d = xb.shape[1]
     if n_components is None:
-        k = min(rows if batch_size is None else min(rows, batch_size), d) if state is None \
-            else state["components"].shape[0]
+        first = (rows if batch_size is None else
+                 np.diff(batch_bounds(rows, batch_size, min_batch_size)[0])[0])
+        k = min(int(first), d) if state is None else state["components"].shape[0]
     else:
         k = n_components
         if k > d:
             raise ValueError(f"{name}: n_components={k} invalid for n_features={d}, need more "
                              "rows than columns for IncrementalPCA processing")
-        first = rows if batch_size is None else min(rows, batch_size)
+        first = (rows if batch_size is None else
+                 np.diff(batch_bounds(rows, batch_size, min_batch_size)[0])[0])
         if state is None and k > first:
             raise ValueError(f"{name}: n_components={k} must be less or equal to the batch "
                              f"number of samples {first} for the first batch; make the first "
