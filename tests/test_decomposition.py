@@ -17,8 +17,9 @@ from sklearn.utils.extmath import svd_flip
 from dml._blocks import as_blocks
 from dml.compose import ColumnTransformer
 from dml.decomposition import PCA, IncrementalPCA, TruncatedSVD
-from dml.decomposition._pca_kernels import (batch_bounds, incremental_update, merge_project,
-                                            merge_qr, merge_scatter, project_kernel, qr_kernel,
+from dml.decomposition._pca_kernels import (batch_bounds, gram_product_kernel,
+                                            incremental_update, merge_project, merge_qr,
+                                            merge_scatter, project_kernel, qr_kernel,
                                             scatter_kernel, svd_flip_v)
 
 TOL = 1e-8
@@ -78,6 +79,11 @@ def test_project_merge_equals_scatter_times_omega():
     np.testing.assert_allclose(M, Xc.T @ (Xc @ omega), rtol=1e-10, atol=1e-8)
     np.testing.assert_allclose(p, omega.T @ X.mean(axis=0), rtol=1e-12)
     assert ss == pytest.approx(float((Xc ** 2).sum()), rel=1e-12)
+    # The power passes' kernel, with the mean known: the same product, summed over blocks.
+    total = sum(gram_product_kernel(X[a:b], None, None, omega, X.mean(axis=0))
+                for a, b in zip(SPLITS[2][:-1], SPLITS[2][1:]))
+    np.testing.assert_allclose(total, Xc.T @ (Xc @ omega), rtol=1e-10, atol=1e-8)
+    assert gram_product_kernel(X[:0], None, None, omega, X.mean(axis=0)).shape == (7, 3)
 
 
 def test_sign_rule_and_batches_are_scikit_learns():

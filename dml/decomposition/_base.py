@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 
 from dml._blocks import Blocks, block_rng, check_x_layout
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted
-from dml.decomposition._pca_kernels import merge_project, project_kernel
+from dml.decomposition._pca_kernels import gram_product_kernel, merge_project, project_kernel
 from dml.preprocessing._base import _dtypes_of, _float_out_dtype
 
 __all__ = ["randomized_eigs", "ProjectionMixin", "LikelihoodMixin"]
@@ -40,17 +40,21 @@ def randomized_eigs(blocks: Blocks, k: int, n_oversamples: int, n_iter: int, see
     if n_iter > 0:
         blocks = blocks.persist()  # several passes: keep the validated blocks in memory
 
-    def product(Q):
+    def centred_pass(Q):
         n, mean, p, M, ss = blocks.map_reduce(project_kernel, Q, combine=merge_project)
-        if n == 0:
-            return n, mean, p, M, ss, M
         # X.T X Q = S Q + n mean (Q.T mean).T: no raw sum of squares is formed.
-        return n, mean, p, M, ss, (M if centre else M + n * np.outer(mean, p))
+        return n, mean, p, M, ss, (M if centre or n == 0 else M + n * np.outer(mean, p))
 
-    for _ in range(n_iter):
-        *_, CQ = product(Q)
+    # The first pass finds the mean; the middle ones multiply without centring a copy of the
+    # block (two reads instead of five); the last one is centred again for exact statistics.
+    n, mean, p, M, ss, CQ = centred_pass(Q)
+    mu = mean if centre else np.zeros(d)
+    for it in range(n_iter):
         Q = scipy.linalg.qr(CQ, mode="economic")[0]
-    n, mean, p, M, ss, CQ = product(Q)
+        if it < n_iter - 1:
+            CQ = blocks.map_reduce(gram_product_kernel, Q, mu)
+        else:
+            n, mean, p, M, ss, CQ = centred_pass(Q)
     T = Q.T @ CQ
     T = (T + T.T) / 2
     eigvals, U = np.linalg.eigh(T)
