@@ -91,6 +91,10 @@ ESTIMATORS: dict[str, tuple[str, str | None, str | None]] = {
                          "transformer"),
     "TfidfVectorizer": ("dml.feature_extraction:TfidfVectorizer", "tfidf_vectorizer",
                         "transformer"),
+    # decomposition
+    "PCA": ("dml.decomposition:PCA", "pca", "transformer"),
+    "TruncatedSVD": ("dml.decomposition:TruncatedSVD", "truncated_svd", "transformer"),
+    "IncrementalPCA": ("dml.decomposition:IncrementalPCA", "incremental_pca", "transformer"),
     # model selection
     "GridSearchCV": ("dml.model_selection:GridSearchCV", None, None),
     "RandomizedSearchCV": ("dml.model_selection:RandomizedSearchCV", None, None),

@@ -13,6 +13,7 @@ import numpy as np
 
 from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
+from dml.decomposition import PCA, IncrementalPCA, TruncatedSVD
 from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
                           RandomForestRegressor)
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
@@ -74,6 +75,9 @@ ESTIMATORS = {
     "MLPClassifier": ("MLP", "clf", lambda: MLPClassifier((4,), max_iter=3, random_state=0)),
     "MLPRegressor": ("MLP", "reg", lambda: MLPRegressor((4,), max_iter=3, random_state=0)),
     "KMeans": ("KMeans", "clust", lambda: KMeans(2, n_init=1, max_iter=5, random_state=0)),
+    "PCA": ("decomposition", "trans", lambda: PCA(2)),
+    "TruncatedSVD": ("decomposition", "trans", lambda: TruncatedSVD(2, random_state=0)),
+    "IncrementalPCA": ("decomposition", "trans", lambda: IncrementalPCA(2)),
     "DecisionTreeClassifier": ("trees, forests", "clf",
                                lambda: DecisionTreeClassifier(max_depth=3, random_state=0)),
     "DecisionTreeRegressor": ("trees, forests", "reg",

@@ -31,6 +31,7 @@ from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
 from dml.feature_extraction import (CountVectorizer, FeatureHasher, HashingVectorizer,
                                     TfidfTransformer, TfidfVectorizer)
+from dml.decomposition import PCA, IncrementalPCA, TruncatedSVD
 from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
                           RandomForestRegressor)
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
@@ -71,6 +72,8 @@ SMALL = {
     "MLPRegressor": lambda: MLPRegressor(hidden_layer_sizes=(10,), max_iter=100,
                                          learning_rate_init=0.01, random_state=0),
     "KMeans": lambda: KMeans(2, n_init=1, max_iter=5, random_state=0),
+    "PCA": lambda: PCA(), "IncrementalPCA": lambda: IncrementalPCA(),
+    "TruncatedSVD": lambda: TruncatedSVD(n_components=1, random_state=0),
     "DecisionTreeClassifier": lambda: DecisionTreeClassifier(max_depth=4, random_state=0),
     "DecisionTreeRegressor": lambda: DecisionTreeRegressor(max_depth=4, random_state=0),
     "RandomForestClassifier": lambda: RandomForestClassifier(n_estimators=3, max_depth=4,
