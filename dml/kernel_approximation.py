@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.metrics.pairwise import KERNEL_PARAMS, PAIRWISE_KERNEL_FUNCTIONS
 
-from dml._blocks import Blocks, block_rng, seed_from
+from dml._blocks import Blocks, BlockSpec, block_rng, seed_from
 from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOptions
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
 
@@ -212,7 +212,7 @@ def _nystroem_features(xb, components, normalization, kernel, params):
     from sklearn.metrics.pairwise import pairwise_kernels
 
     embedded = pairwise_kernels(xb, components, metric=kernel, filter_params=True, **params)
-    return embedded.astype(normalization.dtype, copy=False) @ normalization.T
+    return np.asarray(embedded, dtype=np.float64) @ normalization.T
 
 
 class Nystroem(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeaturesOutMixin,
@@ -226,7 +226,10 @@ class Nystroem(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeatures
 
     The rows are a uniform sample without replacement. For NumPy/pandas input they are the
     rows scikit-learn picks with the same ``random_state`` (the first ``n_components`` of a
-    random permutation), so the fitted map equals scikit-learn's. For Dask input the sample is
+    random permutation), so the fitted map equals scikit-learn's. Unlike scikit-learn, the map
+    is computed in float64 for float32 input too: the normalisation inverts the square root
+    of a kernel matrix that is often nearly singular, which float32 would turn into large
+    errors. For Dask input the sample is
     drawn by global row index with a generator whose cost does not grow with the number of rows
     (no permutation of all rows on the client): the same for any partitioning, but not
     scikit-learn's rows.
@@ -267,6 +270,10 @@ class Nystroem(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeatures
     >>> ny.transform(X).shape
     (10, 4)
     """
+
+    # float64 whatever X's dtype: the normalisation inverts the square root of a kernel matrix
+    # that is often nearly singular, which float32 kernels would turn into large errors.
+    _block_spec = BlockSpec(dtype=(np.float64,))
 
     _parameter_constraints = {
         "kernel": [StrOptions(set(PAIRWISE_KERNEL_FUNCTIONS)), callable],
@@ -341,9 +348,8 @@ class Nystroem(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeatures
             seed = seed_from(self.random_state)
             indices = np.sort(block_rng(seed, "nystroem").choice(n, size=k, replace=False))
             basis = _take(blocks, indices)
-        basis_kernel = pairwise_kernels(basis, metric=self.kernel, filter_params=True, **params)
-        if basis_kernel.dtype not in (np.float32, np.float64):
-            basis_kernel = basis_kernel.astype(np.float64)
+        basis_kernel = np.asarray(pairwise_kernels(basis, metric=self.kernel, filter_params=True,
+                                                   **params), dtype=np.float64)
         U, S, V = np.linalg.svd(basis_kernel)
         S = np.maximum(S, 1e-12)
         self.normalization_ = U / np.sqrt(S) @ V
@@ -376,12 +382,12 @@ class Nystroem(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeatures
         check_is_fitted(self, "normalization_")
         norm = self.normalization_
         return self._blockwise(X, _nystroem_features, self.components_, norm, self.kernel,
-                               self._kernel_params(), dtype=norm.dtype,
+                               self._kernel_params(), dtype=np.float64,
                                tail_shape=(norm.shape[0],))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        tags.transformer_tags.preserves_dtype = ["float64"]
         return tags
 
 

@@ -15,8 +15,10 @@ from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
 from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
                           RandomForestRegressor)
+from dml.kernel_approximation import Nystroem, RBFSampler
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
                               Perceptron, Ridge, SGDClassifier, SGDRegressor)
+from dml.mixture import GaussianMixture
 from dml.model_selection import GridSearchCV, RandomizedSearchCV
 from dml.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
 from dml.neural_network import MLPClassifier, MLPRegressor
@@ -59,6 +61,11 @@ ESTIMATORS = {
     "MLPClassifier": ("MLP", "clf", lambda: MLPClassifier((4,), max_iter=3, random_state=0)),
     "MLPRegressor": ("MLP", "reg", lambda: MLPRegressor((4,), max_iter=3, random_state=0)),
     "KMeans": ("KMeans", "clust", lambda: KMeans(2, n_init=1, max_iter=5, random_state=0)),
+    "GaussianMixture": ("GaussianMixture", "clust",
+                        lambda: GaussianMixture(2, max_iter=5, random_state=0)),
+    "RBFSampler": ("kernel features", "trans",
+                   lambda: RBFSampler(n_components=8, random_state=0)),
+    "Nystroem": ("kernel features", "trans", lambda: Nystroem(n_components=8, random_state=0)),
     "DecisionTreeClassifier": ("trees, forests", "clf",
                                lambda: DecisionTreeClassifier(max_depth=3, random_state=0)),
     "DecisionTreeRegressor": ("trees, forests", "reg",

@@ -31,8 +31,10 @@ from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
 from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
                           RandomForestRegressor)
+from dml.kernel_approximation import Nystroem, RBFSampler
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
                               Perceptron, Ridge, SGDClassifier, SGDRegressor)
+from dml.mixture import GaussianMixture
 from dml.model_selection import GridSearchCV, RandomizedSearchCV
 from dml.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
 from dml.neural_network import MLPClassifier, MLPRegressor
@@ -69,6 +71,9 @@ SMALL = {
     "MLPRegressor": lambda: MLPRegressor(hidden_layer_sizes=(10,), max_iter=100,
                                          learning_rate_init=0.01, random_state=0),
     "KMeans": lambda: KMeans(2, n_init=1, max_iter=5, random_state=0),
+    "GaussianMixture": lambda: GaussianMixture(2, max_iter=5, random_state=0),
+    "RBFSampler": lambda: RBFSampler(n_components=20, random_state=0),
+    "Nystroem": lambda: Nystroem(n_components=10, random_state=0),
     "DecisionTreeClassifier": lambda: DecisionTreeClassifier(max_depth=4, random_state=0),
     "DecisionTreeRegressor": lambda: DecisionTreeRegressor(max_depth=4, random_state=0),
     "RandomForestClassifier": lambda: RandomForestClassifier(n_estimators=3, max_depth=4,
