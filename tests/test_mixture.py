@@ -215,15 +215,15 @@ def test_initialisations_find_the_blobs_whatever_the_partitioning(inprocess_clie
         assert adjusted_rand_score(y, fits[0].predict(X)) > 0.9
 
 
-def test_same_model_on_every_scheduler(client):
+@pytest.mark.parametrize("init_params", ["kmeans", "random_from_data"])
+def test_same_model_on_every_scheduler(client, init_params):
     """The fit depends on data, partitioning and seed only, never on the cluster."""
     X, _ = blobs(600)
     Xd = chunked(X, 5)
-    gm = dml_fit(Xd, "full", init_params="random_from_data", n_init=2, random_state=3,
-                 max_iter=8)
+    kw = dict(init_params=init_params, n_init=2, random_state=3, max_iter=6)
+    gm = dml_fit(Xd, "full", **kw)
     with dask.config.set(scheduler="sync"):
-        ref = dml_fit(Xd, "full", init_params="random_from_data", n_init=2, random_state=3,
-                      max_iter=8)
+        ref = dml_fit(Xd, "full", **kw)
     for name in FITTED:
         np.testing.assert_array_equal(getattr(gm, name), getattr(ref, name))
 
