@@ -93,21 +93,27 @@ def _score(model, state):
     return heldout_loglik(model.weights_, model.means_, model.covariances_, state.X_test)
 
 
-def _dml_fit(state):
-    from dml.mixture import GaussianMixture
-
-    return GaussianMixture(N_COMPONENTS, max_iter=N_ITER, tol=0.0, **state.init).fit(state.X)
-
-
-def _sklearn_fit(state):
+def _fixed_iterations(cls, X, init):
+    """``N_ITER`` EM steps from ``init`` (tol=0 never converges: that warning is expected)."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
-    from sklearn.mixture import GaussianMixture
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return GaussianMixture(N_COMPONENTS, max_iter=N_ITER, tol=0.0, **state.init).fit(state.X)
+        return cls(N_COMPONENTS, max_iter=N_ITER, tol=0.0, **init).fit(X)
+
+
+def _dml_fit(state):
+    from dml.mixture import GaussianMixture
+
+    return _fixed_iterations(GaussianMixture, state.X, state.init)
+
+
+def _sklearn_fit(state):
+    from sklearn.mixture import GaussianMixture
+
+    return _fixed_iterations(GaussianMixture, state.X, state.init)
 
 
 def _spark_state(dataset):
