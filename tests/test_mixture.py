@@ -318,3 +318,32 @@ def test_not_converged_warns(inprocess_client):
     X, _ = blobs()
     with pytest.warns(ConvergenceWarning, match="did not converge"):
         GaussianMixture(4, max_iter=2, random_state=0).fit(X)
+
+
+# --------------------------------------------------------------------------------------------
+# The `dml` command
+# --------------------------------------------------------------------------------------------
+
+def test_job_file_trains_a_gaussian_mixture(tmp_path, capsys, inprocess_client):
+    """``model: {name: gaussian_mixture}`` in a job file: trained on the current cluster,
+    scored against the generating labels and saved as a model file that loads."""
+    import json
+
+    import dml
+    from dml import cli
+
+    job = tmp_path / "gmm.yaml"
+    job.write_text(
+        "data: {generator: make_blobs, params: {n_samples: 4000, n_features: 3, centers: 3, "
+        "chunks: 1000, random_state: 0}}\n"
+        "target: y\n"
+        "model: {name: gaussian_mixture, params: {n_components: 3, random_state: 0}}\n"
+        "metrics: [ari]\n"
+        "output: out\n")
+    code = cli.main(["train", str(job)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["metrics"]["ari"] > 0.9, metrics
+    model = dml.load(tmp_path / "out" / "model.dml")
+    assert type(model[-1] if hasattr(model, "steps") else model).__name__ == "GaussianMixture"
