@@ -339,7 +339,7 @@ class Nystroem(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeatures
         if k > n:
             warnings.warn(f"n_components > n_samples ({k} > {n}). This is not possible: "
                           f"n_components was set to n_samples, which results in inefficient "
-                          "evaluation of the full kernel.", stacklevel=2)
+                          "evaluation of the full kernel.", stacklevel=3)
             k = n
         if local is not None:
             indices = _legacy_random_state(self.random_state).permutation(n)[:k]

@@ -266,7 +266,7 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
         if not self.converged_ and self.max_iter > 0:
             warnings.warn("Best performing initialization did not converge. Try different init "
                           "parameters, or increase max_iter, tol, or check for degenerate data.",
-                          ConvergenceWarning, stacklevel=2)
+                          ConvergenceWarning, stacklevel=3)
         ct = self.covariance_type
         self.weights_, self.means_ = best.weights, best.means
         self.precisions_cholesky_ = best.prec_chol
