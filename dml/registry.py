@@ -84,6 +84,16 @@ ESTIMATORS: dict[str, tuple[str, str | None, str | None]] = {
     "RBFSampler": ("dml.kernel_approximation:RBFSampler", "rbf_sampler", "transformer"),
     "Nystroem": ("dml.kernel_approximation:Nystroem", "nystroem", "transformer"),
     "ColumnTransformer": ("dml.compose:ColumnTransformer", "column_transformer", "component"),
+    # sparse features from text and named features
+    "FeatureHasher": ("dml.feature_extraction:FeatureHasher", "feature_hasher", "transformer"),
+    "HashingVectorizer": ("dml.feature_extraction:HashingVectorizer", "hashing_vectorizer",
+                          "transformer"),
+    "CountVectorizer": ("dml.feature_extraction:CountVectorizer", "count_vectorizer",
+                        "transformer"),
+    "TfidfTransformer": ("dml.feature_extraction:TfidfTransformer", "tfidf_transformer",
+                         "transformer"),
+    "TfidfVectorizer": ("dml.feature_extraction:TfidfVectorizer", "tfidf_vectorizer",
+                        "transformer"),
     # model selection
     "GridSearchCV": ("dml.model_selection:GridSearchCV", None, None),
     "RandomizedSearchCV": ("dml.model_selection:RandomizedSearchCV", None, None),

@@ -15,6 +15,8 @@ from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
 from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
                           RandomForestRegressor)
+from dml.feature_extraction import (CountVectorizer, FeatureHasher, HashingVectorizer,
+                                    TfidfTransformer, TfidfVectorizer)
 from dml.kernel_approximation import Nystroem, RBFSampler
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
                               Perceptron, Ridge, SGDClassifier, SGDRegressor)
@@ -30,7 +32,20 @@ CHUNK = 10
 
 #: Public estimators (``dml.registry.ESTIMATORS``) that the matrix leaves to tests of their own.
 OWN_TESTS = {"MatrixFactorization": "(user, item, rating) input, not an (X, y) matrix: its "
-                                    "cases are the test_mf_* tests of test_bad_input.py"}
+                                    "cases are the test_mf_* tests of test_bad_input.py",
+             **{name: "documents (or dicts), not an (X, y) matrix: its cases (non-string "
+                      "documents, a lone string, a many-column DataFrame, vocabulary errors) "
+                      "are in tests/test_feature_extraction.py"
+                for name in ("FeatureHasher", "HashingVectorizer", "CountVectorizer",
+                             "TfidfTransformer", "TfidfVectorizer")}}
+
+#: Small instances of the estimators of :data:`OWN_TESTS` that the parameter checks of
+#: test_bad_input.py use.
+OWN_SMALL = {"FeatureHasher": lambda: FeatureHasher(n_features=16),
+             "HashingVectorizer": lambda: HashingVectorizer(n_features=16),
+             "CountVectorizer": lambda: CountVectorizer(),
+             "TfidfTransformer": lambda: TfidfTransformer(),
+             "TfidfVectorizer": lambda: TfidfVectorizer()}
 
 #: name -> (family, kind, factory). Families are the columns of docs/bad_input.md. Which
 #: estimators run is decided by ``dml.registry.ESTIMATORS``: each needs an entry here or in

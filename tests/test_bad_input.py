@@ -25,8 +25,8 @@ import sklearn.naive_bayes as sknb
 from sklearn.metrics import r2_score
 from sklearn.utils._param_validation import generate_invalid_param_val, make_constraint
 
-from _bad_input_cases import (CHUNK, D, ESTIMATORS, N, OWN_TESTS, data, fit, fit_output, output,
-                              to_dask, wrap)
+from _bad_input_cases import (CHUNK, D, ESTIMATORS, N, OWN_SMALL, OWN_TESTS, data, fit,
+                              fit_output, output, to_dask, wrap)
 from dml import registry
 from dml._param_validation import InvalidParameterError
 from dml.naive_bayes import CategoricalNB
@@ -90,7 +90,7 @@ def _cluster(inprocess_client):
 
 
 #: A small instance of every public estimator, the one of the matrix when there is one.
-SMALL_BY_NAME = {**{n: ESTIMATORS[n][2] for n in ESTIMATORS},
+SMALL_BY_NAME = {**{n: ESTIMATORS[n][2] for n in ESTIMATORS}, **OWN_SMALL,
                  "MatrixFactorization": lambda: MatrixFactorization(n_factors=2, n_epochs=2)}
 
 
@@ -154,7 +154,6 @@ RELATIONS = [
      "a positive int or a tuple"),
     ("MLPRegressor", {"dtype": "float16"}, "dtype", "'float32' or 'float64'"),
     ("MinMaxScaler", {"feature_range": (1, 0)}, "feature_range", "a tuple \\(min, max\\)"),
-    ("OneHotEncoder", {"sparse_output": True}, "sparse_output", "False"),
     ("OneHotEncoder", {"dtype": str}, "dtype", "a numeric dtype"),
     ("MultinomialNB", {"alpha": [[1.0]]}, "alpha", "a non-negative float or a 1-D array"),
     ("CategoricalNB", {"alpha": [1.0]}, "alpha", "a non-negative float\\. "),

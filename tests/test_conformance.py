@@ -29,6 +29,8 @@ import dml
 from dml import registry
 from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
+from dml.feature_extraction import (CountVectorizer, FeatureHasher, HashingVectorizer,
+                                    TfidfTransformer, TfidfVectorizer)
 from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
                           RandomForestRegressor)
 from dml.kernel_approximation import Nystroem, RBFSampler
@@ -87,6 +89,14 @@ SMALL = {
     "GridSearchCV": lambda: GridSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, cv=2),
     "RandomizedSearchCV": lambda: RandomizedSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, n_iter=2,
                                                      cv=2, random_state=0),
+    # Text and hashed features: scikit-learn's checks skip most of their checks (their input
+    # is documents or dicts, not a 2-D array); tests/test_feature_extraction.py compares them
+    # with scikit-learn's classes on documents.
+    "FeatureHasher": lambda: FeatureHasher(n_features=64),
+    "HashingVectorizer": lambda: HashingVectorizer(n_features=64),
+    "CountVectorizer": lambda: CountVectorizer(),
+    "TfidfTransformer": lambda: TfidfTransformer(),
+    "TfidfVectorizer": lambda: TfidfVectorizer(),
 }
 
 
