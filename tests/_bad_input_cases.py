@@ -16,10 +16,12 @@ from dml.compose import ColumnTransformer
 from dml.decomposition import PCA, IncrementalPCA, TruncatedSVD
 from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
                           RandomForestRegressor)
-from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
-                              Perceptron, Ridge, SGDClassifier, SGDRegressor)
 from dml.feature_extraction import (CountVectorizer, FeatureHasher, HashingVectorizer,
                                     TfidfTransformer, TfidfVectorizer)
+from dml.kernel_approximation import Nystroem, RBFSampler
+from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
+                              Perceptron, Ridge, SGDClassifier, SGDRegressor)
+from dml.mixture import GaussianMixture
 from dml.model_selection import GridSearchCV, RandomizedSearchCV
 from dml.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
 from dml.neural_network import MLPClassifier, MLPRegressor
@@ -78,6 +80,11 @@ ESTIMATORS = {
     "PCA": ("decomposition", "trans", lambda: PCA(2)),
     "TruncatedSVD": ("decomposition", "trans", lambda: TruncatedSVD(2, random_state=0)),
     "IncrementalPCA": ("decomposition", "trans", lambda: IncrementalPCA(2)),
+    "GaussianMixture": ("GaussianMixture", "clust",
+                        lambda: GaussianMixture(2, max_iter=5, random_state=0)),
+    "RBFSampler": ("kernel features", "trans",
+                   lambda: RBFSampler(n_components=8, random_state=0)),
+    "Nystroem": ("kernel features", "trans", lambda: Nystroem(n_components=8, random_state=0)),
     "DecisionTreeClassifier": ("trees, forests", "clf",
                                lambda: DecisionTreeClassifier(max_depth=3, random_state=0)),
     "DecisionTreeRegressor": ("trees, forests", "reg",

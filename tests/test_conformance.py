@@ -34,8 +34,10 @@ from dml.feature_extraction import (CountVectorizer, FeatureHasher, HashingVecto
 from dml.decomposition import PCA, IncrementalPCA, TruncatedSVD
 from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
                           RandomForestRegressor)
+from dml.kernel_approximation import Nystroem, RBFSampler
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
                               Perceptron, Ridge, SGDClassifier, SGDRegressor)
+from dml.mixture import GaussianMixture
 from dml.model_selection import GridSearchCV, RandomizedSearchCV
 from dml.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
 from dml.neural_network import MLPClassifier, MLPRegressor
@@ -74,6 +76,9 @@ SMALL = {
     "KMeans": lambda: KMeans(2, n_init=1, max_iter=5, random_state=0),
     "PCA": lambda: PCA(), "IncrementalPCA": lambda: IncrementalPCA(),
     "TruncatedSVD": lambda: TruncatedSVD(n_components=1, random_state=0),
+    "GaussianMixture": lambda: GaussianMixture(2, max_iter=5, random_state=0),
+    "RBFSampler": lambda: RBFSampler(n_components=20, random_state=0),
+    "Nystroem": lambda: Nystroem(n_components=10, random_state=0),
     "DecisionTreeClassifier": lambda: DecisionTreeClassifier(max_depth=4, random_state=0),
     "DecisionTreeRegressor": lambda: DecisionTreeRegressor(max_depth=4, random_state=0),
     "RandomForestClassifier": lambda: RandomForestClassifier(n_estimators=3, max_depth=4,

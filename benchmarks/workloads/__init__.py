@@ -13,3 +13,4 @@ from benchmarks.workloads import cv  # noqa: F401
 from benchmarks.workloads import mlp  # noqa: F401
 from benchmarks.workloads import mf  # noqa: F401
 from benchmarks.workloads import pca  # noqa: F401
+from benchmarks.workloads import gmm  # noqa: F401
