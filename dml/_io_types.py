@@ -298,7 +298,10 @@ class Encoder:
             enc_params = {str(k): self.encode(v, f"{where}.{k}") for k, v in params.items()}
             # Dask collections among the fitted attributes are per-row results kept on the
             # cluster (KMeans.labels_ of Dask input); a model file holds the model, not them.
-            state = {k: v for k, v in vars(est).items() if k not in params and not _is_dask(v)}
+            # An estimator whose fitted state lives partly on the cluster (the neighbours'
+            # training set) says what a file holds with ``_model_state()``.
+            attrs = est._model_state() if hasattr(est, "_model_state") else vars(est)
+            state = {k: v for k, v in attrs.items() if k not in params and not _is_dask(v)}
             enc_state = {}
             for k, v in state.items():
                 if not isinstance(k, str):

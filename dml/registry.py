@@ -77,6 +77,12 @@ ESTIMATORS: dict[str, tuple[str, str | None, str | None]] = {
     "MLPRegressor": ("dml.neural_network:MLPRegressor", "mlp_regressor", "model"),
     "MatrixFactorization": ("dml.recommender:MatrixFactorization", "matrix_factorization",
                             "model"),  # recommender
+    # nearest neighbours (NearestNeighbors predicts nothing: not a job model)
+    "NearestNeighbors": ("dml.neighbors:NearestNeighbors", None, None),
+    "KNeighborsClassifier": ("dml.neighbors:KNeighborsClassifier", "k_neighbors_classifier",
+                             "model"),
+    "KNeighborsRegressor": ("dml.neighbors:KNeighborsRegressor", "k_neighbors_regressor",
+                            "model"),
     # preprocessing steps
     "StandardScaler": ("dml.preprocessing:StandardScaler", "standard_scaler", "transformer"),
     "MinMaxScaler": ("dml.preprocessing:MinMaxScaler", "minmax_scaler", "transformer"),

@@ -41,6 +41,7 @@ FAMILIES = {
     "trees": "decision trees, random forests, bagging of trees (dml.tree._kernels)",
     "stacked_sgd": "searches over SGD linear models, stacked (dml.optim._stacked_kernels)",
     "recommender": "MatrixFactorization, SGD and ALS (dml.recommender._kernels)",
+    "neighbors": "NearestNeighbors, KNeighbors* brute force (dml.neighbors._knn_kernels)",
 }
 
 
@@ -49,7 +50,7 @@ FAMILIES = {
 MODULES = ("dml._blocks", "dml.base", "dml.optim.engine", "dml.optim.stacked",
            "dml.linear_model", "dml.neural_network", "dml.naive_bayes", "dml.cluster._kmeans",
            "dml.cluster._lloyd", "dml.tree", "dml.ensemble", "dml.recommender",
-           "dml.model_selection")
+           "dml.model_selection", "dml.neighbors._base")
 
 
 def _signatures():
@@ -66,6 +67,7 @@ def _signatures():
     u2, i32_2, b1, b2 = a(nt.uint8, 2), a(nt.int32, 2), a(b, 1), a(b, 2)
     trees = "dml.tree._kernels"
     rec = "dml.recommender._kernels"
+    knn = "dml.neighbors._knn_kernels"
     return {
         "trees": [
             (trees, "hist_sparse", (u2, i1, f1, u2, b, i32_2, i2, i64, i64, b)),   # classes
@@ -87,6 +89,11 @@ def _signatures():
             (rec, "sgd_cell", (i1, i1, f1, i1, f2, f2, f1, f1, f64, f64, f64, b, i64, i64)),
             (rec, "als_gram_add", (i1, i1, f1, f2, f3, f2, f1)),
             (rec, "sq_error_cell", (i1, i1, f1, f2, f2, f1, f1, f64)),
+        ],
+        "neighbors": [
+            (knn, "_row_sqnorms", (f2,)),
+            (knn, "_dot_topk", (f2, f1, f2, f1, i64, i64, f2, i2, i1, i64, i64)),
+            (knn, "_pair_topk", (f2, f2, i64, i64, f64, f2, i2, i1, i64)),
         ],
     }
 

@@ -24,6 +24,7 @@ from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, Lo
 from dml.mixture import GaussianMixture
 from dml.model_selection import GridSearchCV, RandomizedSearchCV
 from dml.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
+from dml.neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
 from dml.neural_network import MLPClassifier, MLPRegressor
 from dml.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 from dml.tree import DecisionTreeClassifier, DecisionTreeRegressor
@@ -34,6 +35,8 @@ CHUNK = 10
 #: Public estimators (``dml.registry.ESTIMATORS``) that the matrix leaves to tests of their own.
 OWN_TESTS = {"MatrixFactorization": "(user, item, rating) input, not an (X, y) matrix: its "
                                     "cases are the test_mf_* tests of test_bad_input.py",
+             "NearestNeighbors": "answers kneighbors, no predict/transform: its cases are "
+                                 "test_query_errors of test_neighbors.py",
              **{name: "documents (or dicts), not an (X, y) matrix: its cases (non-string "
                       "documents, a lone string, a many-column DataFrame, vocabulary errors) "
                       "are in tests/test_feature_extraction.py"
@@ -46,7 +49,8 @@ OWN_SMALL = {"FeatureHasher": lambda: FeatureHasher(n_features=16),
              "HashingVectorizer": lambda: HashingVectorizer(n_features=16),
              "CountVectorizer": lambda: CountVectorizer(),
              "TfidfTransformer": lambda: TfidfTransformer(),
-             "TfidfVectorizer": lambda: TfidfVectorizer()}
+             "TfidfVectorizer": lambda: TfidfVectorizer(),
+             "NearestNeighbors": lambda: NearestNeighbors()}
 
 #: name -> (family, kind, factory). Families are the columns of docs/bad_input.md. Which
 #: estimators run is decided by ``dml.registry.ESTIMATORS``: each needs an entry here or in
@@ -97,6 +101,8 @@ ESTIMATORS = {
                           lambda: BaggingClassifier(n_estimators=2, random_state=0)),
     "BaggingRegressor": ("bagging", "reg",
                          lambda: BaggingRegressor(n_estimators=2, random_state=0)),
+    "KNeighborsClassifier": ("k-neighbours", "clf", lambda: KNeighborsClassifier(n_neighbors=3)),
+    "KNeighborsRegressor": ("k-neighbours", "reg", lambda: KNeighborsRegressor(n_neighbors=3)),
     "GridSearchCV": ("search CV", "reg",
                      lambda: GridSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, cv=2)),
     "RandomizedSearchCV": ("search CV", "reg", lambda: RandomizedSearchCV(

@@ -223,11 +223,17 @@ def test_fits_use_exactly_the_warmed_signatures():
         MatrixFactorization(3, solver=solver, n_epochs=2, n_blocks=2, random_state=0).fit(
             dd.from_pandas(ratings, npartitions=2))
 
+    from dml.neighbors import KNeighborsClassifier
+
+    for metric in ("euclidean", "cosine", "manhattan"):
+        KNeighborsClassifier(3, metric=metric).fit(Xd, yd).predict(X[:50])
+
     table = {}
     for entries in _signatures().values():
         for module, name, sig in entries:
             table.setdefault((module, name), set()).add(tuple(sig))
-    callees = {("dml.tree._kernels", "_side_gain")}   # compiled as part of best_candidates
+    callees = {("dml.tree._kernels", "_side_gain"),   # compiled as part of best_candidates
+               ("dml.neighbors._knn_kernels", "_insert")}   # part of _dot_topk, _pair_topk
     used = {(k.py_func.__module__, k.py_func.__name__): set(k.signatures) for k in kernels()
             if k.signatures and k.py_func.__module__.startswith("dml.")}
     assert {key for key in used if key not in callees} <= set(table), "kernels not warmed"

@@ -40,6 +40,7 @@ from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, Lo
 from dml.mixture import GaussianMixture
 from dml.model_selection import GridSearchCV, RandomizedSearchCV
 from dml.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
+from dml.neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
 from dml.neural_network import MLPClassifier, MLPRegressor
 from dml.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 from dml.recommender import MatrixFactorization
@@ -89,6 +90,9 @@ SMALL = {
     "BaggingRegressor": lambda: BaggingRegressor(n_estimators=3, random_state=0),
     "MatrixFactorization": lambda: MatrixFactorization(n_factors=2, n_epochs=2,
                                                        random_state=0),
+    "NearestNeighbors": lambda: NearestNeighbors(),
+    "KNeighborsClassifier": lambda: KNeighborsClassifier(),
+    "KNeighborsRegressor": lambda: KNeighborsRegressor(),
     "GridSearchCV": lambda: GridSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, cv=2),
     "RandomizedSearchCV": lambda: RandomizedSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, n_iter=2,
                                                      cv=2, random_state=0),

@@ -57,6 +57,16 @@ def _check_round_trip(est, X, tmp_path, name="m", dropped=()):
 
 @pytest.mark.parametrize("name", sorted(registry.ESTIMATORS))
 def test_every_dml_estimator_round_trips(name, tmp_path, inprocess_client):
+    if name == "NearestNeighbors":  # no predict/transform: compared by its neighbours
+        from dml.neighbors import NearestNeighbors
+
+        X, _ = data("clf")
+        est = NearestNeighbors(n_neighbors=3).fit(to_dask(X))
+        loaded = load(save(est, tmp_path / "nn.dml"))
+        assert_same(vars(loaded), vars(est))  # the training set included (as _fit_X)
+        for got, want in zip(loaded.kneighbors(X), est.kneighbors(X)):
+            np.testing.assert_array_equal(got, want)
+        return
     if name == "MatrixFactorization":
         from dml.recommender import MatrixFactorization
 

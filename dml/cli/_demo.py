@@ -43,6 +43,8 @@ class DemoEntry:
     data: str
     make_data: Callable[[int, int, int], tuple]
     params: dict = field(default_factory=dict)
+    #: At most this many rows (brute-force kNN costs training rows × held-out rows).
+    max_rows: int | None = None
 
 
 def _demo_classification(n, chunks, seed):
@@ -126,6 +128,8 @@ DEMOS: list[DemoEntry] = [
     DemoEntry("kmeans", "make_blobs, 6 centres", _demo_blobs,
               {"n_clusters": 6, "random_state": 0}),
     DemoEntry("pca", "make_blobs, 6 centres", _demo_blobs, {"n_components": 5}),
+    DemoEntry("k_neighbors_classifier", "make_classification", _demo_classification,
+              {"n_neighbors": 5}, max_rows=40_000),
     DemoEntry("matrix_factorization", "make_ratings, rank 5", _demo_ratings,
               {"n_factors": 5, "solver": "als", "reg": 0.05, "n_epochs": 10, "random_state": 0}),
 ]
@@ -139,6 +143,8 @@ def run_demo_entry(entry: DemoEntry, n_samples: int, chunks: int, seed: int = 0)
     from dml import registry
     from dml.model_selection import score_predictions
 
+    if entry.max_rows is not None and n_samples > entry.max_rows:
+        n_samples, chunks = entry.max_rows, min(chunks, entry.max_rows // 4)
     X, y = entry.make_data(n_samples, chunks, seed)
     X_train, X_test, y_train, y_test = split_blocks(X, y)
     model = registry.get(entry.model)(**entry.params)
@@ -185,7 +191,8 @@ def cmd_demo(args) -> int:
             except ImportError:
                 skipped.append(entry.model)
                 continue
-            status(f"demo: {entry.model} on {entry.data} ({n} rows) ...")
+            status(f"demo: {entry.model} on {entry.data} "
+                   f"({min(n, entry.max_rows or n)} rows) ...")
             rows.append(run_demo_entry(entry, n, chunks))
     columns = [("model", "model"), ("data", "data"), ("rows", "rows"),
                ("fit_seconds", "fit s"), ("accuracy", "accuracy"), ("f1_macro", "F1 (macro)"),

@@ -1,0 +1,202 @@
+"""KNeighborsClassifier: majority (or distance-weighted) vote of the k nearest training rows."""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from dml._param_validation import StrOptions
+from dml.base import check_is_fitted, fit_context, is_dask
+from dml.neighbors._base import KNeighborsMixin, NeighborsBase, neighbour_weights
+from dml.neighbors import _knn_kernels as kern
+
+__all__ = ["KNeighborsClassifier"]
+
+
+def vote(res, metric, p, weights, classes, proba):
+    """Class probabilities (or labels) of one query chunk from its neighbours' labels.
+
+    As scikit-learn's ``predict_proba``: each neighbour adds its weight to its class, rows are
+    normalised; the label is the class of largest total, the first class on ties.
+    """
+    rdist, labels = res[0], res[2]
+    w = neighbour_weights(kern.finalize(rdist, metric, p), weights)
+    codes = np.searchsorted(classes, labels)
+    n_q, k = codes.shape
+    votes = np.zeros((n_q, len(classes)))
+    rows = np.arange(n_q)
+    for i in range(k):
+        votes[rows, codes[:, i]] += 1.0 if w is None else w[:, i]
+    if proba:
+        return votes / votes.sum(axis=1)[:, None]
+    return classes[np.argmax(votes, axis=1)]
+
+
+class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, BaseEstimator):
+    """Classifier voting among the k nearest training rows (exact brute force on Dask).
+
+    The training rows and labels stay on the workers; each query chunk collects the labels of
+    its k nearest rows (see :class:`~dml.neighbors.NearestNeighbors`) and votes. Predictions
+    and probabilities equal scikit-learn's ``KNeighborsClassifier(algorithm="brute")``.
+
+    Parameters
+    ----------
+    n_neighbors : int, default=5
+        Neighbours that vote.
+    weights : {"uniform", "distance"} or callable, default="uniform"
+        ``"uniform"``: one vote each; ``"distance"``: weight 1/distance (a query that coincides
+        with training rows takes their labels only); a callable maps the distance array to
+        weights of the same shape.
+    metric : str, default="minkowski"
+        Distance, as for :class:`~dml.neighbors.NearestNeighbors`.
+    p : float, default=2
+        Power of the Minkowski metric.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels (sorted; numbers or strings).
+    n_samples_fit_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+    effective_metric_ : str
+    effective_metric_params_ : dict
+    outputs_2d_ : bool
+        Always False: one target column.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.neighbors import KNeighborsClassifier
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array(["a", "a", "b", "b"])
+    >>> clf = KNeighborsClassifier(n_neighbors=3).fit(X, y)
+    >>> clf.predict([[1.1]]), clf.predict_proba([[1.1]]).round(3)
+    (array(['a'], dtype='<U1'), array([[0.667, 0.333]]))
+    """
+
+    _parameter_constraints = {**NeighborsBase._parameter_constraints,
+                              "weights": [StrOptions({"uniform", "distance"}), callable, None]}
+
+    def __init__(self, n_neighbors=5, *, weights="uniform", metric="minkowski", p=2):
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+        self.metric = metric
+        self.p = p
+
+    @fit_context
+    def fit(self, X, y):
+        """Keep the training rows and labels on the workers and record the classes.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+        y : array-like, Dask array/Series or str of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsClassifier
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0, 0, 1, 1])
+        >>> KNeighborsClassifier(n_neighbors=1).fit(X, y).classes_
+        array([0, 1])
+        """
+        classes = self._fit_training(X, y, require_y=True, labels=True)
+        name = type(self).__name__
+        if classes is None or len(classes) == 0:
+            raise ValueError(f"{name}: y has no labels")
+        if classes.dtype.kind == "f" and not np.all(classes == np.round(classes)):
+            raise ValueError(f"{name}: Unknown label type: 'continuous'. y holds non-integer "
+                             "numbers, like a regression target; a classifier needs class labels "
+                             "(integers or strings). Use KNeighborsRegressor, or bin y first.")
+        self.classes_ = classes
+        self.outputs_2d_ = False
+        return self
+
+    def _vote(self, X, proba):
+        check_is_fitted(self, "classes_")
+        k = self._check_k(None, 0, self._n_queries(X))
+        outs, dask_out, rows = self._search(
+            X, k, True, vote, self.effective_metric_,
+            float(self.effective_metric_params_.get("p", 2.0)), self.weights, self.classes_,
+            proba)
+        if proba:
+            return self._assemble(outs, dask_out, rows, [(len(self.classes_),)], [np.float64])
+        return self._assemble(outs, dask_out, rows, [()], [self.classes_.dtype])
+
+    def predict(self, X):
+        """Class of each query row: the vote of its k nearest training rows.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_queries, n_features)
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n_queries,)
+            NumPy for local input, a lazy Dask array for Dask input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsClassifier
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0, 0, 1, 1])
+        >>> KNeighborsClassifier(n_neighbors=3).fit(X, y).predict(np.array([[0.2], [2.6]]))
+        array([0, 1])
+        """
+        return self._vote(X, False)
+
+    def predict_proba(self, X):
+        """Share of the (weighted) votes of each class, per query row.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_queries, n_features)
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n_queries, n_classes)
+            Columns in the order of ``classes_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsClassifier
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0, 0, 1, 1])
+        >>> clf = KNeighborsClassifier(n_neighbors=2, weights="distance").fit(X, y)
+        >>> clf.predict_proba(np.array([[1.25]]))
+        array([[0.75, 0.25]])
+        """
+        return self._vote(X, True)
+
+    def score(self, X, y, sample_weight=None):
+        """Mean (weighted) accuracy of ``predict(X)``, computed by :mod:`dml.metrics` (lazily
+        over the blocks for Dask input).
+
+        Parameters
+        ----------
+        X : array-like or Dask collection of shape (n_samples, n_features)
+        y : array-like or Dask array/Series of shape (n_samples,)
+        sample_weight : array-like or Dask array, default=None
+
+        Returns
+        -------
+        float
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsClassifier
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0, 0, 1, 1])
+        >>> KNeighborsClassifier(n_neighbors=1).fit(X, y).score(X, y)
+        1.0
+        """
+        from dml.metrics import accuracy_score
+
+        if not (is_dask(X) or is_dask(y) or is_dask(sample_weight)):
+            return super().score(X, y, sample_weight=sample_weight)
+        return float(accuracy_score(y, self.predict(X), sample_weight=sample_weight))
+

@@ -1,0 +1,144 @@
+"""KNeighborsRegressor: (weighted) mean of the targets of the k nearest training rows."""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from dml._param_validation import StrOptions
+from dml.base import check_is_fitted, fit_context, is_dask
+from dml.neighbors._base import KNeighborsMixin, NeighborsBase, neighbour_weights
+from dml.neighbors import _knn_kernels as kern
+
+__all__ = ["KNeighborsRegressor"]
+
+
+def average(res, metric, p, weights):
+    """Prediction of one query chunk, as scikit-learn's: the mean of the neighbours' targets,
+    or their weighted sum over the sum of the weights."""
+    rdist, y = res[0], np.asarray(res[2], dtype=np.float64)
+    w = neighbour_weights(kern.finalize(rdist, metric, p), weights)
+    if w is None:
+        return np.mean(y, axis=1)
+    return np.sum(y * w, axis=1) / np.sum(w, axis=1)
+
+
+class KNeighborsRegressor(KNeighborsMixin, NeighborsBase, RegressorMixin, BaseEstimator):
+    """Regressor averaging the targets of the k nearest training rows (exact brute force).
+
+    The training rows and targets stay on the workers (see
+    :class:`~dml.neighbors.NearestNeighbors`); predictions equal scikit-learn's
+    ``KNeighborsRegressor(algorithm="brute")``.
+
+    Parameters
+    ----------
+    n_neighbors : int, default=5
+    weights : {"uniform", "distance"} or callable, default="uniform"
+        ``"distance"``: weight 1/distance (a query that coincides with training rows takes the
+        mean of their targets).
+    metric : str, default="minkowski"
+        Distance, as for :class:`~dml.neighbors.NearestNeighbors`.
+    p : float, default=2
+
+    Attributes
+    ----------
+    n_samples_fit_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+    effective_metric_ : str
+    effective_metric_params_ : dict
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dml.neighbors import KNeighborsRegressor
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0.0, 1.0, 2.0, 3.0])
+    >>> KNeighborsRegressor(n_neighbors=2).fit(X, y).predict([[1.4]])
+    array([1.5])
+    """
+
+    _parameter_constraints = {**NeighborsBase._parameter_constraints,
+                              "weights": [StrOptions({"uniform", "distance"}), callable, None]}
+
+    def __init__(self, n_neighbors=5, *, weights="uniform", metric="minkowski", p=2):
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+        self.metric = metric
+        self.p = p
+
+    @fit_context
+    def fit(self, X, y):
+        """Keep the training rows and targets on the workers.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_samples, n_features)
+        y : array-like, Dask array/Series or str of shape (n_samples,)
+            Numeric targets.
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsRegressor
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0.0, 1.0, 2.0, 3.0])
+        >>> KNeighborsRegressor(n_neighbors=2).fit(X, y).n_samples_fit_
+        4
+        """
+        self._fit_training(X, y, require_y=True, y_numeric=True)
+        return self
+
+    def predict(self, X):
+        """Mean (or distance-weighted mean) target of the k nearest training rows.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask array or Dask DataFrame of shape (n_queries, n_features)
+
+        Returns
+        -------
+        ndarray or dask.array.Array of shape (n_queries,)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsRegressor
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0.0, 1.0, 2.0, 3.0])
+        >>> KNeighborsRegressor(n_neighbors=2, weights="distance").fit(X, y).predict([[0.5]])
+        array([0.5])
+        """
+        check_is_fitted(self, "n_samples_fit_")
+        k = self._check_k(None, 0, self._n_queries(X))
+        outs, dask_out, rows = self._search(
+            X, k, True, average, self.effective_metric_,
+            float(self.effective_metric_params_.get("p", 2.0)), self.weights)
+        return self._assemble(outs, dask_out, rows, [()], [np.float64])
+
+    def score(self, X, y, sample_weight=None):
+        """R² of ``predict(X)``, computed by :mod:`dml.metrics` (over the blocks for Dask input).
+
+        Parameters
+        ----------
+        X : array-like or Dask collection of shape (n_samples, n_features)
+        y : array-like or Dask array/Series of shape (n_samples,)
+        sample_weight : array-like or Dask array, default=None
+
+        Returns
+        -------
+        float
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from dml.neighbors import KNeighborsRegressor
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0.0, 1.0, 2.0, 3.0])
+        >>> KNeighborsRegressor(n_neighbors=1).fit(X, y).score(X, y)
+        1.0
+        """
+        from dml.metrics import r2_score
+
+        if not (is_dask(X) or is_dask(y) or is_dask(sample_weight)):
+            return super().score(X, y, sample_weight=sample_weight)
+        return float(r2_score(y, self.predict(X), sample_weight=sample_weight))
