@@ -260,7 +260,7 @@ def init_centres(method: str, result, k: int, seed: int, data: Prepared) -> np.n
 
 class KMeans(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeaturesOutMixin,
              TransformerMixin, ClusterMixin, BaseEstimator):
-    """K-means clustering by distributed Lloyd iterations (SPEC §5).
+    """K-means clustering by distributed Lloyd iterations (see docs/clustering.md).
 
     Each Lloyd iteration is one pass over the persisted row blocks in which every block returns
     its per-cluster sums, weights and inertia; only the centres travel. From the same initial

@@ -1,5 +1,7 @@
-"""Ensembles trained across Dask workers (SPEC §6): random forests of histogram trees grown
-together without moving rows, and bagging of any scikit-learn estimator."""
+"""Ensembles trained across Dask workers: random forests of histogram trees grown
+together without moving rows, and bagging of any scikit-learn estimator.
+
+See docs/trees.md."""
 from dml.ensemble._bagging import BaggingClassifier, BaggingRegressor
 from dml.ensemble._forest import RandomForestClassifier, RandomForestRegressor
 

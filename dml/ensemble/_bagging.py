@@ -1,4 +1,4 @@
-"""Bagging of any scikit-learn estimator, members trained on workers (SPEC §6).
+"""Bagging of any scikit-learn estimator, members trained on workers (see docs/trees.md).
 
 Member ``m`` gets a bootstrap sample of ``max_samples`` rows drawn with replacement from all
 partitions: the number of rows taken from each block is multinomial in the block sizes (from the

@@ -1,10 +1,12 @@
-"""Random forests of histogram trees, all trees grown in the same passes over the data (SPEC §6).
+"""Random forests of histogram trees, all trees grown in the same passes over the data.
 
 Each tree's bootstrap is a per-row Poisson(1) multiplicity drawn from the tree's own generator
 ``block_rng(seed, "bootstrap", tree, block)``: nothing is resampled or moved, and the forest
 depends only on the data, its partitioning and ``random_state`` (not on the cluster). Up to
 ``trees_per_pass`` trees grow together: one pass over the persisted binned blocks per level
 computes the histograms of every open node of all of them; more trees take more rounds.
+
+See docs/trees.md.
 """
 from __future__ import annotations
 

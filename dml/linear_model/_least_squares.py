@@ -1,4 +1,4 @@
-"""Exact least squares and ridge regression from one reduction of second moments (SPEC §2).
+"""Exact least squares and ridge regression from one reduction of second moments.
 
 One pass computes, per block, the weighted count, mean and centred scatter matrix of
 ``Z = [X, y]``; blocks are merged in a fixed tree order with the pairwise update of Chan et al.
@@ -12,6 +12,8 @@ scatter,
   ``lstsq(X_c, y_c)`` when X is rank-deficient;
 
 and the unpenalised intercept is ``ȳ − x̄·w``. Without an intercept the moments are not centred.
+
+See docs/linear_models.md.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SGD-trained linear models: SGDClassifier, SGDRegressor, Perceptron (SPEC §2).
+"""SGD-trained linear models: SGDClassifier, SGDRegressor, Perceptron (see docs/linear_models.md).
 
 They mirror scikit-learn's estimators of the same names, trained by the partition-parallel
 mini-batch engine of :mod:`dml.optim` instead of per-sample SGD. The differences, all deliberate:

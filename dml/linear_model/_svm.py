@@ -1,4 +1,4 @@
-"""Linear support-vector classification: ``½‖w‖² + C Σᵢ sᵢ L(yᵢ, w·xᵢ + b)`` (SPEC §2).
+"""Linear support-vector classification: ``½‖w‖² + C Σᵢ sᵢ L(yᵢ, w·xᵢ + b)``.
 
 ``loss="squared_hinge"`` (scikit-learn's default) is differentiable with a piecewise-constant
 generalised Hessian, so Newton's method over reduced gradients and Hessians finds the exact
@@ -13,9 +13,11 @@ stage takes a few full Newton steps (about 15 passes in all). ``solver="sgd"`` r
 Pegasos-style SGD through the engine instead.
 
 Differences from scikit-learn's ``LinearSVC`` (liblinear): the intercept is not penalised
-(SPEC §2; liblinear penalises it as an extra feature scaled by ``intercept_scaling``, which is
-therefore ignored here); ``dual`` is ignored (dml always solves the primal); multi-class is
+(docs/linear_models.md; liblinear penalises it as an extra feature scaled by ``intercept_scaling``,
+which is therefore ignored here); ``dual`` is ignored (dml always solves the primal); multi-class is
 one-vs-rest with all classes trained in the same passes.
+
+See docs/linear_models.md.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MLPClassifier and MLPRegressor trained by partition-parallel mini-batch SGD (SPEC §3).
+"""MLPClassifier and MLPRegressor trained by partition-parallel mini-batch SGD.
 
 They mirror scikit-learn's estimators of the same names (parameters, ``coefs_``/``intercepts_``
 shapes, ``loss_curve_``, stopping rules) and are trained by the engine of :mod:`dml.optim`:
@@ -6,8 +6,8 @@ every block runs its mini-batch steps on its own rows and the blocks' parameters
 state are combined after each round (``local_steps``, streams: :mod:`dml.optim.engine`). With one
 block this is plain sequential mini-batch SGD. Differences from scikit-learn, all deliberate:
 
-* biases start at 0 (SPEC §3; scikit-learn draws them like the weights) and ``init="he"`` is
-  available; Glorot bounds are √(6/(fan_in + fan_out)) for every activation;
+* biases start at 0 (docs/neural_network.md; scikit-learn draws them like the weights) and
+  ``init="he"`` is available; Glorot bounds are √(6/(fan_in + fan_out)) for every activation;
 * the L2 term is scikit-learn's: ``alpha / (2 · batch_size) · Σ‖W‖²`` added to the mean batch
   loss (its gradient ``alpha · W / batch_size``);
 * the early-stopping validation part is a seeded random subset of every block's rows (not
@@ -18,6 +18,8 @@ block this is plain sequential mini-batch SGD. Differences from scikit-learn, al
 
 Two classes train one logistic output unit; more classes a softmax layer. The regressor has one
 output (y is a vector).
+
+See docs/neural_network.md.
 """
 from __future__ import annotations
 

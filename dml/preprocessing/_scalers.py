@@ -127,10 +127,10 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
     """Standardize features by removing the mean and scaling to unit variance.
 
     ``z = (x - mean_) / scale_`` with the population standard deviation (ddof = 0), as
-    scikit-learn's ``StandardScaler`` (SPEC §9). Mean and variance come from one pass over all
-    blocks: each block reports (count, mean, M2) and the blocks are merged with Chan, Golub and
-    LeVeque's pairwise formula in a fixed tree order, so the result equals scikit-learn's to
-    round-off whatever the partitioning. NaN is ignored in ``fit`` and kept in ``transform``.
+    scikit-learn's ``StandardScaler`` (see docs/preprocessing.md). Mean and variance come from one
+    pass over all blocks: each block reports (count, mean, M2) and the blocks are merged with Chan,
+    Golub and LeVeque's pairwise formula in a fixed tree order, so the result equals scikit-learn's
+    to round-off whatever the partitioning. NaN is ignored in ``fit`` and kept in ``transform``.
     Near-constant features get ``scale_ = 1`` (scikit-learn's rule).
 
     Parameters
@@ -402,7 +402,7 @@ class MinMaxScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin, 
     """Scale each feature to ``feature_range`` from its minimum and maximum.
 
     ``x_scaled = x * scale_ + min_`` with ``scale_ = (hi - lo) / (data_max_ - data_min_)``, as
-    scikit-learn's ``MinMaxScaler`` (SPEC §9: min-max scaling). The per-feature minimum and
+    scikit-learn's ``MinMaxScaler`` (docs/preprocessing.md). The per-feature minimum and
     maximum come from one pass over all blocks. NaN is ignored in ``fit`` and kept in
     ``transform``; constant features get a range of 1 (scikit-learn's rule). Statistics keep
     the input's float dtype (float32 stays float32).

@@ -95,9 +95,9 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         objective for both solvers.
     weighted_reg : bool, default=True
         ALS only. True: penalty λ n_u per user and λ n_i per item (Spark's scaling, ``reg`` of
-        order 0.1). False: λ for every user and item, the SPEC §4 loss as written (``reg`` of
-        order 10 on 1–5 star ratings); rarely rated items are then shrunk towards μ + b_u, which
-        makes top-k lists far better (see Notes).
+        order 0.1). False: λ for every user and item, the loss of docs/recommender.md as written
+        (``reg`` of order 10 on 1–5 star ratings); rarely rated items are then shrunk towards
+        μ + b_u, which makes top-k lists far better (see Notes).
     learning_rate : float, default=0.05
         SGD only: the initial step η₀. Epoch e (0-based) uses ``η₀ · g_e / (1 + lr_decay · e)``
         where g_e is the bold driver's gain (below).
@@ -172,10 +172,10 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
     0.0002, the most-popular list 0.117. This is the model, not a fault: ``recommend`` equals
     the NumPy ranking of the fitted arrays, and ALS equals a plain NumPy ALS of the same
     objective to 1e-13. A larger weighted ``reg`` does not help (0.0002 at ``reg=1``).
-    ``weighted_reg=False, reg=20`` (λ per user and item, the SPEC §4 loss as written) shrinks
-    the rare items: RMSE 0.861, precision@10 0.107 (median 160 training ratings per recommended
-    item; 10 iterations: 0.858 and 0.109). For top-k use prefer it, or filter out rarely rated
-    items.
+    ``weighted_reg=False, reg=20`` (λ per user and item, the loss of docs/recommender.md as written)
+    shrinks the rare items: RMSE 0.861, precision@10 0.107 (median 160 training ratings per
+    recommended item; 10 iterations: 0.858 and 0.109). For top-k use prefer it, or filter out rarely
+    rated items.
 
     Examples
     --------

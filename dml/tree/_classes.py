@@ -1,4 +1,4 @@
-"""Histogram decision trees fitted across Dask workers (SPEC §6)."""
+"""Histogram decision trees fitted across Dask workers (see docs/trees.md)."""
 from __future__ import annotations
 
 import numpy as np
