@@ -13,6 +13,7 @@ from __future__ import annotations
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
 from dml._param_validation import Integral, Interval, invalid_parameter
+from dml._typing import ArrayLike, Self
 from dml.base import fit_context
 from dml.tree._classes import _ClassifierOut, _HistTreeBase, _RegressorOut
 from dml.tree._model import fit_trees
@@ -107,7 +108,7 @@ class RandomForestClassifier(_ClassifierOut, _ForestBase, ClassifierMixin, BaseE
         self.random_state = random_state
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Grow the trees on X, y (see :meth:`dml.tree.DecisionTreeClassifier.fit`).
 
         Parameters
@@ -173,7 +174,7 @@ class RandomForestRegressor(_RegressorOut, _ForestBase, RegressorMixin, BaseEsti
         self.random_state = random_state
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Grow the trees on X, y (see :meth:`dml.tree.DecisionTreeClassifier.fit`).
 
         Parameters

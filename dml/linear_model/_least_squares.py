@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from dml._blocks import BlockSpec
 from dml._param_validation import Interval, Real
+from dml._typing import ArrayLike, Self
 from dml.base import ALL_ZERO_WEIGHTS, DaskEstimatorMixin, fit_context
 from dml.linear_model._base import LinearRegressorMixin
 
@@ -90,7 +91,7 @@ class _LeastSquaresBase(LinearRegressorMixin, DaskEstimatorMixin, RegressorMixin
         raise NotImplementedError
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit from one pass over the data.
 
         Parameters

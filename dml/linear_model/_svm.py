@@ -25,6 +25,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
+from dml._typing import ArrayLike, Self
 from dml.base import DaskEstimatorMixin, fit_context
 from dml.linear_model._base import (LinearClassifierMixin, SGDMixin, check_classes,
                                     compute_class_weight, discover_classes, run_exact)
@@ -128,7 +129,7 @@ class LinearSVC(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, ClassifierM
                                     "is not differentiable; the SGD solver takes proximal steps)")
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit the SVM (see the module docstring for the solvers).
 
         Parameters

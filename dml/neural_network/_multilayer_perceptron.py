@@ -33,6 +33,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import BlockSpec, seed_from
 from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
+from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.linear_model._base import check_classes, discover_classes, LabelStats
 from dml.neural_network._problem import ACTIVATIONS, MLPProblem, forward
@@ -329,7 +330,7 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
     """
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name).
 
         Parameters
@@ -368,7 +369,8 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         return self
 
     @fit_context
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
+    def partial_fit(self, X: ArrayLike, y: ArrayLike, classes: ArrayLike | None = None,
+                    sample_weight: ArrayLike | None = None) -> Self:
         """One epoch over (X, y), continuing from the previous call; pass ``classes`` first.
 
         Parameters
@@ -416,7 +418,7 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         self._run(blocks, problem, partial=True)
         return self
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> Any:
         """Class probabilities, columns in the order of ``classes_``.
 
         Parameters
@@ -443,7 +445,7 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         return self._blockwise(X, _proba_kernel, *args, dtype=np.float64,
                                tail_shape=(len(self.classes_),))
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: ArrayLike) -> Any:
         """Log of :meth:`predict_proba`.
 
         Parameters
@@ -470,7 +472,7 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         with np.errstate(divide="ignore"):
             return np.log(p)
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """The most probable class.
 
         Parameters
@@ -528,7 +530,7 @@ validation_scores_, best_validation_score_, n_iter_, t_, history_
     _block_spec = BlockSpec(y_numeric=True)
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name).
 
         Parameters
@@ -563,7 +565,8 @@ validation_scores_, best_validation_score_, n_iter_, t_, history_
         return self
 
     @fit_context
-    def partial_fit(self, X, y, sample_weight=None):
+    def partial_fit(self, X: ArrayLike, y: ArrayLike,
+                    sample_weight: ArrayLike | None = None) -> Self:
         """One epoch over (X, y), continuing from the previous call.
 
         Parameters
@@ -596,7 +599,7 @@ validation_scores_, best_validation_score_, n_iter_, t_, history_
         self._run(blocks, problem, partial=True)
         return self
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """The network's output.
 
         Parameters

@@ -34,6 +34,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from dml._blocks import block_rng, is_dask, seed_from
 from dml._param_validation import Integral, Interval, Real, StrOptions, invalid_parameter
+from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.optim.data import fits_persist_budget, smallest_worker_memory
 from dml.optim.params import TRAINING
@@ -323,7 +324,8 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
 
     # ---- fit
     @fit_context
-    def fit(self, X, y=None, *, validation_data=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None, *,
+            validation_data: Any | None = None) -> Self:
         """Fit on (user, item, rating) triples.
 
         Parameters
@@ -438,7 +440,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         return (self.user_ids_, self.item_ids_, self.user_factors_, self.item_factors_,
                 self.user_bias_, self.item_bias_, self.global_mean_)
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """Predicted ratings for (user, item) pairs; unknown ids get μ plus any known bias.
 
         Parameters
@@ -478,7 +480,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         df = frames[0]
         return predict_frame(df, "u", "i", uids, iids, P, Q, bu, bi, mu)
 
-    def score(self, X, y=None):
+    def score(self, X: ArrayLike, y: ArrayLike | None = None) -> float:
         """Negative RMSE on (user, item, rating) rows (higher is better, like scikit-learn).
 
         Parameters
@@ -511,7 +513,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         vals = dask.compute(vals)[0]
         return -math.sqrt(math.fsum(v[0] for v in vals) / max(sum(v[1] for v in vals), 1))
 
-    def recommend(self, users, k=10, *, exclude_seen=True):
+    def recommend(self, users: ArrayLike, k: int = 10, *, exclude_seen: bool = True) -> Any:
         """Top-k items per user by predicted rating.
 
         Unknown users are ranked by μ + b_i (the bias-only popularity). With ``exclude_seen``
