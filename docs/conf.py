@@ -183,6 +183,27 @@ def _escape_plain_text(app, what, name, obj, options, lines):
         lines[i] = line
 
 
+def _add_new_pages_to_the_user_guide(app, docname, source):
+    """A page added to docs/ (e.g. with a new estimator family) joins the user guide's table of
+    contents without an edit of index.md: every top-level page that index.md does not name is
+    appended to the ``user-guide`` toctree, in name order."""
+    if docname != "index":
+        return
+    text = source[0]
+    named = set(re.findall(r"^([\w/-]+)$", text, re.M))
+    extra = sorted(p.stem for p in HERE.glob("*.md") if p.stem != "index" and p.stem not in named)
+    if not extra:
+        return
+    lines = text.split("\n")
+    start = lines.index(":name: user-guide")
+    end = lines.index("```", start)
+    lines[end:end] = extra
+    source[0] = "\n".join(lines)
+
+
 def setup(app):
+    app.connect("source-read", _add_new_pages_to_the_user_guide)
+    # index.md's table of contents depends on which pages exist: re-read it on every build
+    app.connect("env-get-outdated", lambda app, env, added, changed, removed: ["index"])
     app.connect("autodoc-skip-member", _skip_foreign_members)
     app.connect("autodoc-process-docstring", _escape_plain_text)

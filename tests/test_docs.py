@@ -48,14 +48,6 @@ def test_every_docs_page_the_code_points_to_exists():
     assert not missing, missing
 
 
-def test_every_user_guide_page_is_in_a_toctree():
-    """A page outside every toctree would only show up as a Sphinx warning; say which."""
-    index = (DOCS / "index.md").read_text(encoding="utf-8")
-    pages = sorted(p.stem for p in DOCS.glob("*.md") if p.stem != "index")
-    missing = [p for p in pages if not re.search(rf"^{re.escape(p)}$", index, re.M)]
-    assert not missing, f"add these pages to a toctree of docs/index.md: {missing}"
-
-
 @pytest.mark.slow
 def test_site_builds_without_warnings(tmp_path):
     pytest.importorskip("sphinx")
@@ -90,7 +82,12 @@ def test_site_builds_without_warnings(tmp_path):
         for word in re.findall(r"[A-Za-z_]{4,}", first_line):
             assert word in html, f"{source.name}: {word!r} of its first code cell is missing"
 
-    for page in ("benchmarks", "jobs", "kubernetes", "partition_parallel_sgd", "api/index"):
+    # every page of docs/ is on the site (conf.py adds the ones index.md does not name to the
+    # user guide), and so are the included READMEs and results
+    pages = [p.stem for p in DOCS.glob("*.md")] + ["api/index"]
+    for page in ("benchmarks", "jobs", "kubernetes", "partition_parallel_sgd", "naive_bayes"):
+        assert page in pages
+    for page in pages:
         assert (out / f"{page}.html").is_file(), page
 
 
