@@ -1,7 +1,5 @@
-"""Ensembles trained across Dask workers: random forests of histogram trees grown
-together without moving rows, and bagging of any scikit-learn estimator.
-
-See docs/trees.md."""
+"""Ensembles across Dask workers (docs/trees.md): random forests of histogram trees grown
+together without moving rows, and bagging of any scikit-learn estimator."""
 from dml.ensemble._bagging import BaggingClassifier, BaggingRegressor
 from dml.ensemble._forest import RandomForestClassifier, RandomForestRegressor
 
