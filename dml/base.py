@@ -16,6 +16,7 @@ from sklearn.exceptions import NotFittedError
 from dml._blocks import (Blocks, BlockSpec, column_names, extract_block, as_blocks,
                          check_x_layout, is_dask)
 from dml._param_validation import validate
+from dml._typing import Self
 
 __all__ = ["DaskEstimatorMixin", "TransformOutputMixin", "check_is_fitted", "fit_context",
            "check_weights_not_all_zero", "ALL_ZERO_WEIGHTS"]
@@ -220,7 +221,7 @@ class TransformOutputMixin:
             if f is not None and not getattr(f, "_dml_wraps_output", False):
                 setattr(cls, method, _wrap_output_method(f))
 
-    def set_output(self, *, transform=None):
+    def set_output(self, *, transform: str | None = None) -> Self:
         """Set the output container of ``transform`` and ``fit_transform``.
 
         Parameters

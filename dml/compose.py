@@ -29,6 +29,7 @@ from sklearn.utils.metaestimators import _BaseComposition
 from dml._blocks import (Blocks, BlockSpec, extract_block, is_numeric_dtype, check_x_layout,
                          compute, is_dask)
 from dml._param_validation import HasMethods, Interval, Real, StrOptions, invalid_parameter
+from dml._typing import ArrayLike, Self
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
 from dml.preprocessing._base import _dtypes_of, _feature_names_in
 
@@ -261,7 +262,7 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
         except (TypeError, ValueError):
             self.transformers = value
 
-    def set_output(self, *, transform=None):
+    def set_output(self, *, transform: str | None = None) -> Self:
         """Set the output container of this transformer and of its transformers.
 
         As scikit-learn's ``ColumnTransformer.set_output``: the setting reaches every
@@ -303,7 +304,7 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
         tags.input_tags.allow_nan = True
         return tags
 
-    def get_params(self, deep=True):
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
         """Parameters of this estimator and, with ``deep``, of its transformers.
 
         Parameters
@@ -330,7 +331,7 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
         """
         return self._get_params("_transformers", deep=deep)
 
-    def set_params(self, **kwargs):
+    def set_params(self, **kwargs) -> Self:
         """Set parameters of this estimator or of its transformers.
 
         Parameters
@@ -406,7 +407,7 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
 
     # ---- fit ----
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Fit all transformers on their columns in one pass over X.
 
         Parameters
@@ -574,7 +575,7 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
         return out
 
     # ---- transform ----
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> Any:
         """Transform X by each transformer and stack the outputs side by side.
 
         When fitted on a DataFrame and given a DataFrame, columns are selected by name (extra
@@ -660,7 +661,7 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
                            meta=sp.csr_matrix((0, start), dtype=dtype))
         return out
 
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: ArrayLike, y: ArrayLike | None = None) -> Any:
         """Fit (one pass over X), then transform X (lazily for Dask input).
 
         Parameters
@@ -694,7 +695,7 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
         """The fitted transformers by name."""
         return Bunch(**{name: trans for name, trans, _ in self.transformers_})
 
-    def get_feature_names_out(self, input_features=None):
+    def get_feature_names_out(self, input_features: ArrayLike | None = None) -> np.ndarray:
         """Output feature names, ``<transformer name>__<feature>`` by default.
 
         Parameters

@@ -64,6 +64,7 @@ import warnings
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -120,7 +121,7 @@ class ModelFileError(ValueError):
 # save
 # ============================================================================================
 
-def save(model, path, *, key: str | bytes | None = None) -> Path:
+def save(model: Any, path: str | os.PathLike, *, key: str | bytes | None = None) -> Path:
     """Save a fitted (or unfitted) estimator to a single model file.
 
     Parameters
@@ -292,7 +293,7 @@ def _describe(value, depth: int = 0):
 # load
 # ============================================================================================
 
-def read_metadata(path) -> dict:
+def read_metadata(path: str | os.PathLike) -> dict:
     """Read and check a model file's ``metadata.json`` without loading the model.
 
     Raises :class:`ModelFileError` for a file that is not a dml model file or is of an
@@ -311,7 +312,8 @@ def read_metadata(path) -> dict:
         return mz.metadata()
 
 
-def load(path, *, key: str | bytes | None = None, max_bytes: int | None = None):
+def load(path: str | os.PathLike, *, key: str | bytes | None = None,
+         max_bytes: int | None = None) -> Any:
     """Load a model saved with :func:`save`.
 
     Parameters

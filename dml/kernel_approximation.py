@@ -16,6 +16,7 @@ from sklearn.metrics.pairwise import KERNEL_PARAMS, PAIRWISE_KERNEL_FUNCTIONS
 
 from dml._blocks import Blocks, BlockSpec, block_rng, seed_from
 from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOptions
+from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
 
 __all__ = ["RBFSampler", "Nystroem"]
@@ -122,7 +123,7 @@ class RBFSampler(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeatur
         self.random_state = random_state
 
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Draw the random weights for X's number of features.
 
         Parameters
@@ -162,7 +163,7 @@ class RBFSampler(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeatur
         self._n_features_out = self.n_components
         return self
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> Any:
         """Random Fourier features of X.
 
         Parameters
@@ -309,7 +310,7 @@ class Nystroem(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeatures
         return params
 
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Sample the component rows and compute the normalisation.
 
         Parameters
@@ -358,7 +359,7 @@ class Nystroem(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeatures
         self._n_features_out = k
         return self
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> Any:
         """The Nyström features of X.
 
         Parameters

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 import dask
 from distributed import Client
@@ -89,7 +90,7 @@ def default_local_options() -> dict:
     }
 
 
-def connect(address: str | None = None, *, security=None, timeout: str | float = "30s",
+def connect(address: str | None = None, *, security: Any = None, timeout: str | float = "30s",
             **local_options) -> Client:
     """Return a Dask client for dml to run on.
 

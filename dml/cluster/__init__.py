@@ -1,8 +1,10 @@
-"""Clustering: distributed k-means and tools to choose the number of clusters (SPEC §5).
+"""Clustering: distributed k-means and tools to choose the number of clusters.
 
 :class:`KMeans` runs Lloyd's algorithm over row blocks where only the centres travel, with
 k-means||, k-means++ or random initialisation. :func:`elbow` and :func:`gap_statistic` fit a
 range of ``k`` together (one scheduler call per Lloyd iteration for all the models).
+
+See docs/clustering.md.
 """
 __all__ = ["KMeans", "elbow", "gap_statistic"]
 

@@ -233,8 +233,8 @@ def kmeans_plusplus_init(parts, offsets, k: int, seed: int, n_local_trials: int 
     First centre: a row drawn with probability ∝ w. Each next centre: ``n_local_trials`` rows
     drawn with probability ∝ w·D(x)² (D: distance to the nearest centre chosen so far), and the
     one that lowers ``Σ w·D²`` most is kept: scikit-learn's greedy k-means++ with its default
-    ``2 + ⌊ln k⌋`` trials (``n_local_trials=1`` is the plain k-means++ of SPEC §5). Each step is
-    two layers of block tasks; D² stays on the workers between steps.
+    ``2 + ⌊ln k⌋`` trials (``n_local_trials=1`` is the plain k-means++ of docs/clustering.md). Each
+    step is two layers of block tasks; D² stays on the workers between steps.
     """
     trials = n_local_trials or 2 + int(np.log(k))
     centre = _first_centre(parts, offsets, stream_key(seed, "kmeans++", 0))

@@ -26,6 +26,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import block_rng, compute, seed_from
 from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOptions
+from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
 from dml.cluster import _chain, _init, _lloyd
 from dml.cluster._prepared import Prepared, group_call, map_combine, prepare, tree_combine
@@ -260,7 +261,7 @@ def init_centres(method: str, result, k: int, seed: int, data: Prepared) -> np.n
 
 class KMeans(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeaturesOutMixin,
              TransformerMixin, ClusterMixin, BaseEstimator):
-    """K-means clustering by distributed Lloyd iterations (SPEC §5).
+    """K-means clustering by distributed Lloyd iterations (see docs/clustering.md).
 
     Each Lloyd iteration is one pass over the persisted row blocks in which every block returns
     its per-cluster sums, weights and inertia; only the centres travel. From the same initial
@@ -407,7 +408,8 @@ default="k-means||"
 
     # ---- fit ----
     @fit_context
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None,
+            sample_weight: ArrayLike | None = None) -> Self:
         """Compute k-means clustering.
 
         Parameters
@@ -493,7 +495,7 @@ default="k-means||"
         check_is_fitted(self, "cluster_centers_")
         return self.cluster_centers_
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """Index of the closest centre for each row.
 
         Parameters
@@ -518,7 +520,8 @@ default="k-means||"
         centres = self._centres()
         return self._blockwise(X, _predict_kernel, centres, dtype=np.int32)
 
-    def fit_predict(self, X, y=None, sample_weight=None):
+    def fit_predict(self, X: ArrayLike, y: ArrayLike | None = None,
+                    sample_weight: ArrayLike | None = None) -> Any:
         """Fit, then return ``labels_``: the closest centre of each training row.
 
         Parameters
@@ -546,7 +549,7 @@ default="k-means||"
         """
         return self.fit(X, sample_weight=sample_weight).labels_
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> Any:
         """Euclidean distance of each row to every centre.
 
         Parameters
@@ -574,7 +577,8 @@ default="k-means||"
         return self._blockwise(X, _transform_kernel, centres, dtype=dtype,
                                tail_shape=(len(centres),))
 
-    def fit_transform(self, X, y=None, sample_weight=None):
+    def fit_transform(self, X: ArrayLike, y: ArrayLike | None = None,
+                      sample_weight: ArrayLike | None = None) -> Any:
         """Fit, then return :meth:`transform` of X.
 
         Parameters
@@ -602,7 +606,8 @@ default="k-means||"
         """
         return self.fit(X, sample_weight=sample_weight).transform(X)
 
-    def score(self, X, y=None, sample_weight=None):
+    def score(self, X: ArrayLike, y: ArrayLike | None = None,
+              sample_weight: ArrayLike | None = None) -> float:
         """Opposite of the (weighted) inertia of X for the fitted centres: higher is better.
 
         Parameters

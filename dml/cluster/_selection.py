@@ -1,4 +1,4 @@
-"""Choosing the number of clusters: the elbow curve and the gap statistic (SPEC §5).
+"""Choosing the number of clusters: the elbow curve and the gap statistic (see docs/clustering.md).
 
 Both fit k-means for every ``k`` of a range. The fits run together: one initialisation graph per
 data set serves every ``k`` (k-means|| candidates are drawn once with the oversampling of the

@@ -10,6 +10,7 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from dml._blocks import Blocks, block_rng, check_x_layout
+from dml._typing import Any, ArrayLike
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted
 from dml.decomposition._pca_kernels import gram_product_kernel, merge_project, project_kernel
 from dml.preprocessing._base import _dtypes_of, _float_out_dtype
@@ -112,7 +113,7 @@ class ProjectionMixin(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixF
         eps = np.finfo(scale.dtype).eps
         return np.where(scale < eps, eps, scale)
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> Any:
         """Project X on the components: NumPy for NumPy/pandas input, lazy Dask for Dask input.
 
         Parameters
@@ -138,7 +139,7 @@ class ProjectionMixin(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixF
                                self._whiten_scale(), dtype=self._out_dtype(X),
                                tail_shape=(self.components_.shape[0],))
 
-    def inverse_transform(self, X):
+    def inverse_transform(self, X: ArrayLike) -> Any:
         """Map projected data back to feature space (exact inverse of whitening too).
 
         Parameters
@@ -174,7 +175,7 @@ class LikelihoodMixin:
     """The probabilistic PCA model (Tipping & Bishop) of a fitted PCA, as scikit-learn's:
     covariance, precision and log-likelihood of rows."""
 
-    def get_covariance(self):
+    def get_covariance(self) -> np.ndarray:
         """Data covariance of the fitted probabilistic model:
         ``components_.T @ diag(explained_variance_ - noise) @ components_ + noise * I``.
 
@@ -197,7 +198,7 @@ class LikelihoodMixin:
         cov.flat[::cov.shape[0] + 1] += self.noise_variance_
         return cov
 
-    def get_precision(self):
+    def get_precision(self) -> np.ndarray:
         """Inverse of :meth:`get_covariance` (by the matrix inversion lemma).
 
         Returns
@@ -235,7 +236,7 @@ class LikelihoodMixin:
             comps = comps * np.sqrt(exp_var[:, None])
         return comps, exp_var
 
-    def score_samples(self, X):
+    def score_samples(self, X: ArrayLike) -> Any:
         """Log-likelihood of each row under the probabilistic PCA model.
 
         Parameters
@@ -259,7 +260,7 @@ class LikelihoodMixin:
         return self._blockwise(X, _score_samples_kernel, self.mean_.astype(np.float64),
                                precision, log_det, dtype=np.float64)
 
-    def score(self, X, y=None):
+    def score(self, X: ArrayLike, y: ArrayLike | None = None) -> float:
         """Average log-likelihood of the rows of X (a float, computed for Dask input).
 
         Parameters

@@ -8,6 +8,7 @@ import numpy as np
 
 from dml._blocks import as_blocks, is_dask
 from dml._param_validation import Interval
+from dml._typing import ArrayLike, Self
 from dml.base import fit_context
 from dml.decomposition._base import LikelihoodMixin, ProjectionMixin
 from dml.decomposition._pca_kernels import batch_bounds, incremental_block
@@ -111,7 +112,7 @@ var_, noise_variance_, n_components_, n_samples_seen_, batch_size_, n_features_i
         return blocks
 
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Fit on X batch by batch (``batch_size`` rows), the blocks in row order.
 
         Parameters
@@ -141,7 +142,7 @@ var_, noise_variance_, n_components_, n_samples_seen_, batch_size_, n_features_i
         return self._run(blocks, None, self.batch_size_)
 
     @fit_context
-    def partial_fit(self, X, y=None):
+    def partial_fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Update the model with X: one batch for local input, one batch per block for Dask.
 
         Parameters

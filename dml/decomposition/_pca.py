@@ -9,6 +9,7 @@ import scipy.linalg
 
 from dml._blocks import compute, seed_from
 from dml._param_validation import RANDOM_STATE, Interval, RealNotInt, StrOptions
+from dml._typing import Any, ArrayLike, Self
 from dml.base import check_is_fitted, fit_context
 from dml.decomposition._base import (LikelihoodMixin, ProjectionMixin, _transform_kernel,
                                      randomized_eigs)
@@ -129,7 +130,7 @@ class PCA(LikelihoodMixin, ProjectionMixin):
 
     # ---- fit ----
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Fit the model on X (one pass over its blocks for the exact solvers).
 
         Parameters
@@ -229,7 +230,7 @@ class PCA(LikelihoodMixin, ProjectionMixin):
             self.noise_variance_ = np.float32(self.noise_variance_)
         return self
 
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: ArrayLike, y: ArrayLike | None = None) -> Any:
         """Fit on X and return its projection (lazy for Dask input).
 
         Parameters

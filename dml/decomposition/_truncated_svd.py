@@ -7,6 +7,7 @@ import numpy as np
 
 from dml._blocks import seed_from
 from dml._param_validation import RANDOM_STATE, Interval, StrOptions
+from dml._typing import Any, ArrayLike, Self
 from dml.base import fit_context
 from dml.decomposition._base import ProjectionMixin, randomized_eigs
 from dml.decomposition._pca_kernels import merge_scatter, scatter_kernel, svd_flip_v
@@ -80,7 +81,7 @@ class TruncatedSVD(ProjectionMixin):
         self.random_state = random_state
 
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Fit the model on X.
 
         Parameters
@@ -131,7 +132,7 @@ class TruncatedSVD(ProjectionMixin):
             self.explained_variance_ratio_ = (exp_var / (ss / n)).astype(dtype)
         return self
 
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: ArrayLike, y: ArrayLike | None = None) -> Any:
         """Fit on X and return ``X @ components_.T`` (lazy for Dask input).
 
         Parameters

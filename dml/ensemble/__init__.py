@@ -1,4 +1,4 @@
-"""Ensembles trained across Dask workers (SPEC §6): random forests of histogram trees grown
+"""Ensembles across Dask workers (docs/trees.md): random forests of histogram trees grown
 together without moving rows, and bagging of any scikit-learn estimator."""
 from dml.ensemble._bagging import BaggingClassifier, BaggingRegressor
 from dml.ensemble._forest import RandomForestClassifier, RandomForestRegressor

@@ -1,4 +1,4 @@
-"""Bagging of any scikit-learn estimator, members trained on workers (SPEC §6).
+"""Bagging of any scikit-learn estimator, members trained on workers (see docs/trees.md).
 
 Member ``m`` gets a bootstrap sample of ``max_samples`` rows drawn with replacement from all
 partitions: the number of rows taken from each block is multinomial in the block sizes (from the
@@ -20,6 +20,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from dml._blocks import block_rng, compute, seed_from
 from dml._param_validation import RANDOM_STATE, HasMethods, Integral, Interval, RealNotInt
+from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 
 __all__ = ["BaggingClassifier", "BaggingRegressor"]
@@ -127,7 +128,7 @@ class BaggingClassifier(_BaggingBase, ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     @fit_context
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Fit the members on bootstrap samples of X, y.
 
         Parameters
@@ -156,7 +157,7 @@ class BaggingClassifier(_BaggingBase, ClassifierMixin, BaseEstimator):
         self.classes_ = np.unique(np.concatenate([e.classes_ for e in self.estimators_]))
         return self
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> Any:
         """Mean of the members' probabilities (or vote fractions without predict_proba).
 
         Columns in the order of ``classes_``.
@@ -186,7 +187,7 @@ class BaggingClassifier(_BaggingBase, ClassifierMixin, BaseEstimator):
         return self._blockwise(X, _vote_kernel, self.estimators_, self.classes_, soft,
                                dtype=np.float64, tail_shape=(len(self.classes_),))
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """The class of highest mean probability over the members.
 
         Parameters
@@ -247,7 +248,7 @@ class BaggingRegressor(_BaggingBase, RegressorMixin, BaseEstimator):
         self.random_state = random_state
 
     @fit_context
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Fit the members on bootstrap samples of X, y (see :meth:`BaggingClassifier.fit`).
 
         Parameters
@@ -275,7 +276,7 @@ class BaggingRegressor(_BaggingBase, RegressorMixin, BaseEstimator):
         self._fit(X, y, DecisionTreeRegressor())
         return self
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """Mean of the members' predictions.
 
         Parameters

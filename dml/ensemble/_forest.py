@@ -1,16 +1,19 @@
-"""Random forests of histogram trees, all trees grown in the same passes over the data (SPEC §6).
+"""Random forests of histogram trees, all trees grown in the same passes over the data.
 
 Each tree's bootstrap is a per-row Poisson(1) multiplicity drawn from the tree's own generator
 ``block_rng(seed, "bootstrap", tree, block)``: nothing is resampled or moved, and the forest
 depends only on the data, its partitioning and ``random_state`` (not on the cluster). Up to
 ``trees_per_pass`` trees grow together: one pass over the persisted binned blocks per level
 computes the histograms of every open node of all of them; more trees take more rounds.
+
+See docs/trees.md.
 """
 from __future__ import annotations
 
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
 from dml._param_validation import Integral, Interval, invalid_parameter
+from dml._typing import ArrayLike, Self
 from dml.base import fit_context
 from dml.tree._classes import _ClassifierOut, _HistTreeBase, _RegressorOut
 from dml.tree._model import fit_trees
@@ -105,7 +108,7 @@ class RandomForestClassifier(_ClassifierOut, _ForestBase, ClassifierMixin, BaseE
         self.random_state = random_state
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Grow the trees on X, y (see :meth:`dml.tree.DecisionTreeClassifier.fit`).
 
         Parameters
@@ -171,7 +174,7 @@ class RandomForestRegressor(_RegressorOut, _ForestBase, RegressorMixin, BaseEsti
         self.random_state = random_state
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Grow the trees on X, y (see :meth:`dml.tree.DecisionTreeClassifier.fit`).
 
         Parameters

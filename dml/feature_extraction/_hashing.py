@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from sklearn.feature_extraction import FeatureHasher as _SkFeatureHasher
 
+from dml._typing import Any, ArrayLike, Self
 from dml.base import fit_context
 from dml.feature_extraction._base import SparseProducerMixin, dml_constraints
 from dml.feature_extraction._documents import as_documents, document_list, empty_csr
@@ -60,7 +61,7 @@ class FeatureHasher(SparseProducerMixin, _SkFeatureHasher):
     _parameter_constraints = dml_constraints(_SkFeatureHasher._parameter_constraints)
 
     @fit_context
-    def fit(self, X=None, y=None):
+    def fit(self, X: ArrayLike | None = None, y: ArrayLike | None = None) -> Self:
         """Check the parameters; nothing is learned (the hashing needs no state).
 
         Parameters
@@ -82,7 +83,7 @@ class FeatureHasher(SparseProducerMixin, _SkFeatureHasher):
         """
         return self
 
-    def transform(self, raw_X):
+    def transform(self, raw_X: Any) -> Any:
         """Hash the samples of ``raw_X`` into a sparse matrix.
 
         Parameters

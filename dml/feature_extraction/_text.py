@@ -24,6 +24,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer as _SkTfidfVectorize
 from sklearn.utils.validation import FLOAT_DTYPES
 
 from dml._graph import map_delayed, tree_reduce
+from dml._typing import Any, ArrayLike, Self
 from dml.base import fit_context
 from dml.feature_extraction._base import SparseProducerMixin, dml_constraints
 from dml.feature_extraction._documents import as_documents, document_list, empty_csr
@@ -189,7 +190,7 @@ class HashingVectorizer(SparseProducerMixin, _SkHashingVectorizer):
     _parameter_constraints = dml_constraints(_SkHashingVectorizer._parameter_constraints)
 
     @fit_context
-    def fit(self, X=None, y=None):
+    def fit(self, X: ArrayLike | None = None, y: ArrayLike | None = None) -> Self:
         """Check the parameters; nothing is learned (hashing needs no vocabulary).
 
         Parameters
@@ -216,7 +217,7 @@ class HashingVectorizer(SparseProducerMixin, _SkHashingVectorizer):
         self._validate_ngram_range()
         return self
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> Any:
         """Hash the documents of ``X`` into a sparse matrix.
 
         Parameters
@@ -282,7 +283,7 @@ class CountVectorizer(SparseProducerMixin, _SkCountVectorizer):
     _parameter_constraints = dml_constraints(_SkCountVectorizer._parameter_constraints)
 
     @fit_context
-    def fit(self, raw_documents, y=None):
+    def fit(self, raw_documents: Any, y: ArrayLike | None = None) -> Self:
         """Learn the vocabulary of the documents (one pass over the partitions).
 
         Parameters
@@ -306,7 +307,7 @@ class CountVectorizer(SparseProducerMixin, _SkCountVectorizer):
         return self
 
     @fit_context
-    def fit_transform(self, raw_documents, y=None):
+    def fit_transform(self, raw_documents: Any, y: ArrayLike | None = None) -> Any:
         """Learn the vocabulary and return the counts (the fit's pass also counts the
         partitions' lengths, so the output's row chunks are known without another pass).
 
@@ -332,7 +333,7 @@ class CountVectorizer(SparseProducerMixin, _SkCountVectorizer):
         self._fit(docs)
         return self._transform(docs)
 
-    def transform(self, raw_documents):
+    def transform(self, raw_documents: Any) -> Any:
         """Count the vocabulary's terms in each document.
 
         Parameters

@@ -8,6 +8,7 @@ from sklearn.feature_extraction.text import TfidfTransformer as _SkTfidfTransfor
 from sklearn.utils import check_array
 
 from dml._graph import map_delayed, tree_add, tree_reduce
+from dml._typing import Any, ArrayLike, Self
 from dml.base import check_is_fitted, fit_context
 from dml.feature_extraction._base import SparseProducerMixin, dml_constraints
 from dml.feature_extraction._documents import sparse_blocks
@@ -106,7 +107,7 @@ class TfidfTransformer(SparseProducerMixin, _SkTfidfTransformer):
     _parameter_constraints = dml_constraints(_SkTfidfTransformer._parameter_constraints)
 
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Learn the inverse document frequencies of the columns of ``X``.
 
         Parameters
@@ -143,7 +144,7 @@ class TfidfTransformer(SparseProducerMixin, _SkTfidfTransformer):
             self.idf_ = idf_from_counts(df, n, self.smooth_idf, tfidf_dtype(X.dtype))
         return self
 
-    def transform(self, X, copy=True):
+    def transform(self, X: ArrayLike, copy: bool = True) -> Any:
         """Weight the counts of ``X`` by tf-idf (block by block for a Dask array).
 
         Parameters

@@ -1,4 +1,4 @@
-"""Linear models (SPEC §2).
+"""Linear models (see docs/linear_models.md).
 
 * exact, one pass: :class:`LinearRegression`, :class:`Ridge`;
 * exact second-order / quasi-Newton solvers over reduced gradients and Hessians, or SGD:

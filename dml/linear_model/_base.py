@@ -18,6 +18,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import Blocks, is_dask, seed_from
 from dml._param_validation import invalid_parameter, validate
+from dml._typing import Any, ArrayLike
 from dml.base import check_is_fitted, check_weights_not_all_zero
 from dml.linear_model._problem import decision_kernel
 from dml.optim import checkpoint as ckpt
@@ -176,7 +177,7 @@ def _proba_kernel(X, coef, intercept, kind):
 class LinearClassifierMixin:
     """decision_function / predict / predict_proba for ``coef_`` (K, d) and ``intercept_`` (K,)."""
 
-    def decision_function(self, X):
+    def decision_function(self, X: ArrayLike) -> Any:
         """Signed distances to the hyperplanes: ``X @ coef_.T + intercept_``.
 
         One column per class, or one vector for two classes (positive: ``classes_[1]``).
@@ -205,7 +206,7 @@ class LinearClassifierMixin:
         return self._blockwise(X, decision_kernel, self.coef_, self.intercept_,
                                dtype=np.float64, tail_shape=() if K == 1 else (K,))
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """The class of largest decision value (of positive decision for two classes).
 
         Parameters
@@ -245,7 +246,7 @@ class LinearClassifierMixin:
 
 
 class LinearRegressorMixin:
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """``X @ coef_ + intercept_``.
 
         Parameters

@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from dml._blocks import BlockSpec
 from dml._param_validation import Interval, Real, StrOptions
+from dml._typing import ArrayLike, Self
 from dml.base import DaskEstimatorMixin, fit_context
 from dml.linear_model._base import LinearRegressorMixin, SGDMixin
 from dml.linear_model._least_squares import moments
@@ -114,7 +115,7 @@ class _ElasticNetBase(SGDMixin, LinearRegressorMixin, DaskEstimatorMixin, Regres
     _block_spec = BlockSpec(y_numeric=True)
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit the model (see the module docstring for the solvers).
 
         Parameters

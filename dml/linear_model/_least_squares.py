@@ -1,4 +1,4 @@
-"""Exact least squares and ridge regression from one reduction of second moments (SPEC §2).
+"""Exact least squares and ridge regression from one reduction of second moments.
 
 One pass computes, per block, the weighted count, mean and centred scatter matrix of
 ``Z = [X, y]``; blocks are merged in a fixed tree order with the pairwise update of Chan et al.
@@ -12,6 +12,8 @@ scatter,
   ``lstsq(X_c, y_c)`` when X is rank-deficient;
 
 and the unpenalised intercept is ``ȳ − x̄·w``. Without an intercept the moments are not centred.
+
+See docs/linear_models.md.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from dml._blocks import BlockSpec
 from dml._param_validation import Interval, Real
+from dml._typing import ArrayLike, Self
 from dml.base import ALL_ZERO_WEIGHTS, DaskEstimatorMixin, fit_context
 from dml.linear_model._base import LinearRegressorMixin
 
@@ -88,7 +91,7 @@ class _LeastSquaresBase(LinearRegressorMixin, DaskEstimatorMixin, RegressorMixin
         raise NotImplementedError
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit from one pass over the data.
 
         Parameters

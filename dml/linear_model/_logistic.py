@@ -25,6 +25,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dml._param_validation import Integral, Interval, Real, StrOptions, invalid_parameter
+from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, fit_context
 from dml.linear_model._base import (LinearClassifierMixin, SGDMixin, check_classes,
                                     compute_class_weight, discover_classes, run_exact)
@@ -134,7 +135,7 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
                                     "differentiable; the SGD solver takes proximal steps)")
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit the model.
 
         Parameters
@@ -230,7 +231,7 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
     def _proba_kind(self):
         return "softmax" if self.coef_.shape[0] > 1 else "log"
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> Any:
         """Class probabilities: logistic for two classes, softmax otherwise.
 
         Columns in the order of ``classes_``.
@@ -256,7 +257,7 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         """
         return self._predict_proba(X)
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: ArrayLike) -> Any:
         """Log of :meth:`predict_proba`.
 
         Parameters

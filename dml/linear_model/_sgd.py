@@ -1,4 +1,4 @@
-"""SGD-trained linear models: SGDClassifier, SGDRegressor, Perceptron (SPEC §2).
+"""SGD-trained linear models: SGDClassifier, SGDRegressor, Perceptron (see docs/linear_models.md).
 
 They mirror scikit-learn's estimators of the same names, trained by the partition-parallel
 mini-batch engine of :mod:`dml.optim` instead of per-sample SGD. The differences, all deliberate:
@@ -26,6 +26,7 @@ from sklearn.utils.metaestimators import available_if
 
 from dml._blocks import BlockSpec
 from dml._param_validation import Interval, Real, StrOptions
+from dml._typing import ArrayLike, Self
 from dml.base import DaskEstimatorMixin, fit_context
 from dml.linear_model._base import (LabelStats, LinearClassifierMixin, LinearRegressorMixin,
                                     SGDMixin, check_classes, check_weights,
@@ -80,7 +81,9 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         return problem.pack(coef, intercept_init)
 
     @fit_context
-    def fit(self, X, y, coef_init=None, intercept_init=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, coef_init: ArrayLike | None = None,
+            intercept_init: ArrayLike | None = None,
+            sample_weight: ArrayLike | None = None) -> Self:
         """Fit by partition-parallel mini-batch SGD.
 
         Parameters
@@ -125,7 +128,8 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         return blocks, problem
 
     @fit_context
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
+    def partial_fit(self, X: ArrayLike, y: ArrayLike, classes: ArrayLike | None = None,
+                    sample_weight: ArrayLike | None = None) -> Self:
         """One pass of SGD over (X, y), continuing from the previous call.
 
         Parameters
@@ -329,7 +333,9 @@ default="squared_error"
         self.intercept_ = np.array(b, dtype=np.float64)
 
     @fit_context
-    def fit(self, X, y, coef_init=None, intercept_init=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, coef_init: ArrayLike | None = None,
+            intercept_init: ArrayLike | None = None,
+            sample_weight: ArrayLike | None = None) -> Self:
         """Fit by partition-parallel mini-batch SGD (see :meth:`SGDClassifier.fit`).
 
         Parameters
@@ -379,7 +385,8 @@ default="squared_error"
         return blocks, problem
 
     @fit_context
-    def partial_fit(self, X, y, sample_weight=None):
+    def partial_fit(self, X: ArrayLike, y: ArrayLike,
+                    sample_weight: ArrayLike | None = None) -> Self:
         """One pass of SGD over (X, y), continuing from the previous call.
 
         Parameters

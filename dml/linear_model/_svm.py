@@ -1,4 +1,4 @@
-"""Linear support-vector classification: ``½‖w‖² + C Σᵢ sᵢ L(yᵢ, w·xᵢ + b)`` (SPEC §2).
+"""Linear support-vector classification: ``½‖w‖² + C Σᵢ sᵢ L(yᵢ, w·xᵢ + b)``.
 
 ``loss="squared_hinge"`` (scikit-learn's default) is differentiable with a piecewise-constant
 generalised Hessian, so Newton's method over reduced gradients and Hessians finds the exact
@@ -13,9 +13,11 @@ stage takes a few full Newton steps (about 15 passes in all). ``solver="sgd"`` r
 Pegasos-style SGD through the engine instead.
 
 Differences from scikit-learn's ``LinearSVC`` (liblinear): the intercept is not penalised
-(SPEC §2; liblinear penalises it as an extra feature scaled by ``intercept_scaling``, which is
-therefore ignored here); ``dual`` is ignored (dml always solves the primal); multi-class is
+(docs/linear_models.md; liblinear penalises it as an extra feature scaled by ``intercept_scaling``,
+which is therefore ignored here); ``dual`` is ignored (dml always solves the primal); multi-class is
 one-vs-rest with all classes trained in the same passes.
+
+See docs/linear_models.md.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
+from dml._typing import ArrayLike, Self
 from dml.base import DaskEstimatorMixin, fit_context
 from dml.linear_model._base import (LinearClassifierMixin, SGDMixin, check_classes,
                                     compute_class_weight, discover_classes, run_exact)
@@ -126,7 +129,7 @@ class LinearSVC(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, ClassifierM
                                     "is not differentiable; the SGD solver takes proximal steps)")
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit the SVM (see the module docstring for the solvers).
 
         Parameters

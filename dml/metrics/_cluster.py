@@ -1,4 +1,4 @@
-"""Silhouette coefficient computed blockwise (SPEC §5, scikit-learn's definition).
+"""Silhouette coefficient computed blockwise (scikit-learn's definition; see docs/clustering.md).
 
 For a row i of cluster A: ``a(i)`` is its mean Euclidean distance to the other rows of A,
 ``b(i)`` the smallest mean distance to the rows of another cluster, and

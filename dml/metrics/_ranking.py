@@ -1,4 +1,4 @@
-"""Ranking metrics of top-k recommendations against held-out relevant items (SPEC §4).
+"""Ranking metrics of top-k recommendations against held-out relevant items.
 
 Inputs are per-user: ``recommended`` is a sequence (or 2-D array) of ranked item lists, best
 first; ``relevant`` a sequence of collections of relevant items (binary relevance), aligned by
@@ -12,6 +12,8 @@ none have undefined recall/AP/NDCG and are skipped, as in Spark's RankingMetrics
 * NDCG@k = DCG@k / IDCG@k, DCG = Σ_{i≤k} rel_i / log₂(i + 1) (i is the 1-based rank)
 * MRR = mean of 1 / (rank of the first relevant item), 0 when none is recommended (whole list,
   or the top k when k is given).
+
+See docs/recommender.md.
 """
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from sklearn.utils import check_random_state
 
 from dml._blocks import BlockSpec, block_rng, compute, seed_from
 from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOptions
+from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.mixture import _gmm_kernels as K
 from dml.optim.data import hold
@@ -213,7 +214,7 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
 
     # ---- fit ----
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Estimate the mixture's parameters with EM.
 
         Parameters
@@ -392,7 +393,7 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
         check_is_fitted(self, "precisions_cholesky_")
         return (self.covariance_type, self.weights_, self.means_, self.precisions_cholesky_)
 
-    def score_samples(self, X):
+    def score_samples(self, X: ArrayLike) -> Any:
         """Log-likelihood of each row under the model.
 
         Parameters
@@ -415,7 +416,7 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
         """
         return self._blockwise(X, _score_samples_kernel, self._params(), dtype=np.float64)
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """The most probable component of each row.
 
         Parameters
@@ -436,7 +437,7 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
         """
         return self._blockwise(X, _predict_kernel, self._params(), dtype=np.int64)
 
-    def fit_predict(self, X, y=None):
+    def fit_predict(self, X: ArrayLike, y: ArrayLike | None = None) -> Any:
         """Fit, then return the most probable component of each training row.
 
         Parameters
@@ -462,7 +463,7 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
             X = X.drop(columns=[y])
         return self.predict(X)
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> Any:
         """Posterior probability of each component for each row.
 
         Parameters
@@ -492,7 +493,7 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
         total, n = blocks.map_reduce(K.score_block, params)
         return float(total), int(n)
 
-    def score(self, X, y=None):
+    def score(self, X: ArrayLike, y: ArrayLike | None = None) -> float:
         """Mean log-likelihood of the rows of X.
 
         Parameters
@@ -522,7 +523,7 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
                "spherical": k}[self.covariance_type]
         return int(cov + d * k + k - 1)
 
-    def bic(self, X):
+    def bic(self, X: ArrayLike) -> float:
         """Bayesian information criterion of the model on X (lower is better).
 
         Parameters
@@ -544,7 +545,7 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
         total, n = self._loglik(X)
         return -2 * total + self._n_parameters() * math.log(n)
 
-    def aic(self, X):
+    def aic(self, X: ArrayLike) -> float:
         """Akaike information criterion of the model on X (lower is better).
 
         Parameters
@@ -566,7 +567,7 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
         total, _ = self._loglik(X)
         return -2 * total + 2 * self._n_parameters()
 
-    def sample(self, n_samples=1):
+    def sample(self, n_samples: Any = 1) -> Any:
         """Draw rows from the fitted mixture (on the client, as scikit-learn does).
 
         Parameters

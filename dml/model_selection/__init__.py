@@ -1,4 +1,4 @@
-"""Model selection (SPEC §8): splitters, cross-validation and hyper-parameter search.
+"""Model selection: splitters, cross-validation and hyper-parameter search.
 
 * :class:`KFold`, :class:`StratifiedKFold`, :class:`ShuffleSplit`, the group splitters
   (:class:`GroupKFold`, :class:`StratifiedGroupKFold`, :class:`LeaveOneGroupOut`,
@@ -13,6 +13,8 @@
 * :func:`get_scorer`, :func:`score_predictions`, :func:`metric_info`: one table of metric names
   (scikit-learn's scorer names and short aliases) for searches and for reports such as the
   ``dml`` command's.
+
+See docs/model_selection.md.
 """
 from dml.model_selection._search import GridSearchCV, RandomizedSearchCV
 from dml.model_selection._split import (GroupKFold, GroupShuffleSplit, KFold, LeaveOneGroupOut,

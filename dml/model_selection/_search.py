@@ -18,6 +18,7 @@ from sklearn.base import clone, is_classifier
 from sklearn.utils import indexable
 
 from dml._blocks import is_dask
+from dml._typing import ArrayLike, Self
 from dml.base import fit_context
 from dml.model_selection._split import check_cv, split_indices
 from dml.model_selection._validation import check_scoring, run_fits, uses_dask_path
@@ -34,7 +35,7 @@ class _SearchMixin:
     """
 
     @fit_context
-    def fit(self, X, y=None, **params):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None, **params) -> Self:
         """Run fit with all sets of parameters, then refit the best on all of X (``refit``).
 
         Parameters
@@ -142,7 +143,7 @@ class _SearchMixin:
         self.cv_results_ = results
         return self
 
-    def score(self, X, y=None, **params):
+    def score(self, X: ArrayLike, y: ArrayLike | None = None, **params) -> float:
         """Score of the refitted best estimator with the search's (refit) scorer.
 
         Parameters

@@ -1,4 +1,4 @@
-"""Cross-validation splitters and ``train_test_split`` for local and Dask collections (SPEC §8).
+"""Cross-validation splitters and ``train_test_split`` for local and Dask collections.
 
 Folds are defined by **global row positions**, exactly as scikit-learn defines them: the splitters
 below are scikit-learn's ``KFold``, ``StratifiedKFold`` and ``ShuffleSplit`` (same parameters, same
@@ -16,6 +16,8 @@ count, ``y`` and ``groups`` (the vectors it may need) instead of the collections
 index arrays themselves are O(n) integers on the client, as in scikit-learn. Selecting the rows
 of a Dask collection (:func:`take_rows`) is lazy and keeps the source's partitions: each block
 keeps the selected rows of the matching source block.
+
+See docs/model_selection.md.
 """
 from __future__ import annotations
 

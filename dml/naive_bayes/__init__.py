@@ -1,4 +1,4 @@
-"""Naive Bayes classifiers fitted by one pass of per-block count reductions (SPEC §7).
+"""Naive Bayes classifiers fitted by one pass of per-block count reductions.
 
 Every parameter of a naive Bayes model is a sum over rows, so a fit is one map-reduce: each block
 returns its statistics keyed by the labels (and, for :class:`CategoricalNB`, the categories) that
@@ -7,7 +7,7 @@ nor the categories need to be known before the pass, and all classes are counted
 pass over the data, where dask-ml's GaussianNB makes one per class).
 
 The four estimators follow scikit-learn 1.9 (same constructor parameters and fitted attributes)
-and add a ``missing`` parameter implementing the missing-value rule of SPEC §7: with
+and add a ``missing`` parameter implementing the missing-value rule of docs/naive_bayes.md: with
 ``missing="ignore"`` a missing attribute is not counted for that attribute at fit time and is
 skipped in the product at predict time.
 
@@ -15,6 +15,8 @@ Layout: the per-block kernels and their combines (plain NumPy/pandas, testable w
 cluster) are in :mod:`dml.naive_bayes._kernels`; the fit/predict machinery shared by the four
 estimators in :mod:`dml.naive_bayes._base`; the estimators in :mod:`dml.naive_bayes._gaussian`
 and :mod:`dml.naive_bayes._discrete`.
+
+See docs/naive_bayes.md.
 """
 from dml.naive_bayes._discrete import BernoulliNB, CategoricalNB, MultinomialNB
 from dml.naive_bayes._gaussian import GaussianNB

@@ -10,6 +10,7 @@ from sklearn.utils.multiclass import unique_labels
 
 from dml._blocks import BlockSpec, as_blocks, is_dask
 from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
+from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, check_weights_not_all_zero, fit_context
 from dml.naive_bayes._kernels import _nb_output, _nb_score
 
@@ -82,7 +83,7 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         return stats
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit the model in one pass over the data.
 
         Parameters
@@ -112,7 +113,8 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         return self
 
     @fit_context
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
+    def partial_fit(self, X: ArrayLike, y: ArrayLike, classes: ArrayLike | None = None,
+                    sample_weight: ArrayLike | None = None) -> Self:
         """Update the model with one more batch (itself one pass over its blocks).
 
         Calling ``partial_fit`` on the pieces of a dataset gives the same model as one ``fit``
@@ -183,7 +185,7 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         return self._blockwise(X, _nb_output, *kind_params, dtype=np.float64,
                                tail_shape=(len(self.classes_),), **self._spec_overrides())
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """Predict the class of each sample.
 
         Parameters
@@ -205,7 +207,7 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         """
         return self._output(X, "predict")
 
-    def predict_joint_log_proba(self, X):
+    def predict_joint_log_proba(self, X: ArrayLike) -> Any:
         """Joint log probability ``log P(c) + log P(x | c)`` of each sample and class.
 
         Parameters
@@ -227,7 +229,7 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         """
         return self._output(X, "joint")
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: ArrayLike) -> Any:
         """Log of the posterior class probabilities.
 
         Parameters
@@ -249,7 +251,7 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         """
         return self._output(X, "log_proba")
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> Any:
         """Posterior class probabilities.
 
         Parameters
@@ -271,7 +273,7 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
         """
         return self._output(X, "proba")
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
         """Mean (weighted) accuracy of ``predict(X)`` against y.
 
         For Dask input (or y / sample_weight given as column names) the accuracy is a reduction

@@ -50,9 +50,9 @@ class MultinomialNB(_CountNB):
     class_prior : array-like of shape (n_classes,), default=None
         Prior probabilities of the classes; not adjusted to the data when given.
     missing : {"error", "ignore"}, default="error"
-        What a NaN in X means. ``"error"`` raises a ValueError. ``"ignore"`` (SPEC §7): a missing
-        count contributes 0 to ``feature_count_`` at fit time and its factor is skipped in the
-        product at predict time (which for this model is the same as a count of 0). Infinity is
+        What a NaN in X means. ``"error"`` raises a ValueError. ``"ignore"`` (docs/naive_bayes.md):
+        a missing count contributes 0 to ``feature_count_`` at fit time and its factor is skipped in
+        the product at predict time (which for this model is the same as a count of 0). Infinity is
         always an error.
 
     Attributes
@@ -130,8 +130,8 @@ class BernoulliNB(_CountNB):
     class_prior : array-like of shape (n_classes,), default=None
         Prior probabilities of the classes.
     missing : {"error", "ignore"}, default="error"
-        What a NaN in X means. ``"error"`` raises a ValueError. ``"ignore"`` (SPEC §7): a missing
-        attribute is not counted for that attribute, so
+        What a NaN in X means. ``"error"`` raises a ValueError. ``"ignore"`` (docs/naive_bayes.md):
+        a missing attribute is not counted for that attribute, so
         ``P(x_j = 1 | c) = (N_cj + alpha) / (M_cj + 2 alpha)`` where ``M_cj`` is the weighted
         number of class-c rows in which feature j is observed; at predict time a missing
         feature's factor is skipped in the product. Infinity is always an error.
@@ -233,9 +233,9 @@ class CategoricalNB(_BaseDiscreteNB):
         have exactly their known categories: it does not apply to them.
     missing : {"error", "ignore"}, default="error"
         What a missing value (None, NaN, pd.NA) in X means. ``"error"`` raises a ValueError.
-        ``"ignore"`` (SPEC §7): a missing attribute is not counted, so ``N_cj`` counts only the
-        class-c rows where feature j is observed, and its factor is skipped in the product at
-        predict time. Infinity is always an error.
+        ``"ignore"`` (docs/naive_bayes.md): a missing attribute is not counted, so ``N_cj`` counts
+        only the class-c rows where feature j is observed, and its factor is skipped in the product
+        at predict time. Infinity is always an error.
 
     Attributes
     ----------

@@ -28,14 +28,14 @@ class GaussianNB(_BaseNB):
         Portion of the largest feature variance added to the variances for stability.
     missing : {"error", "ignore"}, default="error"
         What a NaN in X means. ``"error"`` raises a ValueError. ``"ignore"`` applies the
-        missing-value rule of SPEC §7: at fit time the mean and variance of feature j for class c
-        use only the class-c rows where j is observed (and ``epsilon_`` uses the observed values
-        of each feature); at predict time the factor of a missing feature is left out of the
-        product (its log term is 0). If a class never has feature j observed, its theta_ is 0
-        and its var_ is epsilon_, as for a class without samples in scikit-learn. Infinity is
-        always an error. Fitting a block that does contain NaN is slower (about three times
-        the time of a block without, and two more block-sized temporaries: the zero-filled
-        values and the mask).
+        missing-value rule of docs/naive_bayes.md: at fit time the mean and variance of feature j
+        for class c use only the class-c rows where j is observed (and ``epsilon_`` uses the
+        observed values of each feature); at predict time the factor of a missing feature is left
+        out of the product (its log term is 0). If a class never has feature j observed, its
+        ``theta_`` is 0 and its ``var_`` is ``epsilon_``, as for a class without samples in
+        scikit-learn. Infinity is always an error. Fitting a block that does contain NaN is
+        slower (about three times the time of a block without, and two more block-sized
+        temporaries: the zero-filled values and the mask).
 
     Attributes
     ----------

@@ -1,4 +1,6 @@
-"""Multi-layer perceptrons trained by partition-parallel mini-batch SGD (SPEC §3)."""
+"""Multi-layer perceptrons trained by partition-parallel mini-batch SGD.
+
+See docs/neural_network.md."""
 from dml.neural_network._multilayer_perceptron import MLPClassifier, MLPRegressor
 
 __all__ = ["MLPClassifier", "MLPRegressor"]

@@ -1,4 +1,4 @@
-"""MLPClassifier and MLPRegressor trained by partition-parallel mini-batch SGD (SPEC §3).
+"""MLPClassifier and MLPRegressor trained by partition-parallel mini-batch SGD.
 
 They mirror scikit-learn's estimators of the same names (parameters, ``coefs_``/``intercepts_``
 shapes, ``loss_curve_``, stopping rules) and are trained by the engine of :mod:`dml.optim`:
@@ -6,8 +6,8 @@ every block runs its mini-batch steps on its own rows and the blocks' parameters
 state are combined after each round (``local_steps``, streams: :mod:`dml.optim.engine`). With one
 block this is plain sequential mini-batch SGD. Differences from scikit-learn, all deliberate:
 
-* biases start at 0 (SPEC §3; scikit-learn draws them like the weights) and ``init="he"`` is
-  available; Glorot bounds are √(6/(fan_in + fan_out)) for every activation;
+* biases start at 0 (docs/neural_network.md; scikit-learn draws them like the weights) and
+  ``init="he"`` is available; Glorot bounds are √(6/(fan_in + fan_out)) for every activation;
 * the L2 term is scikit-learn's: ``alpha / (2 · batch_size) · Σ‖W‖²`` added to the mean batch
   loss (its gradient ``alpha · W / batch_size``);
 * the early-stopping validation part is a seeded random subset of every block's rows (not
@@ -18,6 +18,8 @@ block this is plain sequential mini-batch SGD. Differences from scikit-learn, al
 
 Two classes train one logistic output unit; more classes a softmax layer. The regressor has one
 output (y is a vector).
+
+See docs/neural_network.md.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import BlockSpec, seed_from
 from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
+from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.linear_model._base import check_classes, discover_classes, LabelStats
 from dml.neural_network._problem import ACTIVATIONS, MLPProblem, forward
@@ -327,7 +330,7 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
     """
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name).
 
         Parameters
@@ -366,7 +369,8 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         return self
 
     @fit_context
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
+    def partial_fit(self, X: ArrayLike, y: ArrayLike, classes: ArrayLike | None = None,
+                    sample_weight: ArrayLike | None = None) -> Self:
         """One epoch over (X, y), continuing from the previous call; pass ``classes`` first.
 
         Parameters
@@ -414,7 +418,7 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         self._run(blocks, problem, partial=True)
         return self
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> Any:
         """Class probabilities, columns in the order of ``classes_``.
 
         Parameters
@@ -441,7 +445,7 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         return self._blockwise(X, _proba_kernel, *args, dtype=np.float64,
                                tail_shape=(len(self.classes_),))
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: ArrayLike) -> Any:
         """Log of :meth:`predict_proba`.
 
         Parameters
@@ -468,7 +472,7 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         with np.errstate(divide="ignore"):
             return np.log(p)
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """The most probable class.
 
         Parameters
@@ -526,7 +530,7 @@ validation_scores_, best_validation_score_, n_iter_, t_, history_
     _block_spec = BlockSpec(y_numeric=True)
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name).
 
         Parameters
@@ -561,7 +565,8 @@ validation_scores_, best_validation_score_, n_iter_, t_, history_
         return self
 
     @fit_context
-    def partial_fit(self, X, y, sample_weight=None):
+    def partial_fit(self, X: ArrayLike, y: ArrayLike,
+                    sample_weight: ArrayLike | None = None) -> Self:
         """One epoch over (X, y), continuing from the previous call.
 
         Parameters
@@ -594,7 +599,7 @@ validation_scores_, best_validation_score_, n_iter_, t_, history_
         self._run(blocks, problem, partial=True)
         return self
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """The network's output.
 
         Parameters

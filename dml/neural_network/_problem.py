@@ -1,4 +1,4 @@
-"""The multi-layer perceptron as an optimisation problem of :mod:`dml.optim` (SPEC §3).
+"""The multi-layer perceptron as an optimisation problem of :mod:`dml.optim`.
 
 Parameters are one flat vector: every layer's weights first (layer by layer, each a
 ``(fan_in, fan_out)`` matrix in C order, scikit-learn's ``coefs_`` layout), then every layer's
@@ -13,6 +13,8 @@ layer and direction, no per-sample loop):
 * output identity + ½‖p − y‖² (regression), logistic + binary cross-entropy (two classes),
   softmax + categorical cross-entropy (more); all three have ``δ⁽ᴸ⁾ = p − y``;
 * ``δ⁽ˡ⁾ = (δ⁽ˡ⁺¹⁾ W⁽ˡ⁺¹⁾ᵀ) ⊙ h'(z⁽ˡ⁾)``, ``∂W⁽ˡ⁾ = a⁽ˡ⁻¹⁾ᵀ δ⁽ˡ⁾``, ``∂b⁽ˡ⁾ = Σ δ⁽ˡ⁾``.
+
+See docs/neural_network.md.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The optimisation engine shared by linear models, neural networks and factorisation (SPEC §2).
+"""The optimisation engine shared by linear models, neural networks and factorisation.
 
 Pieces, one per module:
 
@@ -14,6 +14,8 @@ Pieces, one per module:
 * :mod:`~dml.optim.training`: the epoch loop (stopping, history, divergence, checkpoints,
   callbacks), reusable by any solver that can run one epoch;
 * :mod:`~dml.optim.state`, :mod:`~dml.optim.checkpoint`, :mod:`~dml.optim.progress`.
+
+See docs/linear_models.md.
 """
 from dml.optim.engine import SGDConfig, final_params, initial_state, train
 from dml.optim.losses import get_loss

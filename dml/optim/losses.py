@@ -1,4 +1,4 @@
-"""Vectorised losses and their derivatives with respect to the decision function (SPEC §2).
+"""Vectorised losses and their derivatives with respect to the decision function.
 
 A loss maps decision values ``f`` and targets ``y`` to per-sample losses and to ``dL/df``. All
 work on whole arrays (a mini-batch, or an ``(n, K)`` array of one-vs-rest columns at once):
@@ -13,6 +13,8 @@ Losses that are twice differentiable almost everywhere also give ``d2L/df2`` (``
 Newton solver (:mod:`dml.optim.newton`) uses it. ``smoothed_hinge`` is the hinge with its kink
 replaced by a quadratic of width ``mu`` (``hinge - mu/2 <= smoothed_hinge <= hinge``), which lets
 a Newton solver reach the hinge optimum to within ``mu/2`` per sample.
+
+See docs/linear_models.md.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Update rules of SPEC §2 on flat parameter vectors, with an explicit, averageable state.
+"""Update rules on flat parameter vectors, with an explicit, averageable state.
 
 An optimiser is a small frozen object (picklable, broadcast to the workers). Everything that
 changes during training lives in an :class:`OptimizerState`: the step counter ``t`` and named
@@ -14,6 +14,8 @@ blocks with the parameters (local SGD), and written to a checkpoint.
 
 Iterate averaging (ASGD) is optimiser-independent: :func:`update_average` keeps the running mean
 of the iterates after step ``start`` in the ``"average"`` slot.
+
+See docs/linear_models.md.
 """
 from __future__ import annotations
 

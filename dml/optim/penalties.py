@@ -1,4 +1,4 @@
-"""Regularisers R(w) of SPEC §2 on a flat parameter vector, with an unpenalised part.
+"""Regularisers R(w) of docs/linear_models.md on a flat parameter vector, with an unpenalised part.
 
 ``Penalty(kind, alpha, l1_ratio, penalised)`` describes ``α R(w)`` where R is
 

@@ -1,4 +1,4 @@
-"""Step-size schedules η_t of SPEC §2, as small picklable objects.
+"""Step-size schedules η_t of docs/linear_models.md, as small picklable objects.
 
 A schedule is called with the 1-based step number ``t`` (mini-batch steps since training began)
 and a multiplier ``scale`` that the training loop owns (the ``adaptive`` rule divides it by 5 when

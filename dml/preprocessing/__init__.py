@@ -6,7 +6,7 @@ transform blockwise: NumPy/pandas in gives NumPy out, Dask in gives a lazy Dask 
 scikit-learn, ``set_output(transform="pandas")`` gives DataFrames instead: pandas ones that keep
 the input's index, lazy Dask DataFrames for Dask input, with the columns named by
 ``get_feature_names_out()`` (see :class:`dml.base.TransformOutputMixin`). Fitted
-attributes are named and valued as scikit-learn's (SPEC §9; where SPEC is silent they follow
+attributes are named and valued as scikit-learn's (docs/preprocessing.md; otherwise they follow
 scikit-learn 1.9).
 
 One-pass fitting protocol

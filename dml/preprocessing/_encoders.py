@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 
 from dml._blocks import Blocks, check_x_layout, is_dask
 from dml._param_validation import Integral, Interval, RealNotInt, StrOptions, invalid_parameter
+from dml._typing import Any, ArrayLike, Self
 from dml.base import check_is_fitted, fit_context
 from dml.preprocessing._base import (TransformPlan, _dtypes_of, _feature_names_in, _no_samples,
                                      _OnePassTransformer)
@@ -128,7 +129,7 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
 
     # ---- fit ----
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Learn the categories of every feature in one pass over X's blocks.
 
         Parameters
@@ -397,7 +398,7 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
                 warn, dtype, n_out, type(self).__name__)
         return TransformPlan(_onehot_kernel, args, {"numeric": False}, dtype, n_out)
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> Any:
         """One-hot encode X: NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
 
         An unknown category raises a ``ValueError`` naming the column and the value with
@@ -443,7 +444,7 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
                            meta=sp.csr_matrix((0, plan.n_out), dtype=plan.dtype))
         return out
 
-    def inverse_transform(self, X):
+    def inverse_transform(self, X: ArrayLike) -> Any:
         """Convert one-hot encoded data back to categories (scikit-learn's rules).
 
         Rows of all zeros become the dropped category when one was dropped, else ``None``
@@ -497,7 +498,7 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
             state.append((cats, transformed[i], kept, d, infrequent))
         return self.handle_unknown, state, np.result_type(*[t.dtype for t in transformed])
 
-    def get_feature_names_out(self, input_features=None):
+    def get_feature_names_out(self, input_features: ArrayLike | None = None) -> np.ndarray:
         """Output feature names: ``<input feature>_<category>`` per output column.
 
         Parameters

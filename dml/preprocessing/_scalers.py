@@ -8,6 +8,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 
 from dml._blocks import Blocks, check_x_layout
 from dml._param_validation import invalid_parameter
+from dml._typing import Any, ArrayLike, Self
 from dml.base import check_is_fitted, fit_context
 from dml.preprocessing._base import (TransformPlan, _dtypes_of, _float_out_dtype, _no_samples,
                                      _OnePassTransformer)
@@ -127,10 +128,10 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
     """Standardize features by removing the mean and scaling to unit variance.
 
     ``z = (x - mean_) / scale_`` with the population standard deviation (ddof = 0), as
-    scikit-learn's ``StandardScaler`` (SPEC §9). Mean and variance come from one pass over all
-    blocks: each block reports (count, mean, M2) and the blocks are merged with Chan, Golub and
-    LeVeque's pairwise formula in a fixed tree order, so the result equals scikit-learn's to
-    round-off whatever the partitioning. NaN is ignored in ``fit`` and kept in ``transform``.
+    scikit-learn's ``StandardScaler`` (see docs/preprocessing.md). Mean and variance come from one
+    pass over all blocks: each block reports (count, mean, M2) and the blocks are merged with Chan,
+    Golub and LeVeque's pairwise formula in a fixed tree order, so the result equals scikit-learn's
+    to round-off whatever the partitioning. NaN is ignored in ``fit`` and kept in ``transform``.
     Near-constant features get ``scale_ = 1`` (scikit-learn's rule).
 
     Parameters
@@ -186,7 +187,8 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
                               "with_std": ["boolean"]}
 
     @fit_context
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None,
+            sample_weight: ArrayLike | None = None) -> Self:
         """Compute the mean and standard deviation of X in one pass over its blocks.
 
         Parameters
@@ -214,7 +216,8 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
         return self.partial_fit(X, y, sample_weight)
 
     @fit_context
-    def partial_fit(self, X, y=None, sample_weight=None):
+    def partial_fit(self, X: ArrayLike, y: ArrayLike | None = None,
+                    sample_weight: ArrayLike | None = None) -> Self:
         """Update the mean and variance with X (one pass over X's blocks).
 
         Several ``partial_fit`` calls give the same statistics as one ``fit`` on all the data
@@ -296,7 +299,7 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
                              dtype, self.n_features_in_)
 
     # ---- transform ----
-    def transform(self, X, copy=None):
+    def transform(self, X: ArrayLike, copy: bool | None = None) -> Any:
         """Standardize X: NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
 
         After ``set_output(transform="pandas")``: a pandas DataFrame with X's index (a Dask
@@ -323,7 +326,7 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
         """
         return self._transform_checked(X)
 
-    def inverse_transform(self, X, copy=None):
+    def inverse_transform(self, X: ArrayLike, copy: bool | None = None) -> Any:
         """Scale back to the original representation (``X * scale_ + mean_``).
 
         Parameters
@@ -402,7 +405,7 @@ class MinMaxScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin, 
     """Scale each feature to ``feature_range`` from its minimum and maximum.
 
     ``x_scaled = x * scale_ + min_`` with ``scale_ = (hi - lo) / (data_max_ - data_min_)``, as
-    scikit-learn's ``MinMaxScaler`` (SPEC §9: min-max scaling). The per-feature minimum and
+    scikit-learn's ``MinMaxScaler`` (docs/preprocessing.md). The per-feature minimum and
     maximum come from one pass over all blocks. NaN is ignored in ``fit`` and kept in
     ``transform``; constant features get a range of 1 (scikit-learn's rule). Statistics keep
     the input's float dtype (float32 stays float32).
@@ -463,7 +466,7 @@ class MinMaxScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin, 
                                     "with min < max")
 
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Compute the per-feature minimum and maximum in one pass over X's blocks.
 
         Parameters
@@ -489,7 +492,7 @@ class MinMaxScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin, 
         return self.partial_fit(X, y)
 
     @fit_context
-    def partial_fit(self, X, y=None):
+    def partial_fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Update the minimum and maximum with X (one pass over X's blocks).
 
         Parameters
@@ -554,7 +557,7 @@ class MinMaxScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin, 
                              (self.scale_, self.min_, bool(self.clip), lo, hi, dtype),
                              {"allow_nan": True}, dtype, self.n_features_in_)
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> Any:
         """Scale X: NumPy for NumPy/pandas input, a lazy Dask array for Dask input.
 
         After ``set_output(transform="pandas")``: a pandas DataFrame with X's index (a Dask
@@ -579,7 +582,7 @@ class MinMaxScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin, 
         """
         return self._transform_checked(X)
 
-    def inverse_transform(self, X):
+    def inverse_transform(self, X: ArrayLike) -> Any:
         """Undo the scaling of X (``(X - min_) / scale_``).
 
         Parameters

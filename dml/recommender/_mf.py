@@ -34,6 +34,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from dml._blocks import block_rng, is_dask, seed_from
 from dml._param_validation import Integral, Interval, Real, StrOptions, invalid_parameter
+from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.optim.data import fits_persist_budget, smallest_worker_memory
 from dml.optim.params import TRAINING
@@ -95,9 +96,9 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         objective for both solvers.
     weighted_reg : bool, default=True
         ALS only. True: penalty λ n_u per user and λ n_i per item (Spark's scaling, ``reg`` of
-        order 0.1). False: λ for every user and item, the SPEC §4 loss as written (``reg`` of
-        order 10 on 1–5 star ratings); rarely rated items are then shrunk towards μ + b_u, which
-        makes top-k lists far better (see Notes).
+        order 0.1). False: λ for every user and item, the loss of docs/recommender.md as written
+        (``reg`` of order 10 on 1–5 star ratings); rarely rated items are then shrunk towards
+        μ + b_u, which makes top-k lists far better (see Notes).
     learning_rate : float, default=0.05
         SGD only: the initial step η₀. Epoch e (0-based) uses ``η₀ · g_e / (1 + lr_decay · e)``
         where g_e is the bold driver's gain (below).
@@ -172,10 +173,10 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
     0.0002, the most-popular list 0.117. This is the model, not a fault: ``recommend`` equals
     the NumPy ranking of the fitted arrays, and ALS equals a plain NumPy ALS of the same
     objective to 1e-13. A larger weighted ``reg`` does not help (0.0002 at ``reg=1``).
-    ``weighted_reg=False, reg=20`` (λ per user and item, the SPEC §4 loss as written) shrinks
-    the rare items: RMSE 0.861, precision@10 0.107 (median 160 training ratings per recommended
-    item; 10 iterations: 0.858 and 0.109). For top-k use prefer it, or filter out rarely rated
-    items.
+    ``weighted_reg=False, reg=20`` (λ per user and item, the loss of docs/recommender.md as written)
+    shrinks the rare items: RMSE 0.861, precision@10 0.107 (median 160 training ratings per
+    recommended item; 10 iterations: 0.858 and 0.109). For top-k use prefer it, or filter out rarely
+    rated items.
 
     Examples
     --------
@@ -323,7 +324,8 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
 
     # ---- fit
     @fit_context
-    def fit(self, X, y=None, *, validation_data=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None, *,
+            validation_data: Any | None = None) -> Self:
         """Fit on (user, item, rating) triples.
 
         Parameters
@@ -438,7 +440,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         return (self.user_ids_, self.item_ids_, self.user_factors_, self.item_factors_,
                 self.user_bias_, self.item_bias_, self.global_mean_)
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """Predicted ratings for (user, item) pairs; unknown ids get μ plus any known bias.
 
         Parameters
@@ -478,7 +480,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         df = frames[0]
         return predict_frame(df, "u", "i", uids, iids, P, Q, bu, bi, mu)
 
-    def score(self, X, y=None):
+    def score(self, X: ArrayLike, y: ArrayLike | None = None) -> float:
         """Negative RMSE on (user, item, rating) rows (higher is better, like scikit-learn).
 
         Parameters
@@ -511,7 +513,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         vals = dask.compute(vals)[0]
         return -math.sqrt(math.fsum(v[0] for v in vals) / max(sum(v[1] for v in vals), 1))
 
-    def recommend(self, users, k=10, *, exclude_seen=True):
+    def recommend(self, users: ArrayLike, k: int = 10, *, exclude_seen: bool = True) -> Any:
         """Top-k items per user by predicted rating.
 
         Unknown users are ranked by μ + b_i (the bias-only popularity). With ``exclude_seen``

@@ -1,4 +1,4 @@
-"""Histogram decision trees fitted across Dask workers (SPEC §6)."""
+"""Histogram decision trees fitted across Dask workers (see docs/trees.md)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,6 +6,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
 from dml._blocks import BlockSpec
 from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, RealNotInt, StrOptions
+from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.tree._model import fit_trees, predict_kernel
 
@@ -47,7 +48,7 @@ class _HistTreeBase(DaskEstimatorMixin):
                                self.categories_, type(self).__name__, what, dtype=dtype,
                                tail_shape=tail_shape, numeric=False)
 
-    def apply(self, X):
+    def apply(self, X: ArrayLike) -> Any:
         """Index of the leaf (global node index) that each row reaches in each tree.
 
         Parameters
@@ -79,7 +80,7 @@ class _HistTreeBase(DaskEstimatorMixin):
 
 
 class _ClassifierOut:
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> Any:
         """Mean leaf class distribution over the trees (soft vote).
 
         Columns in the order of ``classes_``.
@@ -108,7 +109,7 @@ class _ClassifierOut:
         check_is_fitted(self, "nodes_")
         return self._out(X, "proba", np.float64, (len(self.classes_),))
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: ArrayLike) -> Any:
         """Log of :meth:`predict_proba`.
 
         Parameters
@@ -133,7 +134,7 @@ class _ClassifierOut:
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """The class of highest :meth:`predict_proba`.
 
         Parameters
@@ -167,7 +168,7 @@ def _take(idx, classes):
 
 
 class _RegressorOut:
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """Mean of the leaf values over the trees.
 
         Parameters
@@ -265,7 +266,7 @@ class DecisionTreeClassifier(_ClassifierOut, _HistTreeBase, ClassifierMixin, Bas
         self.random_state = random_state
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Grow the tree on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name).
 
         Parameters
@@ -330,7 +331,7 @@ class DecisionTreeRegressor(_RegressorOut, _HistTreeBase, RegressorMixin, BaseEs
         self.random_state = random_state
 
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Grow the tree on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name).
 
         Parameters

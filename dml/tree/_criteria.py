@@ -1,7 +1,9 @@
-"""Impurity and information gain of given class counts (SPEC §6), e.g. for multiway ID3 splits.
+"""Impurity and information gain of given class counts, e.g. for multiway ID3 splits.
 
 Counts may be fractional (weighted instances, such as the seed notes' fractional rows for
 missing values).
+
+See docs/trees.md.
 """
 from __future__ import annotations
 
