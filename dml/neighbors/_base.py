@@ -29,6 +29,7 @@ import numpy as np
 from dask._task_spec import Task
 from dask.delayed import Delayed
 
+from dml._typing import Any, ArrayLike
 from dml._blocks import BlockSpec, as_blocks, broadcast
 from dml._graph import layer_graph, map_delayed, new_name, task_argument, task_ref, tree_reduce
 from dml._param_validation import Interval, StrOptions
@@ -352,7 +353,8 @@ def _threads() -> int:
 class KNeighborsMixin:
     """``kneighbors`` and ``kneighbors_graph``."""
 
-    def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
+    def kneighbors(self, X: ArrayLike | None = None, n_neighbors: int | None = None,
+                   return_distance: bool = True) -> Any:
         """The k nearest training rows of each query row, by exact brute force.
 
         Parameters
@@ -399,7 +401,8 @@ class KNeighborsMixin:
                                   n_outputs=2)
         return self._assemble(outs, dask_out, rows, [(m,)], [np.int64])
 
-    def kneighbors_graph(self, X=None, n_neighbors=None, mode="connectivity"):
+    def kneighbors_graph(self, X: ArrayLike | None = None, n_neighbors: int | None = None,
+                         mode: str = "connectivity") -> Any:
         """The k-neighbours graph as a SciPy CSR matrix (local output only).
 
         Parameters

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from dml._typing import Any, ArrayLike, Self
 from dml._param_validation import StrOptions
 from dml.base import check_is_fitted, fit_context, is_dask
 from dml.neighbors._base import KNeighborsMixin, NeighborsBase, neighbour_weights
@@ -83,7 +84,7 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
         self.p = p
 
     @fit_context
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Keep the training rows and labels on the workers and record the classes.
 
         Parameters
@@ -127,7 +128,7 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
             return self._assemble(outs, dask_out, rows, [(len(self.classes_),)], [np.float64])
         return self._assemble(outs, dask_out, rows, [()], [self.classes_.dtype])
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """Class of each query row: the vote of its k nearest training rows.
 
         Parameters
@@ -149,7 +150,7 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
         """
         return self._vote(X, False)
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> Any:
         """Share of the (weighted) votes of each class, per query row.
 
         Parameters
@@ -172,7 +173,7 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
         """
         return self._vote(X, True)
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
         """Mean (weighted) accuracy of ``predict(X)``, computed by :mod:`dml.metrics` (lazily
         over the blocks for Dask input).
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
+from dml._typing import Any, ArrayLike, Self
 from dml._param_validation import StrOptions
 from dml.base import check_is_fitted, fit_context, is_dask
 from dml.neighbors._base import KNeighborsMixin, NeighborsBase, neighbour_weights
@@ -66,7 +67,7 @@ class KNeighborsRegressor(KNeighborsMixin, NeighborsBase, RegressorMixin, BaseEs
         self.p = p
 
     @fit_context
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Keep the training rows and targets on the workers.
 
         Parameters
@@ -90,7 +91,7 @@ class KNeighborsRegressor(KNeighborsMixin, NeighborsBase, RegressorMixin, BaseEs
         self._fit_training(X, y, require_y=True, y_numeric=True)
         return self
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> Any:
         """Mean (or distance-weighted mean) target of the k nearest training rows.
 
         Parameters
@@ -116,7 +117,7 @@ class KNeighborsRegressor(KNeighborsMixin, NeighborsBase, RegressorMixin, BaseEs
             float(self.effective_metric_params_.get("p", 2.0)), self.weights)
         return self._assemble(outs, dask_out, rows, [()], [np.float64])
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
         """R² of ``predict(X)``, computed by :mod:`dml.metrics` (over the blocks for Dask input).
 
         Parameters

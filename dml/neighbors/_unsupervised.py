@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from sklearn.base import BaseEstimator
 
+from dml._typing import ArrayLike, Self
 from dml.base import fit_context
 from dml.neighbors._base import KNeighborsMixin, NeighborsBase
 
@@ -56,7 +57,7 @@ class NearestNeighbors(KNeighborsMixin, NeighborsBase, BaseEstimator):
         self.p = p
 
     @fit_context
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> Self:
         """Keep the training rows on the workers.
 
         Parameters
