@@ -1,7 +1,8 @@
 """Ensembles trained across Dask workers (SPEC §6): random forests of histogram trees grown
 together without moving rows, and bagging of any scikit-learn estimator."""
 from dml.ensemble._bagging import BaggingClassifier, BaggingRegressor
+from dml.ensemble._gb import GradientBoostingClassifier, GradientBoostingRegressor
 from dml.ensemble._forest import RandomForestClassifier, RandomForestRegressor
 
 __all__ = ["RandomForestClassifier", "RandomForestRegressor", "BaggingClassifier",
-           "BaggingRegressor"]
+           "BaggingRegressor", "GradientBoostingClassifier", "GradientBoostingRegressor"]
