@@ -255,9 +255,9 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
             tree_reduce([delayed(lambda p: p[0].shape[0])(p) for p in binned], sum))[0]
         es = n_rows > 10000
     vf = est.validation_fraction if es else None
-    prep = [delayed(prep_kernel, pure=True)(i, p, vf, seed) for i, p in enumerate(binned)]
+    prep = [delayed(prep_kernel, pure=False)(i, p, vf, seed) for i, p in enumerate(binned)]
     prep = list(dask.persist(*prep))
-    (base,) = compute(tree_reduce([delayed(base_kernel, pure=True)(p, loss) for p in prep],
+    (base,) = compute(tree_reduce([delayed(base_kernel, pure=False)(p, loss) for p in prep],
                                   combine_base))
     if base["n"] == 0:
         raise ValueError(f"{name}: no training rows are left after the validation split")
@@ -265,14 +265,14 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     if warm:
         baseline = est._baseline
         nodes = est.nodes_
-        raw0 = [delayed(raw_binned_kernel, pure=True)(p, broadcast(nodes), baseline,
+        raw0 = [delayed(raw_binned_kernel, pure=False)(p, broadcast(nodes), baseline,
                                                       loss.n_outputs) for p in prep]
     else:
         baseline = loss.baseline(base["stats"])
         nodes = None
         raw0 = [None] * len(prep)
     first = est.n_iter_ if warm else 0
-    state = [delayed(start_kernel, pure=True)(i, p, loss, baseline, r0, seed, est.subsample,
+    state = [delayed(start_kernel, pure=False)(i, p, loss, baseline, r0, seed, est.subsample,
                                               first)
              for i, (p, r0) in enumerate(zip(prep, raw0))]
     state = list(dask.persist(*state))
@@ -304,7 +304,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
             importances += tr.importance
         all_trees.append((trees, values))
         vals = broadcast([np.asarray(v) for v in values])
-        state = [delayed(end_kernel, pure=True)(i, p, s, a, vals, loss, seed, est.subsample,
+        state = [delayed(end_kernel, pure=False)(i, p, s, a, vals, loss, seed, est.subsample,
                                                 rnd + 1)
                  for i, (p, s, a) in enumerate(zip(prep, state, assign))]
         state = list(dask.persist(*state))
@@ -343,13 +343,13 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
 
 def _root_and_loss(prep, state, T, nb, loss, with_root=True):
     """Histograms of the next round's roots and the current loss sums, in one computation."""
-    ls = tree_reduce([delayed(loss_kernel, pure=True)(p, s, loss) for p, s in zip(prep, state)],
+    ls = tree_reduce([delayed(loss_kernel, pure=False)(p, s, loss) for p, s in zip(prep, state)],
                      tree_add)
     if not with_root:
         return None, compute(ls)[0]
     slot_map = np.zeros((T, 1), dtype=np.int32) + np.arange(T, dtype=np.int32)[:, None]
-    zeros = [delayed(_gb_grow.init_assign, pure=True)(p, T) for p in prep]
-    parts = [delayed(_gb_grow.hist_kernel, pure=True)(p, s, a, slot_map, T, nb)
+    zeros = [delayed(_gb_grow.init_assign, pure=False)(p, T) for p in prep]
+    parts = [delayed(_gb_grow.hist_kernel, pure=False)(p, s, a, slot_map, T, nb)
              for p, s, a in zip(prep, state, zeros)]
     root, losses = compute(tree_reduce(parts, _gb_grow.sum_hists), ls)
     return root, losses
@@ -359,7 +359,7 @@ def _refit_leaves(prep, state, assign, trees, values, loss, params):
     """Absolute error / quantile: each leaf's value becomes the quantile of its residuals."""
     tr = trees[0]
     leaf_map = _gb_grow.leaf_of_rows(tr)
-    parts = [delayed(resid_kernel, pure=True)(p, s, a, leaf_map)
+    parts = [delayed(resid_kernel, pure=False)(p, s, a, leaf_map)
              for p, s, a in zip(prep, state, assign)]
     (sk,) = compute(tree_reduce(parts, combine_resid))
     leaf_vals = {lf: weighted_quantile(v, w, loss.leaf_quantile) * params.learning_rate

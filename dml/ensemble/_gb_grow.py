@@ -270,7 +270,7 @@ def grow_round(prep, state, params: GrowParams, n_trees: int, rnd: int, root_his
         tr.set_hist(0, root_hists[t])
         if tr.split[0]:
             heapq.heappush(tr.heap, (-tr.split[0][0], 0))
-    assign = [delayed(init_assign, pure=True)(p, n_trees) for p in prep]
+    assign = [delayed(init_assign, pure=False)(p, n_trees) for p in prep]
     unrouted = {}
     n_waves = 0
     while True:
@@ -297,7 +297,7 @@ def grow_round(prep, state, params: GrowParams, n_trees: int, rnd: int, root_his
             slot_map[t, n] = s
         assign = _route(prep, assign, trees, unrouted)
         unrouted = {}
-        parts = [delayed(hist_kernel, pure=True)(p, st, a, broadcast(slot_map), len(counted),
+        parts = [delayed(hist_kernel, pure=False)(p, st, a, broadcast(slot_map), len(counted),
                                                  params.nb)
                  for p, st, a in zip(prep, state, assign)]
         (total,) = compute(tree_reduce(parts, sum_hists))
@@ -317,7 +317,7 @@ def _route(prep, assign, trees, unrouted):
     if not todo:
         return assign
     params = broadcast(_route_arrays(trees, todo))
-    assign = [delayed(route_kernel, pure=True)(p, a, params) for p, a in zip(prep, assign)]
+    assign = [delayed(route_kernel, pure=False)(p, a, params) for p, a in zip(prep, assign)]
     return list(persist(*assign))
 
 
@@ -327,4 +327,4 @@ def finish_assign(prep, assign, trees, unrouted):
     if not todo:
         return assign
     params = broadcast(_route_arrays(trees, todo))
-    return [delayed(route_kernel, pure=True)(p, a, params) for p, a in zip(prep, assign)]
+    return [delayed(route_kernel, pure=False)(p, a, params) for p, a in zip(prep, assign)]
