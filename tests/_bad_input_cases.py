@@ -13,7 +13,8 @@ import numpy as np
 
 from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
-from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
+from dml.ensemble import (BaggingClassifier, BaggingRegressor, GradientBoostingClassifier,
+                          GradientBoostingRegressor, RandomForestClassifier,
                           RandomForestRegressor)
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
                               Perceptron, Ridge, SGDClassifier, SGDRegressor)
@@ -67,6 +68,10 @@ ESTIMATORS = {
         n_estimators=2, max_depth=3, random_state=0)),
     "RandomForestRegressor": ("trees, forests", "reg", lambda: RandomForestRegressor(
         n_estimators=2, max_depth=3, random_state=0)),
+    "GradientBoostingClassifier": ("trees, forests", "clf", lambda: GradientBoostingClassifier(
+        max_iter=3, min_samples_leaf=2, random_state=0)),
+    "GradientBoostingRegressor": ("trees, forests", "reg", lambda: GradientBoostingRegressor(
+        max_iter=3, min_samples_leaf=2, random_state=0)),
     "BaggingClassifier": ("bagging", "clf",
                           lambda: BaggingClassifier(n_estimators=2, random_state=0)),
     "BaggingRegressor": ("bagging", "reg",

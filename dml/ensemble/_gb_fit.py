@@ -17,6 +17,7 @@ from dask import delayed
 
 from dml._blocks import block_rng, broadcast, compute, seed_from, tree_reduce
 from dml._graph import tree_add
+from dml.base import check_weights_not_all_zero
 from dml.ensemble import _gb_grow
 from dml.ensemble._gb_losses import make_loss, weighted_quantile
 from dml.tree._binning import (MISSING, _compress, bin_kernel, combine_sketches,
@@ -44,6 +45,7 @@ def base_kernel(part, loss):
     tr = ~is_val
     return {"stats": loss.baseline_stats(y[tr], w[tr]),
             "missing": (xb[tr] == MISSING).any(axis=0), "n": int(tr.sum()),
+            "wsum": float(w.sum()),
             "n_val": int(is_val.sum())}
 
 
@@ -55,7 +57,8 @@ def combine_base(parts):
     else:
         stats = tree_add(st)
     return {"stats": stats, "missing": np.logical_or.reduce([p["missing"] for p in parts]),
-            "n": sum(p["n"] for p in parts), "n_val": sum(p["n_val"] for p in parts)}
+            "n": sum(p["n"] for p in parts), "n_val": sum(p["n_val"] for p in parts),
+            "wsum": sum(p["wsum"] for p in parts)}
 
 
 def _use_mask(index, is_val, rnd, seed, subsample):
@@ -234,7 +237,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
         seed = seed_from(est.random_state)
         sk = blocks.map_reduce(sketch_kernel, categorical, categories, classify, name,
                                combine=combine_sketches)
-        edges = [edges_from_sketch(*sk["sketch"][j], est.max_bins) for j in range(d)]
+        edges = [bin_edges(*sk["sketch"][j], est.max_bins) for j in range(d)]
         classes = None
         if classify:
             classes = _check_classes(sk["labels"], name)
@@ -259,6 +262,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     prep = list(dask.persist(*prep))
     (base,) = compute(tree_reduce([delayed(base_kernel, pure=False)(p, loss) for p in prep],
                                   combine_base))
+    check_weights_not_all_zero(base["wsum"], name)
     if base["n"] == 0:
         raise ValueError(f"{name}: no training rows are left after the validation split")
     has_missing = base["missing"]
@@ -370,6 +374,31 @@ def _refit_leaves(prep, state, assign, trees, values, loss, params):
         if lf != 0 and lf in leaf_vals:
             out[n] = leaf_vals[lf]
     return [out]
+
+
+#: Rows up to which the exact value counts of a feature are expanded to compute scikit-learn's
+#: percentiles exactly (beyond, the counts are used as weights of the sorted values).
+_EXPAND_ROWS = 5_000_000
+
+
+def bin_edges(values, counts, max_bins):
+    """Bin edges of one feature from its (distinct value, count) summary, as scikit-learn's
+    HistGradientBoosting bins: midpoints of adjacent values when there are at most
+    ``max_bins``, else its ``averaged_inverted_cdf`` percentiles. These are exact while the
+    summary is (at most 2048 distinct values, see :mod:`dml.tree._binning`); beyond, the
+    summary's quantiles approximate them."""
+    exact = np.all(counts == np.round(counts))
+    if values.size <= max_bins:
+        return edges_from_sketch(values, counts, max_bins)
+    if not exact or counts.sum() > _EXPAND_ROWS:
+        # The summary's points carry equal weights: its inverted-cdf percentiles.
+        cum = np.cumsum(counts)
+        pct = np.arange(1, max_bins) / max_bins * cum[-1]
+        idx = np.minimum(np.searchsorted(cum, pct * (1 - 1e-12), side="left"), values.size - 1)
+        return np.unique(values[idx])
+    col = np.repeat(values, counts.astype(np.int64))
+    pct = np.linspace(0, 100, num=max_bins + 1)[1:-1]
+    return np.unique(np.percentile(col, pct, method="averaged_inverted_cdf"))
 
 
 def _check_classes(classes, name):
