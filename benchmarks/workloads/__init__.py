@@ -12,3 +12,4 @@ from benchmarks.workloads import forest  # noqa: F401
 from benchmarks.workloads import cv  # noqa: F401
 from benchmarks.workloads import mlp  # noqa: F401
 from benchmarks.workloads import mf  # noqa: F401
+from benchmarks.workloads import gbt  # noqa: F401

@@ -61,6 +61,9 @@ def combine_base(parts):
             "wsum": sum(p["wsum"] for p in parts)}
 
 
+_F32_SAFE = 1e30
+
+
 def _use_mask(index, is_val, rnd, seed, subsample):
     use = ~is_val
     if subsample < 1.0:
@@ -71,8 +74,11 @@ def _use_mask(index, is_val, rnd, seed, subsample):
 def _grad(part, raw, loss, use):
     _, y, w, _ = part
     g, h = loss.grad_hess(y, raw)
-    g = (g * w[:, None]).astype(np.float32)
-    h = (h * w[:, None]).astype(np.float32)
+    g = g * w[:, None]
+    h = h * w[:, None]
+    # float32 as scikit-learn's, unless that would overflow (targets near 1e38 and beyond).
+    if max(np.abs(g).max(initial=0.0), h.max(initial=0.0)) < _F32_SAFE:
+        g, h = g.astype(np.float32), h.astype(np.float32)
     return raw, g, h, use
 
 

@@ -71,8 +71,7 @@ def best_splits(hist, G, H, N, n_bins, has_missing, feat_mask, min_samples_leaf,
     Returns ``gain`` (-1 when no valid split), ``feature``, ``bin``, ``missing_left``, and the
     left child's ``G_L, H_L, N_L``.
     """
-    S, d, B, _ = hist.shape
-    nb = B - 1
+    S, d, _, _ = hist.shape
     out_gain = np.full(S, -1.0)
     out_f = np.zeros(S, dtype=np.int64)
     out_b = np.zeros(S, dtype=np.int64)
