@@ -42,8 +42,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass
-from typing import Any
-from collections.abc import Callable
+from typing import Any, Callable
 
 import numpy as np
 
