@@ -72,6 +72,7 @@ ESTIMATORS: dict[str, tuple[str, str | None, str | None]] = {
                                    "gradient_boosting_classifier", "model"),
     "GradientBoostingRegressor": ("dml.ensemble:GradientBoostingRegressor",
                                   "gradient_boosting_regressor", "model"),
+    "AdaBoostClassifier": ("dml.ensemble:AdaBoostClassifier", "adaboost_classifier", "model"),
     "BaggingClassifier": ("dml.ensemble:BaggingClassifier", None, None),
     "BaggingRegressor": ("dml.ensemble:BaggingRegressor", None, None),
     "KMeans": ("dml.cluster:KMeans", "kmeans", "model"),  # clustering

@@ -13,8 +13,9 @@ import numpy as np
 
 from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
-from dml.ensemble import (BaggingClassifier, BaggingRegressor, GradientBoostingClassifier,
-                          GradientBoostingRegressor, RandomForestClassifier,
+from dml.ensemble import (AdaBoostClassifier, BaggingClassifier, BaggingRegressor,
+                          GradientBoostingClassifier, GradientBoostingRegressor,
+                          RandomForestClassifier,
                           RandomForestRegressor)
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
                               Perceptron, Ridge, SGDClassifier, SGDRegressor)
@@ -72,6 +73,8 @@ ESTIMATORS = {
         max_iter=3, min_samples_leaf=2, random_state=0)),
     "GradientBoostingRegressor": ("trees, forests", "reg", lambda: GradientBoostingRegressor(
         max_iter=3, min_samples_leaf=2, random_state=0)),
+    "AdaBoostClassifier": ("trees, forests", "clf", lambda: AdaBoostClassifier(
+        n_estimators=3, random_state=0)),
     "BaggingClassifier": ("bagging", "clf",
                           lambda: BaggingClassifier(n_estimators=2, random_state=0)),
     "BaggingRegressor": ("bagging", "reg",

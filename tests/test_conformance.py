@@ -29,8 +29,9 @@ import dml
 from dml import registry
 from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
-from dml.ensemble import (BaggingClassifier, BaggingRegressor, GradientBoostingClassifier,
-                          GradientBoostingRegressor, RandomForestClassifier,
+from dml.ensemble import (AdaBoostClassifier, BaggingClassifier, BaggingRegressor,
+                          GradientBoostingClassifier, GradientBoostingRegressor,
+                          RandomForestClassifier,
                           RandomForestRegressor)
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
                               Perceptron, Ridge, SGDClassifier, SGDRegressor)
@@ -79,6 +80,7 @@ SMALL = {
     "GradientBoostingClassifier": lambda: GradientBoostingClassifier(max_iter=10,
                                                                      random_state=0),
     "GradientBoostingRegressor": lambda: GradientBoostingRegressor(max_iter=10, random_state=0),
+    "AdaBoostClassifier": lambda: AdaBoostClassifier(n_estimators=5, random_state=0),
     "BaggingClassifier": lambda: BaggingClassifier(n_estimators=3, random_state=0),
     "BaggingRegressor": lambda: BaggingRegressor(n_estimators=3, random_state=0),
     "MatrixFactorization": lambda: MatrixFactorization(n_factors=2, n_epochs=2,

@@ -1,8 +1,10 @@
 """Ensembles trained across Dask workers (SPEC §6): random forests of histogram trees grown
 together without moving rows, and bagging of any scikit-learn estimator."""
+from dml.ensemble._adaboost import AdaBoostClassifier
 from dml.ensemble._bagging import BaggingClassifier, BaggingRegressor
 from dml.ensemble._gb import GradientBoostingClassifier, GradientBoostingRegressor
 from dml.ensemble._forest import RandomForestClassifier, RandomForestRegressor
 
 __all__ = ["RandomForestClassifier", "RandomForestRegressor", "BaggingClassifier",
-           "BaggingRegressor", "GradientBoostingClassifier", "GradientBoostingRegressor"]
+           "BaggingRegressor", "GradientBoostingClassifier", "GradientBoostingRegressor",
+           "AdaBoostClassifier"]
