@@ -17,7 +17,7 @@ import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 
-from dml._blocks import BlockSpec
+from dml._blocks import BlockSpec, with_known_rows
 from dml._param_validation import RANDOM_STATE, HasMethods, Integral, Interval, Real
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.tree import DecisionTreeClassifier
@@ -110,16 +110,20 @@ class AdaBoostClassifier(ClassifierMixin, DaskEstimatorMixin, BaseEstimator):
         name = type(self).__name__
         # Validates X, y and the weights (and records n_features_in_ / feature names).
         self._fit_blocks(X, y, sample_weight, numeric=False, allow_nan=True)
-        lazy = isinstance(X, (da.Array,)) or hasattr(X, "dask")
+        lazy = isinstance(X, da.Array) or hasattr(X, "dask")
         if lazy:
             chunks = X.chunks[0] if isinstance(X, da.Array) else tuple(
                 X.map_partitions(len).compute())
+            if hasattr(y, "to_dask_array"):
+                y = y.to_dask_array(lengths=chunks)
             yv = _as_dask_vector(y, chunks)
+            yv = yv.ravel() if yv.ndim == 2 else yv
             w = (da.ones(yv.shape, chunks=yv.chunks) if sample_weight is None
                  else _as_dask_vector(sample_weight, chunks).astype(np.float64))
             classes = np.unique(yv.compute())
         else:
             yv = np.asarray(y)
+            yv = yv.ravel() if yv.ndim == 2 else yv
             w = np.ones(len(yv)) if sample_weight is None else np.asarray(sample_weight,
                                                                           dtype=np.float64)
             classes = np.unique(yv)
@@ -148,6 +152,8 @@ class AdaBoostClassifier(ClassifierMixin, DaskEstimatorMixin, BaseEstimator):
             # count keep those limits meaning rows (the error ratio does not change).
             est.fit(X, y, sample_weight=w * n_rows)
             pred = est.predict(X)
+            if lazy and np.isnan(pred.shape[0]):
+                pred = with_known_rows(pred, chunks)
             wrong = (pred != yv)
             err_sum, w_sum = (dask.compute((w * wrong).sum(), w.sum()) if lazy
                               else ((w * wrong).sum(), w.sum()))
