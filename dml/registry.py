@@ -68,6 +68,11 @@ ESTIMATORS: dict[str, tuple[str, str | None, str | None]] = {
                                "random_forest_classifier", "model"),
     "RandomForestRegressor": ("dml.ensemble:RandomForestRegressor", "random_forest_regressor",
                               "model"),
+    "GradientBoostingClassifier": ("dml.ensemble:GradientBoostingClassifier",
+                                   "gradient_boosting_classifier", "model"),
+    "GradientBoostingRegressor": ("dml.ensemble:GradientBoostingRegressor",
+                                  "gradient_boosting_regressor", "model"),
+    "AdaBoostClassifier": ("dml.ensemble:AdaBoostClassifier", "adaboost_classifier", "model"),
     "BaggingClassifier": ("dml.ensemble:BaggingClassifier", None, None),
     "BaggingRegressor": ("dml.ensemble:BaggingRegressor", None, None),
     "KMeans": ("dml.cluster:KMeans", "kmeans", "model"),  # clustering

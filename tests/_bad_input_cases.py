@@ -14,7 +14,9 @@ import numpy as np
 from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
 from dml.decomposition import PCA, IncrementalPCA, TruncatedSVD
-from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
+from dml.ensemble import (AdaBoostClassifier, BaggingClassifier, BaggingRegressor,
+                          GradientBoostingClassifier, GradientBoostingRegressor,
+                          RandomForestClassifier,
                           RandomForestRegressor)
 from dml.feature_extraction import (CountVectorizer, FeatureHasher, HashingVectorizer,
                                     TfidfTransformer, TfidfVectorizer)
@@ -97,6 +99,12 @@ ESTIMATORS = {
         n_estimators=2, max_depth=3, random_state=0)),
     "RandomForestRegressor": ("trees, forests", "reg", lambda: RandomForestRegressor(
         n_estimators=2, max_depth=3, random_state=0)),
+    "GradientBoostingClassifier": ("trees, forests", "clf", lambda: GradientBoostingClassifier(
+        max_iter=3, min_samples_leaf=2, random_state=0)),
+    "GradientBoostingRegressor": ("trees, forests", "reg", lambda: GradientBoostingRegressor(
+        max_iter=3, min_samples_leaf=2, random_state=0)),
+    "AdaBoostClassifier": ("trees, forests", "clf", lambda: AdaBoostClassifier(
+        n_estimators=3, random_state=0)),
     "BaggingClassifier": ("bagging", "clf",
                           lambda: BaggingClassifier(n_estimators=2, random_state=0)),
     "BaggingRegressor": ("bagging", "reg",

@@ -58,7 +58,8 @@ CLASSIFIERS = _names(("clf",))
 #: category / passed to transformers that accept it).
 NAN_OK = {"StandardScaler", "MinMaxScaler", "OneHotEncoder", "ColumnTransformer",
           "DecisionTreeClassifier", "DecisionTreeRegressor", "RandomForestClassifier",
-          "RandomForestRegressor"}
+          "RandomForestRegressor", "GradientBoostingClassifier", "GradientBoostingRegressor",
+          "AdaBoostClassifier"}
 #: Estimators fitted with a single class that predict it (as scikit-learn's naive Bayes and
 #: bagged trees); the other classifiers raise.
 ONE_CLASS_OK = {"GaussianNB", "MultinomialNB", "BernoulliNB", "CategoricalNB",

@@ -32,7 +32,9 @@ from dml.compose import ColumnTransformer
 from dml.feature_extraction import (CountVectorizer, FeatureHasher, HashingVectorizer,
                                     TfidfTransformer, TfidfVectorizer)
 from dml.decomposition import PCA, IncrementalPCA, TruncatedSVD
-from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
+from dml.ensemble import (AdaBoostClassifier, BaggingClassifier, BaggingRegressor,
+                          GradientBoostingClassifier, GradientBoostingRegressor,
+                          RandomForestClassifier,
                           RandomForestRegressor)
 from dml.kernel_approximation import Nystroem, RBFSampler
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
@@ -86,6 +88,10 @@ SMALL = {
                                                              random_state=0),
     "RandomForestRegressor": lambda: RandomForestRegressor(n_estimators=3, max_depth=4,
                                                            random_state=0),
+    "GradientBoostingClassifier": lambda: GradientBoostingClassifier(max_iter=10,
+                                                                     random_state=0),
+    "GradientBoostingRegressor": lambda: GradientBoostingRegressor(max_iter=10, random_state=0),
+    "AdaBoostClassifier": lambda: AdaBoostClassifier(n_estimators=5, random_state=0),
     "BaggingClassifier": lambda: BaggingClassifier(n_estimators=3, random_state=0),
     "BaggingRegressor": lambda: BaggingRegressor(n_estimators=3, random_state=0),
     "MatrixFactorization": lambda: MatrixFactorization(n_factors=2, n_epochs=2,
@@ -159,6 +165,8 @@ EXPECTED_FAILED_CHECKS: dict[str, dict[str, str]] = {
                                _BINS + "; and bootstrap draws differ (as scikit-learn's forests)"},
     "RandomForestRegressor": {"check_sample_weight_equivalence_on_dense_data":
                               _BINS + "; and bootstrap draws differ (as scikit-learn's forests)"},
+    "AdaBoostClassifier": {"check_sample_weight_equivalence_on_dense_data":
+                           _BINS + " (in the dml trees it boosts)"},
     "MatrixFactorization": {check: _MF_X for check in _MF_CHECKS},
 }
 

@@ -175,6 +175,23 @@ def test_random_forest_survives_a_killed_worker(cluster, fclient):
     np.testing.assert_array_equal(disturbed.predict_proba(X), reference.predict_proba(X))
 
 
+def test_gradient_boosting_survives_a_killed_worker(cluster, fclient):
+    from dml import ensemble
+
+    X, y = classification(n=2000, d=6)
+    Xd, yd = da.from_array(X, chunks=(250, -1)), da.from_array(y, chunks=250)
+
+    def make():
+        return ensemble.GradientBoostingClassifier(max_iter=8, max_leaf_nodes=8, subsample=0.8,
+                                                   early_stopping=True, n_iter_no_change=20,
+                                                   random_state=0)
+
+    reference, transitions = timed_fit(make, Xd, yd)
+    disturbed = disturbed_fit(cluster, make, Xd, yd, transitions // 3)
+    np.testing.assert_array_equal(disturbed.predict_proba(X), reference.predict_proba(X))
+    np.testing.assert_array_equal(disturbed.validation_score_, reference.validation_score_)
+
+
 SGD_JOB = """\
 name: resumable_sgd
 data:

@@ -117,6 +117,8 @@ DEMOS: list[DemoEntry] = [
               {"max_depth": 8}),
     DemoEntry("random_forest_classifier", "make_classification", _demo_classification,
               {"n_estimators": 20, "max_depth": 10, "random_state": 0}),
+    DemoEntry("gradient_boosting_classifier", "make_classification", _demo_classification,
+              {"max_iter": 50, "early_stopping": False, "random_state": 0}),
     DemoEntry("logistic_regression", "make_classification", _demo_classification),
     DemoEntry("linear_svc", "make_classification", _demo_classification),
     DemoEntry("sgd_classifier", "make_classification", _demo_classification,

@@ -1,0 +1,428 @@
+"""The boosting driver: binning, baseline, rounds, early stopping, and the flat fitted trees.
+
+Per block the workers keep ``prep = (bins, y, w, is_validation)`` and ``state = (raw, g, h,
+use)``; a round replaces the state by a new persisted one (raw predictions plus the shrunk
+leaf values, new gradients), so only histograms, split decisions and a few loss sums travel.
+The validation rows (``validation_fraction``) are drawn per block from the block's own
+generator; rows are subsampled per (round, block) likewise, so the model depends on the data,
+its partitioning and ``random_state``, never on the number of workers.
+"""
+from __future__ import annotations
+
+import math
+
+import dask
+import numpy as np
+from dask import delayed
+
+from dml._blocks import block_rng, broadcast, compute, seed_from, tree_reduce
+from dml._graph import tree_add
+from dml.base import check_weights_not_all_zero
+from dml.ensemble import _gb_grow
+from dml.ensemble._gb_losses import make_loss, weighted_quantile
+from dml.tree._binning import (MISSING, _compress, bin_kernel, combine_sketches,
+                               edges_from_sketch, sketch_kernel)
+from dml.tree._model import _categorical_layout, _class_weights
+
+# --------------------------------------------------------------------------------------------
+# worker kernels
+# --------------------------------------------------------------------------------------------
+
+
+def prep_kernel(index, part, validation_fraction, seed):
+    """Binned block plus its validation-row mask (an exact share of the block's rows)."""
+    xb, y, w = part
+    n = xb.shape[0]
+    is_val = np.zeros(n, dtype=bool)
+    if validation_fraction:
+        k = int(round(validation_fraction * n))
+        is_val[block_rng(seed, "validation", index).permutation(n)[:k]] = True
+    return xb, y, w, is_val
+
+
+def base_kernel(part, loss):
+    xb, y, w, is_val = part
+    tr = ~is_val
+    return {"stats": loss.baseline_stats(y[tr], w[tr]),
+            "missing": (xb[tr] == MISSING).any(axis=0), "n": int(tr.sum()),
+            "wsum": float(w.sum()),
+            "n_val": int(is_val.sum())}
+
+
+def combine_base(parts):
+    parts = [p for p in parts if p is not None]
+    st = [p["stats"] for p in parts]
+    if isinstance(st[0], tuple):  # value sketches (quantile losses)
+        stats = _compress(np.concatenate([s[0] for s in st]), np.concatenate([s[1] for s in st]))
+    else:
+        stats = tree_add(st)
+    return {"stats": stats, "missing": np.logical_or.reduce([p["missing"] for p in parts]),
+            "n": sum(p["n"] for p in parts), "n_val": sum(p["n_val"] for p in parts),
+            "wsum": sum(p["wsum"] for p in parts)}
+
+
+_F32_SAFE = 1e30
+
+
+def _use_mask(index, is_val, rnd, seed, subsample):
+    use = ~is_val
+    if subsample < 1.0:
+        use &= block_rng(seed, "subsample", rnd, index).random(len(use)) < subsample
+    return use
+
+
+def _grad(part, raw, loss, use):
+    _, y, w, _ = part
+    g, h = loss.grad_hess(y, raw)
+    g = g * w[:, None]
+    h = h * w[:, None]
+    # float32 as scikit-learn's, unless that would overflow (targets near 1e38 and beyond).
+    if max(np.abs(g).max(initial=0.0), h.max(initial=0.0)) < _F32_SAFE:
+        g, h = g.astype(np.float32), h.astype(np.float32)
+    return raw, g, h, use
+
+
+def start_kernel(index, part, loss, baseline, raw0, seed, subsample, rnd):
+    """Round ``rnd``'s state from the baseline (or the given raw predictions: warm start)."""
+    n = part[0].shape[0]
+    raw = np.tile(baseline, (n, 1)) if raw0 is None else raw0
+    return _grad(part, raw, loss, _use_mask(index, part[3], rnd, seed, subsample))
+
+
+def end_kernel(index, part, state, assign, values, loss, seed, subsample, rnd_next):
+    """Add the round's leaf values to the raw predictions; the next round's gradients."""
+    raw = state[0].copy()
+    for t in range(assign.shape[1]):
+        raw[:, t] += values[t][assign[:, t]]
+    return _grad(part, raw, loss, _use_mask(index, part[3], rnd_next, seed, subsample))
+
+
+def loss_kernel(part, state, loss):
+    """(Σw·loss, Σw) over the training rows and over the validation rows."""
+    _, y, w, is_val = part
+    lw = loss.pointwise(y, state[0]) * w
+    tr = ~is_val
+    return np.array([lw[tr].sum(), w[tr].sum(), lw[is_val].sum(), w[is_val].sum()])
+
+
+def resid_kernel(part, state, assign, leaf_map):
+    """Per final leaf: a summary of the residuals y - raw of the rows used this round."""
+    _, y, w, _ = part
+    use = state[3]
+    leaf = leaf_map[assign[:, 0]]
+    res = y - state[0][:, 0]
+    out = {}
+    for lf in np.unique(leaf[use]):
+        m = use & (leaf == lf)
+        out[int(lf)] = _compress(res[m], w[m])
+    return out
+
+
+def combine_resid(parts):
+    out = {}
+    for p in parts:
+        if p is None:
+            continue
+        for k, (v, w) in p.items():
+            if k in out:
+                out[k] = _compress(np.concatenate([out[k][0], v]),
+                                   np.concatenate([out[k][1], w]))
+            else:
+                out[k] = (v, w)
+    return out
+
+
+def raw_binned_kernel(part, nodes, baseline, n_out):
+    """Raw predictions of the fitted trees on a binned block (for warm start)."""
+    from dml.tree._model import apply_float
+
+    x = part[0].astype(np.float64)
+    x[part[0] == MISSING] = np.nan
+    bin_nodes = dict(nodes, threshold=nodes["bin_threshold"].astype(np.float64))
+    return raw_from_leaves(apply_float(x, bin_nodes), nodes, baseline, n_out)
+
+
+def raw_from_leaves(leaves, nodes, baseline, n_out, staged=False):
+    n, T = leaves.shape
+    vals = nodes["value"][leaves].reshape(n, T // n_out, n_out)
+    if staged:
+        return baseline[None, None, :] + np.cumsum(vals, axis=1)
+    return baseline[None, :] + vals.sum(axis=1)
+
+
+# --------------------------------------------------------------------------------------------
+# client
+# --------------------------------------------------------------------------------------------
+
+def _flatten(trees_by_round, edges):
+    """All trees (round-major, then output) as one dict of flat arrays, global node indices."""
+    cl, cr, feat, thr, bthr, ml, val, wn, starts = [], [], [], [], [], [], [], [], [0]
+    for trees, values in trees_by_round:
+        for tr, v in zip(trees, values):
+            keep = tr.final_nodes()
+            pos = {n: i + starts[-1] for i, n in enumerate(keep)}
+            for n in keep:
+                if tr.committed[n]:
+                    _, f, b, m, _, _, _ = tr.split[n]
+                    left, right = tr.children[n]
+                    cl.append(pos[left])
+                    cr.append(pos[right])
+                    feat.append(f)
+                    bthr.append(b)
+                    thr.append(float(edges[f][b]) if b < len(edges[f]) else np.inf)
+                    ml.append(m)
+                    val.append(0.0)
+                else:
+                    cl.append(-1)
+                    cr.append(-1)
+                    feat.append(-2)
+                    bthr.append(-1)
+                    thr.append(np.nan)
+                    ml.append(False)
+                    val.append(float(v[n]))
+                wn.append(tr.H[n])
+            starts.append(starts[-1] + len(keep))
+    return {"children_left": np.asarray(cl, dtype=np.int64),
+            "children_right": np.asarray(cr, dtype=np.int64),
+            "feature": np.asarray(feat, dtype=np.int64),
+            "threshold": np.asarray(thr, dtype=np.float64),
+            "bin_threshold": np.asarray(bthr, dtype=np.int64),
+            "missing_left": np.asarray(ml, dtype=bool),
+            "cat_index": np.full(len(cl), -1, dtype=np.int64),
+            "cat_bitsets": np.zeros((0, 256), dtype=bool),
+            "value": np.asarray(val, dtype=np.float64),
+            "sum_hessians": np.asarray(wn, dtype=np.float64),
+            "tree_start": np.asarray(starts, dtype=np.int64)}
+
+
+def _concat_nodes(a, b):
+    if a is None:
+        return b
+    out = {}
+    off = a["tree_start"][-1]
+    for k in a:
+        if k == "tree_start":
+            out[k] = np.concatenate([a[k], b[k][1:] + off])
+        elif k in ("children_left", "children_right"):
+            out[k] = np.concatenate([a[k], np.where(b[k] >= 0, b[k] + off, -1)])
+        else:
+            out[k] = np.concatenate([a[k], b[k]])
+    return out
+
+
+def _should_stop(scores, n_iter_no_change, tol):
+    """scikit-learn's rule: no score of the last ``n_iter_no_change`` beats the one before
+    them by more than ``tol``."""
+    ref = n_iter_no_change + 1
+    if len(scores) < ref:
+        return False
+    reference = scores[-ref] + tol
+    return not any(s > reference for s in scores[-n_iter_no_change:])
+
+
+def fit_boosting(est, X, y, sample_weight, *, classify):
+    """Fit the boosted trees on the estimator's behalf; sets the fitted attributes."""
+    name = type(est).__name__
+    warm = est.warm_start and hasattr(est, "nodes_")
+    blocks = est._fit_blocks(X, y, sample_weight, numeric=False, allow_nan=True,
+                             y_numeric=not classify, reset=not warm)
+    categorical, categories = _categorical_layout(blocks, est.max_bins, name)
+    if categorical.any():
+        cols = [str(blocks.dtypes.index[j]) for j in np.flatnonzero(categorical)]
+        raise ValueError(f"{name}: categorical columns {cols} are not supported yet by the "
+                         "gradient-boosted trees; encode them (e.g. OrdinalEncoder, whose "
+                         "codes then split as numbers) or use dml's random forests")
+    d = blocks.n_features
+    if warm:
+        if est.max_iter < est.n_iter_:
+            raise ValueError(f"{name}: max_iter={est.max_iter} must be at least the "
+                             f"n_iter_={est.n_iter_} rounds already fitted when warm_start=True")
+        seed = est._seed
+        edges, classes = est.bin_edges_, getattr(est, "classes_", None)
+    else:
+        seed = seed_from(est.random_state)
+        sk = blocks.map_reduce(sketch_kernel, categorical, categories, classify, name,
+                               combine=combine_sketches)
+        edges = [bin_edges(*sk["sketch"][j], est.max_bins) for j in range(d)]
+        classes = None
+        if classify:
+            classes = _check_classes(sk["labels"], name)
+    n_bins = np.array([len(e) + 1 for e in edges], dtype=np.int64)
+    cw = _class_weights(est.class_weight, classes, blocks, name) \
+        if classify and getattr(est, "class_weight", None) is not None else None
+    K = len(classes) if classify else 1
+    loss = make_loss(est.loss, K, getattr(est, "quantile", 0.5) or 0.5)
+    if est.loss == "poisson":
+        total = blocks.map_reduce(_check_poisson_y, name)
+        if not total[0] > 0:
+            raise ValueError(f"{name}: loss='poisson' needs sum(y) > 0; y is all zeros")
+    binned = blocks.map_parts(bin_kernel, edges, categorical, categories, classes, cw, name)
+    n_known = blocks.n_samples if blocks.known_lengths is not None else None
+    es = est.early_stopping
+    if es == "auto":
+        n_rows = n_known if n_known is not None else compute(
+            tree_reduce([delayed(lambda p: p[0].shape[0])(p) for p in binned], sum))[0]
+        es = n_rows > 10000
+    vf = est.validation_fraction if es else None
+    prep = [delayed(prep_kernel, pure=False)(i, p, vf, seed) for i, p in enumerate(binned)]
+    prep = list(dask.persist(*prep))
+    (base,) = compute(tree_reduce([delayed(base_kernel, pure=False)(p, loss) for p in prep],
+                                  combine_base))
+    check_weights_not_all_zero(base["wsum"], name)
+    if base["n"] == 0:
+        raise ValueError(f"{name}: no training rows are left after the validation split")
+    has_missing = base["missing"]
+    if warm:
+        baseline = est._baseline
+        nodes = est.nodes_
+        raw0 = [delayed(raw_binned_kernel, pure=False)(p, broadcast(nodes), baseline,
+                                                      loss.n_outputs) for p in prep]
+    else:
+        baseline = loss.baseline(base["stats"])
+        nodes = None
+        raw0 = [None] * len(prep)
+    first = est.n_iter_ if warm else 0
+    state = [delayed(start_kernel, pure=False)(i, p, loss, baseline, r0, seed, est.subsample,
+                                              first)
+             for i, (p, r0) in enumerate(zip(prep, raw0))]
+    state = list(dask.persist(*state))
+    params = _gb_grow.GrowParams(
+        max_leaf_nodes=est.max_leaf_nodes, max_depth=est.max_depth,
+        min_samples_leaf=est.min_samples_leaf, l2_regularization=est.l2_regularization,
+        learning_rate=est.learning_rate, n_bins=n_bins, has_missing=has_missing,
+        max_features=max(1, int(math.ceil(est.max_features * d))), seed=seed)
+    T = loss.n_outputs
+    all_trees = []
+    train_scores = list(est.train_score_) if warm else []
+    val_scores = list(est.validation_score_) if warm else []
+    importances = est._importance_sums if warm else np.zeros(d)
+    root, losses = _root_and_loss(prep, state, T, params.nb, loss)
+    if not warm:
+        train_scores.append(-losses[0] / losses[1])
+        if es and vf:
+            val_scores.append(-losses[2] / losses[3])
+        elif es:
+            val_scores = train_scores
+    n_iter = first
+    for rnd in range(first, est.max_iter):
+        trees, assign, unrouted, _ = _gb_grow.grow_round(prep, state, params, T, rnd, root)
+        assign = _gb_grow.finish_assign(prep, assign, trees, unrouted)
+        values = [tr.node_values() for tr in trees]
+        if loss.leaf_quantile is not None:
+            values = _refit_leaves(prep, state, assign, trees, values, loss, params)
+        for tr in trees:
+            importances += tr.importance
+        all_trees.append((trees, values))
+        vals = broadcast([np.asarray(v) for v in values])
+        state = [delayed(end_kernel, pure=False)(i, p, s, a, vals, loss, seed, est.subsample,
+                                                rnd + 1)
+                 for i, (p, s, a) in enumerate(zip(prep, state, assign))]
+        state = list(dask.persist(*state))
+        n_iter = rnd + 1
+        last = n_iter == est.max_iter
+        root, losses = _root_and_loss(prep, state, T, params.nb, loss, with_root=not last)
+        train_scores.append(-losses[0] / losses[1])
+        if es:
+            if vf:
+                val_scores.append(-losses[2] / losses[3])
+            else:
+                val_scores = train_scores
+            if _should_stop(val_scores, est.n_iter_no_change, est.tol):
+                break
+    new_nodes = _flatten(all_trees, edges) if all_trees else None
+    est.nodes_ = _concat_nodes(nodes, new_nodes) if new_nodes is not None else (
+        nodes if nodes is not None else _flatten([], edges))
+    est._seed = seed
+    est._baseline = baseline
+    est._importance_sums = importances
+    est.n_iter_ = n_iter
+    est.n_trees_per_iteration_ = T
+    est.bin_edges_ = edges
+    est.n_bins_ = n_bins
+    est.categorical_ = categorical
+    est.categories_ = categories
+    est.has_missing_values_ = has_missing
+    est.do_early_stopping_ = bool(es)
+    est.train_score_ = np.asarray(train_scores)
+    est.validation_score_ = np.asarray(val_scores) if es else np.asarray([])
+    if classify:
+        est.classes_ = classes
+        est.n_classes_ = K
+    return est
+
+
+def _root_and_loss(prep, state, T, nb, loss, with_root=True):
+    """Histograms of the next round's roots and the current loss sums, in one computation."""
+    ls = tree_reduce([delayed(loss_kernel, pure=False)(p, s, loss) for p, s in zip(prep, state)],
+                     tree_add)
+    if not with_root:
+        return None, compute(ls)[0]
+    slot_map = np.zeros((T, 1), dtype=np.int32) + np.arange(T, dtype=np.int32)[:, None]
+    zeros = [delayed(_gb_grow.init_assign, pure=False)(p, T) for p in prep]
+    parts = [delayed(_gb_grow.hist_kernel, pure=False)(p, s, a, slot_map, T, nb)
+             for p, s, a in zip(prep, state, zeros)]
+    root, losses = compute(tree_reduce(parts, _gb_grow.sum_hists), ls)
+    return root, losses
+
+
+def _refit_leaves(prep, state, assign, trees, values, loss, params):
+    """Absolute error / quantile: each leaf's value becomes the quantile of its residuals."""
+    tr = trees[0]
+    leaf_map = _gb_grow.leaf_of_rows(tr)
+    parts = [delayed(resid_kernel, pure=False)(p, s, a, leaf_map)
+             for p, s, a in zip(prep, state, assign)]
+    (sk,) = compute(tree_reduce(parts, combine_resid))
+    leaf_vals = {lf: weighted_quantile(v, w, loss.leaf_quantile) * params.learning_rate
+                 for lf, (v, w) in sk.items()}
+    out = values[0].copy()
+    for n in range(len(out)):
+        lf = int(leaf_map[n])
+        if lf != 0 and lf in leaf_vals:
+            out[n] = leaf_vals[lf]
+    return [out]
+
+
+#: Rows up to which the exact value counts of a feature are expanded to compute scikit-learn's
+#: percentiles exactly (beyond, the counts are used as weights of the sorted values).
+_EXPAND_ROWS = 5_000_000
+
+
+def bin_edges(values, counts, max_bins):
+    """Bin edges of one feature from its (distinct value, count) summary, as scikit-learn's
+    HistGradientBoosting bins: midpoints of adjacent values when there are at most
+    ``max_bins``, else its ``averaged_inverted_cdf`` percentiles. These are exact while the
+    summary is (at most 2048 distinct values, see :mod:`dml.tree._binning`); beyond, the
+    summary's quantiles approximate them."""
+    exact = np.all(counts == np.round(counts))
+    if values.size <= max_bins:
+        return edges_from_sketch(values, counts, max_bins)
+    if not exact or counts.sum() > _EXPAND_ROWS:
+        # The summary's points carry equal weights: its inverted-cdf percentiles.
+        cum = np.cumsum(counts)
+        pct = np.arange(1, max_bins) / max_bins * cum[-1]
+        idx = np.minimum(np.searchsorted(cum, pct * (1 - 1e-12), side="left"), values.size - 1)
+        return np.unique(values[idx])
+    col = np.repeat(values, counts.astype(np.int64))
+    pct = np.linspace(0, 100, num=max_bins + 1)[1:-1]
+    return np.unique(np.percentile(col, pct, method="averaged_inverted_cdf"))
+
+
+def _check_classes(classes, name):
+    if classes is None or len(classes) == 0:
+        raise ValueError(f"{name}: y has no labels")
+    if classes.dtype.kind == "f" and not np.all(classes == np.round(classes)):
+        raise ValueError(f"{name}: Unknown label type: 'continuous'. y holds non-integer "
+                         "numbers, like a regression target; a classifier needs class labels "
+                         "(integers or strings). Use a regressor, or bin y first.")
+    if len(classes) < 2:
+        raise ValueError(f"{name}: y has a single class (1 class: {classes[0]!r}); a "
+                         "classifier needs at least two classes")
+    return classes
+
+
+def _check_poisson_y(xb, yb, wb, name):
+    y = np.asarray(yb, dtype=np.float64)
+    if (y < 0).any():
+        raise ValueError(f"{name}: loss='poisson' needs y >= 0 (counts or rates); y has "
+                         f"negative values (min {y.min()})")
+    return np.array([y.sum()])

@@ -1,0 +1,330 @@
+"""One boosting round: best-first growth of the round's trees from distributed gradient
+histograms, in a few *waves* (one graph submission each).
+
+The workers keep, per block, the binned features and targets and a *state*: raw predictions,
+float32 gradients and hessians (already multiplied by the sample weight) and the mask of rows
+used this round. A wave routes the rows of newly split nodes to their children (a new,
+persisted node assignment per block) and returns the histograms (Σg, Σh, count per node,
+feature and bin) of the requested nodes, summed over the blocks in a fixed order.
+
+Best-first growth, as scikit-learn's ``TreeGrower``: the open node with the largest gain is
+split next; a child's best split is computed from its histogram as soon as the node is split.
+Doing one wave per split would cost a round trip per leaf, so each wave also *speculatively*
+expands the open nodes that may still be split (the ``max_leaf_nodes - leaves - 1`` best ones):
+their children's histograms are counted in the same pass. Splits are then committed in exactly
+scikit-learn's order; a speculative expansion that is never committed is discarded (its rows
+keep the value of the leaf they are in). The grown tree does not depend on the speculation,
+only the number of waves does (about the depth of the tree).
+
+Sibling subtraction: of two children whose histograms are needed only the smaller (by row
+count) is counted; the other is the parent's histogram minus it.
+"""
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+from dask import delayed, persist
+
+from dml._blocks import block_rng, broadcast, compute, tree_reduce
+from dml.ensemble import _gb_kernels
+from dml.tree import _kernels as _tree_kernels
+
+#: Hessian below which a side of a split is refused (scikit-learn's ``min_hessian_to_split``).
+MIN_HESSIAN = 1e-3
+
+
+# --------------------------------------------------------------------------------------------
+# worker side
+# --------------------------------------------------------------------------------------------
+
+def route_kernel(part, assign, route):
+    """Rows of nodes split since the last wave move one level down (a new array)."""
+    feature, thr, mleft, left, right = route
+    T, M = feature.shape
+    return _tree_kernels.route(part[0], assign, feature, thr, mleft, left, right,
+                               np.full((T, M), -1, dtype=np.int32), np.zeros((0, 256), bool))
+
+
+def hist_kernel(part, state, assign, slot_map, S, nb):
+    _, g, h, use = state
+    return _gb_kernels.hist_dense(part[0], g, h, use, assign, slot_map, int(S), int(nb))
+
+
+def sum_hists(parts):
+    parts = [p for p in parts if p is not None]
+    out = parts[0].copy()
+    for p in parts[1:]:
+        out += p
+    return out
+
+
+def init_assign(part, n_trees):
+    return np.zeros((part[0].shape[0], n_trees), dtype=np.int32)
+
+
+# --------------------------------------------------------------------------------------------
+# client side
+# --------------------------------------------------------------------------------------------
+
+class GrowParams:
+    """Settings of the growth (plain attributes)."""
+
+    def __init__(self, *, max_leaf_nodes, max_depth, min_samples_leaf, l2_regularization,
+                 learning_rate, n_bins, has_missing, max_features, seed):
+        self.__dict__.update(locals())
+        del self.__dict__["self"]
+        self.nb = int(max(1, np.max(n_bins))) if len(n_bins) else 1
+
+
+class _Tree:
+    """One tree being grown: node arrays as lists (speculative nodes included)."""
+
+    def __init__(self, t, params: GrowParams, rnd: int):
+        self.t, self.p, self.round = t, params, rnd
+        self.parent, self.depth, self.G, self.H, self.N = [], [], [], [], []
+        self.children = []     # (left, right) once created (routed), else None
+        self.split = []        # (gain, feature, bin, mleft, GL, HL, NL) or None (leaf)
+        self.committed = []    # split committed into the final tree
+        self.hist = {}         # node -> (d, B, 3) histogram, while it may be needed
+        self.heap = []         # (-gain, node) of open nodes with a split
+        self.leaves = 1
+        self.done = False
+        self.importance = np.zeros(len(params.n_bins))
+        self._add(-1, 0, 0.0, 0.0, 0.0)
+
+    def _add(self, parent, depth, G, H, N):
+        for lst, v in ((self.parent, parent), (self.depth, depth), (self.G, G), (self.H, H),
+                       (self.N, N), (self.children, None), (self.split, None),
+                       (self.committed, False)):
+            lst.append(v)
+        return len(self.parent) - 1
+
+    # ---- split search ----
+    def set_hist(self, node, hist):
+        """A node's histogram arrived: store it and compute its best split."""
+        self.hist[node] = hist
+        p = self.p
+        if node == 0:
+            # Node sums from one feature's histogram (every row is in one of its bins).
+            self.G[0] = float(hist[0, :, 0].sum())
+            self.H[0] = float(hist[0, :, 1].sum())
+            self.N[0] = float(hist[0, :, 2].sum())
+            if self.N[0] < 2 * p.min_samples_leaf or self.H[0] < MIN_HESSIAN:
+                self.split[0] = ()
+                return
+        d = hist.shape[0]
+        mask = np.ones((1, d), dtype=bool)
+        if p.max_features < d:
+            rng = block_rng(p.seed, "features", self.round, self.t, node)
+            mask[:] = False
+            mask[0, rng.permutation(d)[:p.max_features]] = True
+        res = _gb_kernels.best_splits(
+            hist[None], np.array([self.G[node]]), np.array([self.H[node]]),
+            np.array([self.N[node]]), p.n_bins, p.has_missing, mask,
+            float(p.min_samples_leaf), MIN_HESSIAN, float(p.l2_regularization))
+        gain = float(res[0][0])
+        if gain <= 0:
+            self.split[node] = ()
+            return
+        f, NL = int(res[1][0]), float(res[6][0])
+        mleft = bool(res[3][0])
+        if not p.has_missing[f]:
+            # No missing value of this feature in training: missing values met later (validation
+            # rows, prediction) go to the child with more rows, as scikit-learn's.
+            mleft = NL > self.N[node] - NL
+        self.split[node] = (gain, f, int(res[2][0]), mleft, float(res[4][0]),
+                            float(res[5][0]), NL)
+
+    def _make_children(self, node):
+        if self.children[node] is None:
+            _, _, _, _, GL, HL, NL = self.split[node]
+            dep = self.depth[node] + 1
+            left = self._add(node, dep, GL, HL, NL)
+            right = self._add(node, dep, self.G[node] - GL, self.H[node] - HL,
+                              self.N[node] - NL)
+            self.children[node] = (left, right)
+            return True
+        return False
+
+    def _needs(self, node, final):
+        """Children of ``node`` whose best split is needed if ``node`` is split."""
+        p = self.p
+        if final or (p.max_depth is not None and self.depth[node] + 1 == p.max_depth):
+            return []
+        left, right = self.children[node]
+        return [c for c in (left, right) if self.N[c] >= 2 * p.min_samples_leaf]
+
+    # ---- best-first commit ----
+    def advance(self, new_children):
+        """Commit splits in best-first order while their children's splits are known."""
+        p = self.p
+        while self.heap and not self.done:
+            node = self.heap[0][1]
+            final = p.max_leaf_nodes is not None and self.leaves + 1 == p.max_leaf_nodes
+            if self._make_children(node):
+                new_children.append(node)
+            need = self._needs(node, final)
+            if any(self.split[c] is None for c in need):
+                return
+            heapq.heappop(self.heap)
+            self.committed[node] = True
+            self.leaves += 1
+            self.importance[self.split[node][1]] += self.split[node][0]
+            self.hist.pop(node, None)
+            if final:
+                self.done = True
+            else:
+                for c in need:
+                    if self.split[c]:
+                        heapq.heappush(self.heap, (-self.split[c][0], c))
+        self.done = True
+
+    def requests(self, new_children):
+        """Histograms to count in the next wave: ``[(node, derive_from)]`` where derive_from
+        is ``(parent, counted sibling)`` for a histogram obtained by subtraction."""
+        p = self.p
+        open_ = sorted(self.heap)
+        R = len(open_) if p.max_leaf_nodes is None else p.max_leaf_nodes - self.leaves
+        out = []
+        for rank, (_, node) in enumerate(open_[:max(R, 0)]):
+            final = p.max_leaf_nodes is not None and self.leaves + rank + 1 >= p.max_leaf_nodes
+            if self._make_children(node):
+                new_children.append(node)
+            need = [c for c in self._needs(node, final) if self.split[c] is None]
+            if not need:
+                continue
+            left, right = self.children[node]
+            small, big = (left, right) if self.N[left] < self.N[right] else (right, left)
+            if node in self.hist:
+                out.append((small, None))
+                if big in need:
+                    out.append((big, (node, small)))
+            else:
+                out.extend((c, None) for c in need)
+        return out
+
+    # ---- result ----
+    def node_values(self):
+        """Leaf value (shrunk) of every node's rows: a speculative node takes the value of the
+        final leaf it lies in."""
+        p = self.p
+        leaf = leaf_of_rows(self)
+        G, H = np.asarray(self.G)[leaf], np.asarray(self.H)[leaf]
+        val = -G / (H + p.l2_regularization + 1e-15) * p.learning_rate
+        # A tree that is only a root does not change the predictions (as scikit-learn's).
+        return np.where(leaf == 0, 0.0, val)
+
+    def final_nodes(self):
+        """The committed tree: (order of kept nodes, left, right, feature, bin, mleft)."""
+        keep = [0]
+        i = 0
+        while i < len(keep):
+            n = keep[i]
+            if self.committed[n]:
+                keep.extend(self.children[n])
+            i += 1
+        return keep
+
+
+def leaf_of_rows(tree: _Tree) -> np.ndarray:
+    """Map of every node id to the final leaf (node id) its rows are in."""
+    M = len(tree.parent)
+    out = np.arange(M)
+    for n in range(M):
+        a = n
+        while a > 0 and not tree.committed[tree.parent[a]]:
+            a = tree.parent[a]
+        out[n] = a
+    return out
+
+
+def _route_arrays(trees, nodes_by_tree):
+    M = max(len(t.parent) for t in trees)
+    T = len(trees)
+    feature = np.full((T, M), -2, dtype=np.int32)
+    thr = np.zeros((T, M), dtype=np.int32)
+    mleft = np.zeros((T, M), dtype=bool)
+    left = np.zeros((T, M), dtype=np.int32)
+    right = np.zeros((T, M), dtype=np.int32)
+    for ti, nodes in nodes_by_tree.items():
+        tr = trees[ti]
+        for n in nodes:
+            _, f, b, ml, _, _, _ = tr.split[n]
+            feature[ti, n] = f
+            thr[ti, n] = b
+            mleft[ti, n] = ml
+            left[ti, n], right[ti, n] = tr.children[n]
+    return feature, thr, mleft, left, right
+
+
+def grow_round(prep, state, params: GrowParams, n_trees: int, rnd: int, root_hists):
+    """Grow the ``n_trees`` trees of boosting round ``rnd``.
+
+    ``root_hists`` (n_trees, d, B, 3) are the histograms of the roots (computed with the end of
+    the previous round). Returns the trees and the per-block node assignments (Delayed, the
+    routing of the last splits still to be applied by the caller via ``pending``).
+    """
+    trees = [_Tree(t, params, rnd) for t in range(n_trees)]
+    for t, tr in enumerate(trees):
+        tr.set_hist(0, root_hists[t])
+        if tr.split[0]:
+            heapq.heappush(tr.heap, (-tr.split[0][0], 0))
+    assign = [delayed(init_assign, pure=False)(p, n_trees) for p in prep]
+    unrouted = {}
+    n_waves = 0
+    while True:
+        reqs = {}
+        for t, tr in enumerate(trees):
+            if tr.done:
+                continue
+            new = unrouted.setdefault(t, [])
+            tr.advance(new)
+            if not tr.done:
+                reqs[t] = tr.requests(new)
+                if not reqs[t] and not tr.heap:
+                    tr.done = True
+        reqs = {t: r for t, r in reqs.items() if r}
+        if not reqs:
+            if all(tr.done for tr in trees):
+                break
+            raise RuntimeError("gradient boosting: growth stalled (a bug; please report it)")
+        n_waves += 1
+        counted = [(t, n) for t, r in reqs.items() for (n, src) in r if src is None]
+        M = max(len(tr.parent) for tr in trees)
+        slot_map = np.full((n_trees, M), -1, dtype=np.int32)
+        for s, (t, n) in enumerate(counted):
+            slot_map[t, n] = s
+        assign = _route(prep, assign, trees, unrouted)
+        unrouted = {}
+        parts = [delayed(hist_kernel, pure=False)(p, st, a, broadcast(slot_map), len(counted),
+                                                 params.nb)
+                 for p, st, a in zip(prep, state, assign)]
+        (total,) = compute(tree_reduce(parts, sum_hists))
+        for s, (t, n) in enumerate(counted):
+            trees[t].set_hist(n, total[s])
+        for t, r in reqs.items():
+            tr = trees[t]
+            for n, src in r:
+                if src is not None:
+                    parent, small = src
+                    tr.set_hist(n, tr.hist[parent] - tr.hist[small])
+    return trees, assign, unrouted, n_waves
+
+
+def _route(prep, assign, trees, unrouted):
+    todo = {t: ns for t, ns in unrouted.items() if ns}
+    if not todo:
+        return assign
+    params = broadcast(_route_arrays(trees, todo))
+    assign = [delayed(route_kernel, pure=False)(p, a, params) for p, a in zip(prep, assign)]
+    return list(persist(*assign))
+
+
+def finish_assign(prep, assign, trees, unrouted):
+    """Apply the routing still pending at the end of a round (lazy, not persisted)."""
+    todo = {t: ns for t, ns in unrouted.items() if ns}
+    if not todo:
+        return assign
+    params = broadcast(_route_arrays(trees, todo))
+    return [delayed(route_kernel, pure=False)(p, a, params) for p, a in zip(prep, assign)]

@@ -1,0 +1,148 @@
+"""Numba kernels of the gradient-boosted trees: gradient histograms (on the workers) and the
+split scan (on the client).
+
+A histogram holds, per (node, feature, bin), the sums of the gradients, of the hessians and the
+row count, in float64; missing values (bin 255) are counted in bin ``nb`` (one past the last
+real bin). The split scan is scikit-learn's ``Splitter`` (HistGradientBoosting): bins scanned
+left to right with missing values going right, and, for features that had missing values in
+training, right to left with missing values going left; a split must leave ``min_samples_leaf``
+rows and ``min_hessian_to_split`` hessian on each side and a positive gain
+
+    gain = -G²/(H + λ) + G_L²/(H_L + λ) + G_R²/(H_R + λ)
+
+(written as scikit-learn computes it, from the node values ``-G / (H + λ + 1e-15)``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dml._numba import kernel
+from dml.tree._binning import MISSING as _MISSING  # numba freezes the global as a constant
+
+
+@kernel(nogil=True)
+def hist_dense(xb, g, h, use, assign, slot_map, S, nb):
+    """Histograms (S, d, nb + 1, 3) of (Σg, Σh, count) of the used rows in the counted slots.
+
+    ``slot_map[t, node]`` is the slot of a node of tree ``t`` (-1: not counted); ``g``, ``h``
+    and ``assign`` have one column per tree. Rows are added in increasing order.
+    """
+    n, d = xb.shape
+    T = assign.shape[1]
+    out = np.zeros((S, d, nb + 1, 3), dtype=np.float64)
+    for r in range(n):
+        if not use[r]:
+            continue
+        for t in range(T):
+            s = slot_map[t, assign[r, t]]
+            if s < 0:
+                continue
+            gv = np.float64(g[r, t])
+            hv = np.float64(h[r, t])
+            for j in range(d):
+                b = xb[r, j]
+                bb = nb if b == _MISSING else np.int64(b)
+                out[s, j, bb, 0] += gv
+                out[s, j, bb, 1] += hv
+                out[s, j, bb, 2] += 1.0
+    return out
+
+
+@kernel(nogil=True, inline="always")
+def _value(G, H, l2):
+    return -G / (H + l2 + 1e-15)
+
+
+@kernel(nogil=True, inline="always")
+def _gain(GL, HL, GR, HR, loss_node, l2):
+    vl = _value(GL, HL, l2)
+    vr = _value(GR, HR, l2)
+    gain = loss_node
+    gain -= GL * vl
+    gain -= GR * vr
+    return gain
+
+
+@kernel(nogil=True)
+def best_splits(hist, G, H, N, n_bins, has_missing, feat_mask, min_samples_leaf, min_hessian,
+                l2):
+    """Best split of each slot (scikit-learn's scan; ties keep the first feature, then bin).
+
+    Returns ``gain`` (-1 when no valid split), ``feature``, ``bin``, ``missing_left``, and the
+    left child's ``G_L, H_L, N_L``.
+    """
+    S, d, _, _ = hist.shape
+    out_gain = np.full(S, -1.0)
+    out_f = np.zeros(S, dtype=np.int64)
+    out_b = np.zeros(S, dtype=np.int64)
+    out_ml = np.zeros(S, dtype=np.bool_)
+    out_gl = np.zeros(S)
+    out_hl = np.zeros(S)
+    out_nl = np.zeros(S)
+    for s in range(S):
+        Gs, Hs, Ns = G[s], H[s], N[s]
+        loss_node = Gs * _value(Gs, Hs, l2)
+        for f in range(d):
+            if not feat_mask[s, f]:
+                continue
+            best = -1.0
+            found = False
+            bb, bml, bgl, bhl, bnl = 0, False, 0.0, 0.0, 0.0
+            hm = has_missing[f]
+            end = n_bins[f] - 1 + (1 if hm else 0)
+            gl = 0.0
+            hl = 0.0
+            nl = 0.0
+            for b in range(end):
+                gl += hist[s, f, b, 0]
+                hl += hist[s, f, b, 1]
+                nl += hist[s, f, b, 2]
+                nr = Ns - nl
+                hr = Hs - hl
+                gr = Gs - gl
+                if nl < min_samples_leaf:
+                    continue
+                if nr < min_samples_leaf:
+                    break
+                if hl < min_hessian:
+                    continue
+                if hr < min_hessian:
+                    break
+                gain = _gain(gl, hl, gr, hr, loss_node, l2)
+                if gain > best and gain > 0.0:
+                    found = True
+                    best = gain
+                    bb, bml, bgl, bhl, bnl = b, False, gl, hl, nl
+            if hm:
+                gr = 0.0
+                hr = 0.0
+                nr = 0.0
+                for b in range(n_bins[f] - 2, -1, -1):
+                    gr += hist[s, f, b + 1, 0]
+                    hr += hist[s, f, b + 1, 1]
+                    nr += hist[s, f, b + 1, 2]
+                    nl = Ns - nr
+                    hl = Hs - hr
+                    gl = Gs - gr
+                    if nr < min_samples_leaf:
+                        continue
+                    if nl < min_samples_leaf:
+                        break
+                    if hr < min_hessian:
+                        continue
+                    if hl < min_hessian:
+                        break
+                    gain = _gain(gl, hl, gr, hr, loss_node, l2)
+                    if gain > best and gain > 0.0:
+                        found = True
+                        best = gain
+                        bb, bml, bgl, bhl, bnl = b, True, gl, hl, nl
+            if found and best > out_gain[s]:
+                out_gain[s] = best
+                out_f[s] = f
+                out_b[s] = bb
+                out_ml[s] = bml
+                out_gl[s] = bgl
+                out_hl[s] = bhl
+                out_nl[s] = bnl
+    return out_gain, out_f, out_b, out_ml, out_gl, out_hl, out_nl

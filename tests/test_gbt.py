@@ -1,0 +1,346 @@
+"""Gradient-boosted trees (dml.ensemble.GradientBoosting*): losses, equality with scikit-learn's
+HistGradientBoosting on exact bins, quality, partitionings, early stopping, missing values."""
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification, make_regression
+from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
+import dml
+from dml.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+from dml.ensemble._gb_fit import _should_stop
+from dml.ensemble._gb_losses import make_loss
+
+
+def _exact_data(n=1500, d=5, seed=0, nan=0.0):
+    """Few distinct values per feature (<= max_bins): dml's bins are scikit-learn's."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 25, size=(n, d)).astype(float)
+    y = 2 * X[:, 0] + np.sin(X[:, 1]) + 0.3 * X[:, 2] * (X[:, 3] > 10) + rng.normal(size=n)
+    if nan:
+        X[rng.random(X.shape) < nan] = np.nan
+    return X, y
+
+
+# --------------------------------------------------------------------------------------------
+# losses
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,k", [("squared_error", 1), ("absolute_error", 1), ("quantile", 1),
+                                    ("poisson", 1), ("log_loss", 2), ("log_loss", 4)])
+def test_gradients_and_hessians_match_finite_differences(name, k):
+    rng = np.random.default_rng(1)
+    n = 50
+    loss = make_loss(name, k, quantile=0.3)
+    if name == "log_loss":
+        y = rng.integers(0, k, n).astype(float)
+    elif name == "poisson":
+        y = rng.poisson(2.0, n).astype(float)
+    else:
+        y = rng.normal(size=n)
+    raw = rng.normal(size=(n, loss.n_outputs))
+    if name in ("absolute_error", "quantile"):
+        raw[np.abs(raw[:, 0] - y) < 1e-3, 0] += 0.01  # away from the kink
+    g, h = loss.grad_hess(y, raw)
+    eps = 1e-6
+    for j in range(loss.n_outputs):
+        e = np.zeros_like(raw)
+        e[:, j] = eps
+        num_g = (loss.pointwise(y, raw + e) - loss.pointwise(y, raw - e)) / (2 * eps)
+        np.testing.assert_allclose(g[:, j], num_g, rtol=1e-5, atol=1e-7)
+        if name in ("absolute_error", "quantile", "squared_error"):
+            # Piecewise linear losses use hessian 1, as scikit-learn's (squared: exactly 1).
+            assert np.all(h[:, j] == 1.0)
+        else:
+            gp, _ = loss.grad_hess(y, raw + e)
+            gm, _ = loss.grad_hess(y, raw - e)
+            np.testing.assert_allclose(h[:, j], (gp[:, j] - gm[:, j]) / (2 * eps), rtol=1e-5,
+                                       atol=1e-7)
+
+
+def test_baselines_are_scikit_learns():
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 3, 200)
+    w = rng.random(200)
+    loss = make_loss("log_loss", 3)
+    from sklearn._loss.loss import HalfMultinomialLoss
+
+    expected = HalfMultinomialLoss(n_classes=3).fit_intercept_only(y.astype(float), w)
+    np.testing.assert_allclose(loss.baseline(loss.baseline_stats(y, w)), expected)
+
+
+def test_should_stop_is_scikit_learns_rule():
+    assert not _should_stop([-1.0, -0.9, -0.8], 2, 1e-7)
+    assert _should_stop([-1.0, -0.9, -0.95, -0.92], 2, 1e-7)
+    assert not _should_stop([-1.0, -0.9, -0.95, -0.89], 2, 1e-7)
+
+
+# --------------------------------------------------------------------------------------------
+# equality with scikit-learn on exact bins
+# --------------------------------------------------------------------------------------------
+
+_REG_CASES = [("squared_error", {}), ("absolute_error", {}), ("quantile", {"quantile": 0.8}),
+              ("poisson", {})]
+
+
+@pytest.mark.parametrize("loss,extra", _REG_CASES)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_regressor_equals_scikit_learn_on_exact_bins(loss, extra, weighted):
+    X, y = _exact_data(nan=0.05)
+    if loss == "poisson":
+        y = np.exp(y / 20)
+    w = np.random.default_rng(3).random(len(y)) * 2 if weighted else None
+    for rounds in (1, 4):
+        kw = dict(loss=loss, max_iter=rounds, learning_rate=0.3, early_stopping=False, **extra)
+        ours = GradientBoostingRegressor(**kw).fit(X, y, sample_weight=w)
+        ref = HistGradientBoostingRegressor(**kw).fit(X, y, sample_weight=w)
+        np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_classifier_equals_scikit_learn_on_exact_bins(n_classes):
+    X, y = _exact_data(nan=0.05)
+    yc = np.digitize(y, np.quantile(y, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    kw = dict(max_iter=3, learning_rate=0.5, early_stopping=False, max_leaf_nodes=15,
+              min_samples_leaf=10, l2_regularization=0.5)
+    ours = GradientBoostingClassifier(**kw).fit(X, yc)
+    ref = HistGradientBoostingClassifier(**kw).fit(X, yc)
+    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(ours.predict(X), ref.predict(X))
+
+
+def test_depth_limited_level_growth_equals_scikit_learn():
+    X, y = _exact_data()
+    kw = dict(max_iter=5, early_stopping=False, max_depth=3, max_leaf_nodes=None,
+              min_samples_leaf=5)
+    ours = GradientBoostingRegressor(**kw).fit(X, y)
+    ref = HistGradientBoostingRegressor(**kw).fit(X, y)
+    np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=0, atol=1e-10)
+
+
+def test_missing_values_in_prediction_follow_scikit_learn():
+    """Features with NaN in training learn a direction; features without NaN in training send
+    NaN (met at prediction) to the child with more rows."""
+    X, y = _exact_data(nan=0.0)
+    X[::7, 1] = np.nan  # only feature 1 has missing values in training
+    ours = GradientBoostingRegressor(max_iter=5, early_stopping=False).fit(X, y)
+    ref = HistGradientBoostingRegressor(max_iter=5, early_stopping=False).fit(X, y)
+    Xt = X[:200].copy()
+    Xt[::3, 0] = np.nan
+    Xt[1::3, 1] = np.nan
+    np.testing.assert_allclose(ours.predict(Xt), ref.predict(Xt), rtol=0, atol=1e-10)
+    assert ours.has_missing_values_.tolist() == [False, True, False, False, False]
+
+
+# --------------------------------------------------------------------------------------------
+# on a cluster: quality, partitionings
+# --------------------------------------------------------------------------------------------
+
+def test_classification_quality_close_to_scikit_learn(client):
+    X, y = make_classification(n_samples=6000, n_features=12, n_informative=6, random_state=0)
+    Xtr, Xte, ytr, yte = X[:4500], X[4500:], y[:4500], y[4500:]
+    Xd, yd = da.from_array(Xtr, chunks=(700, -1)), da.from_array(ytr, chunks=700)
+    kw = dict(max_iter=60, early_stopping=False, random_state=0)
+    ours = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    ref = HistGradientBoostingClassifier(**kw).fit(Xtr, ytr)
+    assert ours.score(Xte, yte) >= ref.score(Xte, yte) - 0.005 - 1 / len(yte)
+    # Dask input gives a lazy Dask output with the same values.
+    np.testing.assert_allclose(ours.predict_proba(da.from_array(Xte, chunks=500)).compute(),
+                               ours.predict_proba(Xte))
+
+
+def test_regression_quality_close_to_scikit_learn(client):
+    X, y = make_regression(n_samples=5000, n_features=10, n_informative=6, noise=5.0,
+                           random_state=0)
+    y = y + 20 * np.sin(X[:, 0])
+    Xtr, Xte, ytr, yte = X[:4000], X[4000:], y[:4000], y[4000:]
+    Xd, yd = da.from_array(Xtr, chunks=(600, -1)), da.from_array(ytr, chunks=600)
+    kw = dict(max_iter=80, early_stopping=False)
+    ours = GradientBoostingRegressor(**kw).fit(Xd, yd)
+    ref = HistGradientBoostingRegressor(**kw).fit(Xtr, ytr)
+
+    def rmse(m):
+        return float(np.sqrt(np.mean((m.predict(Xte) - yte) ** 2)))
+
+    assert rmse(ours) <= 1.02 * rmse(ref)
+
+
+@pytest.mark.parametrize("loss", ["squared_error", "log_loss"])
+def test_partitionings_agree_when_the_bins_do(inprocess_client, loss):
+    """Bin edges are partition independent when every feature has at most 2048 distinct values
+    (the sketch is then exact); the summed histograms then differ only by rounding, so the
+    models agree to rounding (and split the same way)."""
+    X, y = _exact_data(n=1280, seed=4)
+    X[:, 4] = np.random.default_rng(5).normal(size=len(X))  # 1280 distinct values
+    Est = GradientBoostingRegressor if loss == "squared_error" else GradientBoostingClassifier
+    if loss == "log_loss":
+        y = (y > np.median(y)).astype(int)
+    kw = dict(max_iter=8, early_stopping=False, max_features=0.6, subsample=1.0,
+              random_state=0)
+    ref = Est(**kw).fit(X, y)
+    for nb in (3, 7, 64):
+        rows = int(np.ceil(len(X) / nb))
+        m = Est(**kw).fit(da.from_array(X, chunks=(rows, -1)), da.from_array(y, chunks=rows))
+        for k in ("feature", "bin_threshold", "children_left"):
+            np.testing.assert_array_equal(m.nodes_[k], ref.nodes_[k])
+        np.testing.assert_allclose(m.nodes_["value"], ref.nodes_["value"], rtol=1e-9,
+                                   atol=1e-12)
+
+
+def test_same_model_with_and_without_a_cluster(client):
+    """The schedule (workers, threads) does not change the model: bit for bit."""
+    X, y = make_classification(n_samples=3000, n_features=8, random_state=1)
+    Xd, yd = da.from_array(X, chunks=(400, -1)), da.from_array(y, chunks=400)
+    kw = dict(max_iter=10, subsample=0.7, max_features=0.5, early_stopping=True,
+              n_iter_no_change=3, random_state=0)
+    a = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        b = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    for k in a.nodes_:
+        np.testing.assert_array_equal(a.nodes_[k], b.nodes_[k])
+    np.testing.assert_array_equal(a.validation_score_, b.validation_score_)
+
+
+# --------------------------------------------------------------------------------------------
+# early stopping, staged predictions, warm start, importances
+# --------------------------------------------------------------------------------------------
+
+def test_early_stopping_stops_on_noise():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 5))
+    y = rng.normal(size=3000)  # nothing to learn: the validation loss soon stops improving
+    m = GradientBoostingRegressor(max_iter=200, early_stopping=True, n_iter_no_change=5,
+                                  random_state=0).fit(X, y)
+    assert m.do_early_stopping_ and m.n_iter_ < 200
+    assert len(m.validation_score_) == len(m.train_score_) == m.n_iter_ + 1
+    assert _should_stop(list(m.validation_score_), 5, 1e-7)
+    assert not GradientBoostingRegressor(max_iter=5).fit(X[:500], y[:500]).do_early_stopping_
+    assert GradientBoostingRegressor(max_iter=5).fit(X, y).validation_score_.size == 0
+
+
+def test_staged_predict_and_train_scores():
+    X, y = _exact_data()
+    m = GradientBoostingRegressor(max_iter=6, early_stopping=False).fit(X, y)
+    stages = list(m.staged_predict(X))
+    assert len(stages) == 6
+    np.testing.assert_allclose(stages[-1], m.predict(X))
+    losses = [0.5 * np.mean((y - s) ** 2) for s in stages]
+    np.testing.assert_allclose(-m.train_score_[1:], losses)
+    assert np.all(np.diff(m.train_score_) > 0)
+    yc = (y > np.median(y)).astype(int)
+    c = GradientBoostingClassifier(max_iter=4, early_stopping=False).fit(X, yc)
+    np.testing.assert_allclose(list(c.staged_predict_proba(X))[-1], c.predict_proba(X))
+    np.testing.assert_array_equal(list(c.staged_predict(X))[-1], c.predict(X))
+
+
+def test_warm_start_adds_rounds():
+    X, y = _exact_data()
+    full = GradientBoostingRegressor(max_iter=8, early_stopping=False).fit(X, y)
+    warm = GradientBoostingRegressor(max_iter=3, early_stopping=False, warm_start=True)
+    warm.fit(X, y)
+    warm.set_params(max_iter=8).fit(X, y)
+    assert warm.n_iter_ == 8
+    np.testing.assert_allclose(warm.predict(X), full.predict(X), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(warm.train_score_, full.train_score_)
+    with pytest.raises(ValueError, match="max_iter=2 must be at least"):
+        warm.set_params(max_iter=2).fit(X, y)
+
+
+def test_feature_importances():
+    X, y = _exact_data()
+    m = GradientBoostingRegressor(max_iter=10, early_stopping=False).fit(X, y)
+    fi = m.feature_importances_
+    assert fi.shape == (5,) and np.isclose(fi.sum(), 1.0) and fi.argmax() == 0
+
+
+def test_subsample_and_max_features_are_seeded():
+    X, y = _exact_data()
+    kw = dict(max_iter=5, subsample=0.5, max_features=0.4, early_stopping=False)
+    a = GradientBoostingRegressor(random_state=1, **kw).fit(X, y).predict(X)
+    b = GradientBoostingRegressor(random_state=1, **kw).fit(X, y).predict(X)
+    c = GradientBoostingRegressor(random_state=2, **kw).fit(X, y).predict(X)
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+# --------------------------------------------------------------------------------------------
+# input checks, model files
+# --------------------------------------------------------------------------------------------
+
+def test_clear_errors():
+    import pandas as pd
+
+    X, y = _exact_data(n=200)
+    df = pd.DataFrame(X, columns=list("abcde"))
+    df["c"] = df["c"].astype("category")
+    with pytest.raises(ValueError, match="categorical columns \\['c'\\] are not supported"):
+        GradientBoostingRegressor(max_iter=2).fit(df, y)
+    with pytest.raises(ValueError, match="y >= 0"):
+        GradientBoostingRegressor(loss="poisson", max_iter=2).fit(X, y - 100)
+    with pytest.raises(ValueError, match="quantile"):
+        GradientBoostingRegressor(loss="quantile", max_iter=2).fit(X, y)
+    with pytest.raises(ValueError, match="single class"):
+        GradientBoostingClassifier(max_iter=2).fit(X, np.zeros(len(y), int))
+
+
+@pytest.mark.parametrize("Est", [GradientBoostingClassifier, GradientBoostingRegressor])
+def test_model_file_round_trip(Est, tmp_path):
+    X, y = _exact_data(nan=0.05)
+    if Est is GradientBoostingClassifier:
+        y = np.digitize(y, np.quantile(y, [0.3, 0.6]))
+    m = Est(max_iter=4, early_stopping=False).fit(X, y)
+    dml.save(m, tmp_path / "m")
+    back = dml.load(tmp_path / "m")
+    out = "predict_proba" if Est is GradientBoostingClassifier else "predict"
+    np.testing.assert_array_equal(getattr(back, out)(X), getattr(m, out)(X))
+
+
+def test_adult_quality_close_to_scikit_learn(real_data):
+    import pandas as pd
+    from sklearn.preprocessing import OrdinalEncoder
+
+    df = pd.read_csv(real_data / "adult" / "adult.csv", nrows=20000)
+    y = (df.pop("income").astype(str).str.strip().str.startswith(">50K")).astype(int).to_numpy()
+    cats = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
+    df[cats] = OrdinalEncoder(encoded_missing_value=np.nan).fit_transform(df[cats].astype(object))
+    X = df.to_numpy(dtype=float)
+    Xtr, Xte, ytr, yte = X[:15000], X[15000:], y[:15000], y[15000:]
+    kw = dict(max_iter=100, early_stopping=False)
+    ours = GradientBoostingClassifier(**kw).fit(da.from_array(Xtr, chunks=(4000, -1)),
+                                                da.from_array(ytr, chunks=4000))
+    ref = HistGradientBoostingClassifier(**kw).fit(Xtr, ytr)
+    assert ours.score(Xte, yte) >= ref.score(Xte, yte) - 0.005
+
+
+# --------------------------------------------------------------------------------------------
+# AdaBoost (SAMME)
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_adaboost_equals_scikit_learns_samme_on_exact_bins(client, n_classes):
+    """Stumps on few distinct values are scikit-learn's stumps, so the learner weights, the
+    scores and the probabilities are scikit-learn's; with Dask input the weights are updated
+    on the workers and the result is the same."""
+    from sklearn.ensemble import AdaBoostClassifier as SkAda
+    from sklearn.tree import DecisionTreeClassifier as SkTree
+
+    from dml.ensemble import AdaBoostClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 20, size=(600, 4)).astype(float)
+    s = X[:, 0] + X[:, 1] + rng.normal(scale=3, size=600)
+    y = np.digitize(s, np.quantile(s, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    ref = SkAda(SkTree(max_depth=1), n_estimators=12).fit(X, y)
+    ours = AdaBoostClassifier(n_estimators=12).fit(X, y)
+    np.testing.assert_allclose(ours.estimator_weights_,
+                               ref.estimator_weights_[:len(ours.estimator_weights_)], atol=1e-12)
+    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-12)
+    dist = AdaBoostClassifier(n_estimators=12).fit(da.from_array(X, chunks=(90, -1)),
+                                                   da.from_array(y, chunks=90))
+    np.testing.assert_allclose(dist.estimator_weights_, ours.estimator_weights_, atol=1e-12)
+    np.testing.assert_array_equal(
+        dist.predict(da.from_array(X, chunks=(200, -1))).compute(), ours.predict(X))
