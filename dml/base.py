@@ -91,6 +91,12 @@ class DaskEstimatorMixin:
         Raise :func:`dml._param_validation.invalid_parameter` errors, worded as the table's.
         """
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # Estimators that train on sparse X say so in their block spec (docs/sparse.md).
+        tags.input_tags.sparse = self._block_spec.accept_sparse
+        return tags
+
     def _spec(self, **overrides) -> BlockSpec:
         from dataclasses import replace
 
@@ -110,7 +116,7 @@ class DaskEstimatorMixin:
         # Row counts are free when they are already known (local input, Dask arrays with known
         # chunks); an empty training set otherwise fails deep inside a kernel or, worse, fits a
         # model of zeros.
-        n_rows = (len(X) if isinstance(X, (np.ndarray, pd.DataFrame))
+        n_rows = (X.shape[0] if isinstance(X, (np.ndarray, pd.DataFrame))
                   else blocks.n_samples if blocks.known_lengths is not None else None)
         if n_rows == 0:
             raise ValueError(f"{name}: X has 0 rows (Found array with 0 sample(s), shape=(0, "
@@ -166,7 +172,7 @@ class DaskEstimatorMixin:
             n, names = data.n_features, data.feature_names
         else:
             # Local input is checked in place: no Dask graph (hashing a large array costs time).
-            data = check_x_layout(X, spec.estimator)
+            data = check_x_layout(X, spec.estimator, accept_sparse=spec.accept_sparse)
             n = data.shape[1]
             names = column_names(data.columns) if isinstance(data, pd.DataFrame) else None
         if check_features:
