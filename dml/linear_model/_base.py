@@ -16,7 +16,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 
-from dml._blocks import Blocks, is_dask, seed_from
+from dml._blocks import Blocks, is_dask, is_sparse, is_sparse_dask, seed_from
 from dml._param_validation import invalid_parameter, validate
 from dml.base import check_is_fitted, check_weights_not_all_zero
 from dml.linear_model._problem import decision_kernel
@@ -400,6 +400,11 @@ class SGDMixin(ParamTableMixin):
         if train_indices is not None and not is_dask(X):
             # A fold of local data is blocked anew by its own fit: no shared blocks.
             raise NotStackable("folds of local data; pass Dask collections")
+        if is_sparse(X) or is_sparse_dask(X):
+            # The stacked kernel gathers dense batch rows; sparse fits take O(nnz) steps alone.
+            if train_indices is not None:
+                raise NotStackable("sparse X")
+            return [_fit_or_error(est, X, y, sample_weight) for est in grid[0]]
         # The parameters the fits share must be valid for the shared set-up; the stackable ones
         # are checked per fit below (a bad one fails its candidate only).
         stackable = lead._stackable()
@@ -501,6 +506,14 @@ class SGDMixin(ParamTableMixin):
 
 class NotStackable(Exception):
     """The fits cannot share their passes; fit them separately (see ``_fit_stacked``)."""
+
+
+def _fit_or_error(est, X, y, sample_weight):
+    """``est.fit``, or the exception it raised (the result contract of ``_fit_stacked``)."""
+    try:
+        return est.fit(X, y, sample_weight=sample_weight)
+    except Exception as exc:  # noqa: BLE001 - reported as that candidate's failure
+        return exc
 
 
 def _persister():

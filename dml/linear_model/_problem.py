@@ -151,6 +151,41 @@ class LinearProblem(Problem):
                 grad[Kd:] = G.sum(axis=0)
         return loss_sum, grad
 
+    def unpack_views(self, params):
+        """``(W, b)`` as views of ``params`` (b None without an intercept), for in-place steps."""
+        W = params[:self.K * self.d].reshape(self.K, self.d)
+        return W, (params[self.K * self.d:] if self.fit_intercept else None)
+
+    def sparse_batch_grad(self, W, scale, b, X, Y, w):
+        """:meth:`batch_loss_grad` of a CSR batch with weights ``scale · W``, at O(nnz).
+
+        Returns ``(loss_sum, cols, gW, gb)``: the columns the batch holds (sorted), the
+        gradient sums of ``W`` on those columns (K × len(cols)) and of the intercepts (K,).
+        The scaled-weights form is what :mod:`dml.optim.sparse_steps` keeps.
+        """
+        n = X.shape[0]
+        rows = np.repeat(np.arange(n), np.diff(X.indptr))
+        cols, inv = np.unique(X.indices, return_inverse=True)
+        F = np.empty((n, self.K))
+        for k in range(self.K):
+            F[:, k] = np.bincount(rows, weights=X.data * W[k, X.indices], minlength=n)
+        F *= scale
+        if self.fit_intercept:
+            F += b
+        if self.K == 1 and self.task != "multinomial":
+            F = F[:, 0]
+        loss, G = self.loss.loss_grad(F, self._targets(Y))
+        if w is not None:
+            G = G * (w[:, None] if G.ndim == 2 else w)
+            loss_sum = float(np.dot(w, loss if loss.ndim == 1 else loss.sum(axis=1)))
+        else:
+            loss_sum = float(loss.sum())
+        G = G.reshape(n, -1)
+        gW = np.empty((self.K, len(cols)))
+        for k in range(self.K):
+            gW[k] = np.bincount(inv, weights=X.data * G[rows, k], minlength=len(cols))
+        return loss_sum, cols, gW, G.sum(axis=0)
+
     def stack_targets(self, Y) -> np.ndarray:
         """Per-row targets in the loss's convention, for :meth:`batch_loss_grad_stacked`."""
         return self._targets(Y)
