@@ -186,17 +186,18 @@ class DaskEstimatorMixin:
         return data
 
     def _blockwise(self, X, kernel: Callable, *args, dtype, tail_shape: tuple = (),
-                   check_features: bool = True, n_features: int | None = None,
+                   check_features: bool = True, n_features: int | None = None, meta=None,
                    **spec_overrides):
         """Apply ``kernel(X_block, *args)``: NumPy in/out locally, a lazy Dask array for Dask.
 
-        ``dtype``/``tail_shape`` describe the output; the input dtype rule is the estimator's
+        ``dtype``/``tail_shape`` describe the output (``meta`` its block type when not NumPy,
+        e.g. CSR for a sparse transform); the input dtype rule is the estimator's
         ``_block_spec``. See :meth:`_predict_input` for the feature checks.
         """
         data = self._predict_input(X, check_features=check_features, n_features=n_features,
                                    **spec_overrides)
         if isinstance(data, Blocks):
-            return data.map_blocks(kernel, *args, dtype=dtype, tail_shape=tail_shape)
+            return data.map_blocks(kernel, *args, dtype=dtype, tail_shape=tail_shape, meta=meta)
         return kernel(data, *args)
 
 
