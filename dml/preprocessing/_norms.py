@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.preprocessing import normalize
 
-from dml._blocks import (SPARSE_META, Blocks, BlockSpec, check_x_layout, is_sparse,
+from dml._blocks import (SPARSE_META, Blocks, BlockSpec, check_x_layout, is_dask, is_sparse,
                          is_sparse_dask)
 from dml._param_validation import StrOptions
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
@@ -332,7 +332,9 @@ class Normalizer(TransformOutputMixin, OneToOneFeatureMixin, DaskEstimatorMixin,
 
     @fit_context
     def fit(self, X, y=None):
-        """Record the number (and names) of X's features; no data is read.
+        """Record the number (and names) of X's features (and check local X's values).
+
+        Dask X is not read: its values are checked when it is transformed.
 
         Parameters
         ----------
@@ -352,6 +354,8 @@ class Normalizer(TransformOutputMixin, OneToOneFeatureMixin, DaskEstimatorMixin,
         3
         """
         self._fit_blocks(X, None, None, require_y=False)
+        if not is_dask(X):
+            self._predict_input(X)  # NaN, infinity, strings: scikit-learn checks them in fit
         return self
 
     def transform(self, X, copy=None):
@@ -374,12 +378,13 @@ class Normalizer(TransformOutputMixin, OneToOneFeatureMixin, DaskEstimatorMixin,
         >>> Normalizer(norm="l1").fit(np.ones((1, 2))).transform(np.array([[1.0, 3.0]]))
         array([[0.25, 0.75]])
         """
-        check_is_fitted(self, "n_features_in_")
         X = check_x_layout(X, type(self).__name__, accept_sparse=True)
         dtype = _float_out_dtype(_dtypes_of(X))
         meta = SPARSE_META if is_sparse(X) or is_sparse_dask(X) else None
+        # Stateless: an unfitted Normalizer transforms too (scikit-learn's requires_fit=False).
+        fitted = hasattr(self, "n_features_in_")
         return self._blockwise(X, _normalize_kernel, self.norm, dtype, dtype=dtype,
-                               tail_shape=(self.n_features_in_,), meta=meta)
+                               tail_shape=(X.shape[1],), meta=meta, check_features=fitted)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

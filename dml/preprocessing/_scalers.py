@@ -377,6 +377,7 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = not self.with_mean  # centring would densify
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
 
