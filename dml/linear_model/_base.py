@@ -70,7 +70,7 @@ def _merge_labels(parts):
 
 
 def _weight_sum_kernel(X, y, w):
-    return float(len(X)) if w is None else float(np.sum(w))
+    return float(X.shape[0]) if w is None else float(np.sum(w))
 
 
 def check_weights(blocks: Blocks, estimator: str) -> None:
@@ -548,6 +548,10 @@ def _every_group_has(blocks, groups, classes) -> bool:
 # The exact (second-order / quasi-Newton) driver
 # ---------------------------------------------------------------------------------------------
 
+#: Most parameters Newton's method takes: its Hessian is dense (2 GiB at this size).
+NEWTON_LIMIT = 16384
+
+
 def run_exact(estimator, blocks: Blocks, problem, penalty, normaliser: float, *, solver: str,
               tol: float, max_iter: int, init_params=None, callbacks=(), stages=None):
     """Minimise ``problem`` + ``penalty`` exactly with ``solver`` ("newton" or "lbfgs").
@@ -563,6 +567,11 @@ def run_exact(estimator, blocks: Blocks, problem, penalty, normaliser: float, *,
     name = type(estimator).__name__
     if solver not in ("newton", "lbfgs"):
         raise ValueError(f"{name}: unknown exact solver {solver!r}")
+    if solver == "newton" and problem.n_params > NEWTON_LIMIT:
+        # Wide (typically sparse, hashed) X: the dense Hessian alone would not fit in memory.
+        raise ValueError(f"{name}: solver='newton' needs a dense Hessian of {problem.n_params}"
+                         f"² entries (more than {NEWTON_LIMIT} parameters); use "
+                         "solver='sgd' (or 'lbfgs' where offered) for data this wide.")
     data = prepare(problem, blocks, persist=getattr(estimator, "persist", "auto"))
     params = (np.zeros(problem.n_params) if init_params is None
               else np.asarray(init_params, dtype=np.float64).copy())

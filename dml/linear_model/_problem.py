@@ -16,6 +16,7 @@ batch and over all K outputs at once,
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from dml.optim.losses import Loss, Softmax
 from dml.optim.problem import Problem
@@ -268,7 +269,9 @@ class LinearProblem(Problem):
         d = self.d
         size = d + (1 if self.fit_intercept else 0)
         out = np.empty((size, size))
-        if Xs_sqrt:  # s ≥ 0: a symmetric product (numpy uses syrk for A.T @ A)
+        if sp.issparse(X):  # sparse products; only the (d, d) result is dense
+            out[:d, :d] = (X.T @ sp.csr_matrix(X.multiply(s[:, None]))).toarray()
+        elif Xs_sqrt:  # s ≥ 0: a symmetric product (numpy uses syrk for A.T @ A)
             Xs = X * np.sqrt(s)[:, None]
             out[:d, :d] = Xs.T @ Xs
         else:
@@ -285,7 +288,7 @@ class LinearProblem(Problem):
         F = self.decision(params, X)
         if isinstance(self.loss, Softmax):
             P = Softmax.proba(F)
-            ww = np.ones(len(X)) if w is None else w
+            ww = np.ones(X.shape[0]) if w is None else w
             for k in range(self.K):
                 ik = self._index(k)
                 for l in range(k, self.K):
@@ -313,7 +316,7 @@ class LinearProblem(Problem):
     # ---- validation score: accuracy (classification) or R² (regression) ----
     def score_stats(self, params, X, Y, w):
         F = self.decision(params, X)
-        ww = np.ones(len(X)) if w is None else w
+        ww = np.ones(X.shape[0]) if w is None else w
         if self.task == "regression":
             r = Y - F
             return np.array([ww.sum(), ww @ Y, ww @ (Y * Y), ww @ (r * r)])
