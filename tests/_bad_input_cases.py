@@ -85,7 +85,9 @@ ESTIMATORS = {
 
 #: Estimators that train on sparse X (docs/sparse.md); StandardScaler only with with_mean=False.
 SPARSE_OK = {"MultinomialNB", "ComplementNB", "BernoulliNB", "SGDClassifier", "SGDRegressor",
-             "Perceptron", "MaxAbsScaler", "Normalizer"}
+             "Perceptron", "MaxAbsScaler", "Normalizer", "LinearRegression", "Ridge",
+             "LogisticRegression", "LinearSVC", "GridSearchCV", "RandomizedSearchCV",
+             "MLPClassifier", "MLPRegressor"}
 
 
 def to_sparse(X, dask):

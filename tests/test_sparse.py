@@ -18,6 +18,7 @@ import sklearn.preprocessing as skp
 
 from dml import linear_model as lm
 from dml import naive_bayes as nb
+from dml import neural_network as nn
 from dml import preprocessing as pp
 from dml._blocks import SPARSE_META, BlockSpec, as_blocks, sparse_blocks
 
@@ -247,6 +248,93 @@ def test_sgd_with_one_block_and_single_steps_is_scikit_learns():
     r = skl.SGDRegressor(random_state=0, **kw).fit(X.toarray(), t)
     np.testing.assert_allclose(a.coef_, r.coef_, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(a.intercept_, r.intercept_, rtol=1e-8, atol=1e-10)
+
+
+# --------------------------------------------------------------------------------------------
+# Exact linear models: normal equations and Newton / L-BFGS
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("blocks", BLOCKS)
+@pytest.mark.parametrize("name", ["ridge", "ridge_no_intercept", "linear_regression"])
+def test_least_squares_on_sparse_blocks_equals_scikit_learn(client, name, blocks):
+    est, params = {"ridge": (lm.Ridge, {"alpha": 0.3}),
+                   "ridge_no_intercept": (lm.Ridge, {"fit_intercept": False}),
+                   "linear_regression": (lm.LinearRegression, {})}[name]
+    X, _ = counts()
+    t = regression_target(X) + 3.0
+    w = np.random.default_rng(4).uniform(0.5, 2.0, N)
+    A, T, W = dask_xy(X, t, blocks, w)
+    a = est(**params).fit(A, T, sample_weight=W)
+    # scikit-learn's exact solution (its sparse solvers are iterative).
+    r = getattr(skl, est.__name__)(**params).fit(X.toarray(), t, sample_weight=w)
+    np.testing.assert_allclose(a.coef_, r.coef_, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(a.intercept_, r.intercept_, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(a.predict(A).compute(), r.predict(X.toarray()), rtol=1e-9)
+
+
+def test_least_squares_refuse_sparse_x_too_wide_for_the_normal_equations():
+    X = sp.random(10, 5000, density=0.01, format="csr", random_state=0)
+    with pytest.raises(ValueError, match="Ridge: sparse X with 5000 columns; the normal "
+                                         "equations .* Use SGDRegressor"):
+        lm.Ridge().fit(X, np.arange(10.0))
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 7])
+@pytest.mark.parametrize("name", ["logistic_newton", "logistic_lbfgs_multinomial",
+                                  "logistic_sgd", "svc", "svc_hinge_multiclass"])
+def test_exact_linear_classifiers_sparse_equal_dense(client, name, blocks):
+    est, params, multi = {
+        "logistic_newton": (lm.LogisticRegression, {}, False),
+        "logistic_lbfgs_multinomial": (lm.LogisticRegression, {"solver": "lbfgs"}, True),
+        "logistic_sgd": (lm.LogisticRegression, {"solver": "sgd", "max_iter": 5}, False),
+        "svc": (lm.LinearSVC, {}, False),
+        "svc_hinge_multiclass": (lm.LinearSVC, {"loss": "hinge"}, True)}[name]
+    X, y = counts()
+    t = y if multi else (y > 0).astype(int)
+    A, T = dask_xy(X, t, blocks)
+    Dn = da.from_array(X.toarray(), chunks=(rows_per_block(N, blocks), D))
+    a = est(random_state=0, **params).fit(A, T)
+    b = est(random_state=0, **params).fit(Dn, T)
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(a.intercept_, b.intercept_, rtol=1e-8, atol=1e-9)
+
+
+def test_logistic_regression_on_sparse_x_equals_scikit_learn():
+    X, y = counts()
+    t = (y > 0).astype(int)
+    a = lm.LogisticRegression(C=0.5, tol=1e-10).fit(X, t)
+    r = skl.LogisticRegression(C=0.5, tol=1e-10).fit(X, t)
+    np.testing.assert_allclose(a.coef_, r.coef_, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(a.predict_proba(X), r.predict_proba(X), atol=1e-6)
+
+
+def test_newton_refuses_a_hessian_too_large_to_hold():
+    X = sp.random(20, 2 ** 15, density=0.001, format="csr", random_state=0)
+    with pytest.raises(ValueError, match="solver='newton' needs a dense Hessian .* use "
+                                         "solver='sgd'"):
+        lm.LinearSVC().fit(X, np.arange(20) % 2)
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 7])
+@pytest.mark.parametrize("name", ["classifier", "regressor", "classifier_dropout"])
+def test_mlp_sparse_and_dense_give_the_same_model(client, name, blocks):
+    """Only the first layer reads X: its products are sparse, the rest of the network dense."""
+    est, params = {"classifier": (nn.MLPClassifier, {}),
+                   "regressor": (nn.MLPRegressor, {"alpha": 0.01}),
+                   "classifier_dropout": (nn.MLPClassifier, {"dropout": 0.2})}[name]
+    X, y = counts()
+    t = regression_target(X) if name == "regressor" else y
+    A, T = dask_xy(X, t, blocks)
+    Dn = da.from_array(X.toarray(), chunks=(rows_per_block(N, blocks), D))
+    kw = dict(hidden_layer_sizes=(8,), max_iter=5, random_state=0, **params)
+    with pytest.warns(Warning, match="maximum number of iterations"):
+        a = est(**kw).fit(A, T)
+    with pytest.warns(Warning, match="maximum number of iterations"):
+        b = est(**kw).fit(Dn, T)
+    for ca, cb in zip(a.coefs_ + a.intercepts_, b.coefs_ + b.intercepts_):
+        np.testing.assert_allclose(ca, cb, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(a.predict(A).compute(), b.predict(Dn).compute(), rtol=1e-8)
+    np.testing.assert_allclose(a.predict(X), b.predict(X.toarray()), rtol=1e-8)
 
 
 # --------------------------------------------------------------------------------------------
