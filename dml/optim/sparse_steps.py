@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import scipy.sparse as sp
 
 from dml.optim.optimizers import SGD

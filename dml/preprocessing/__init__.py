@@ -31,9 +31,10 @@ A composite computes the delayed results of all its parts with one :func:`dml._b
 and hands each part its result.
 
 Layout: the protocol and the mixin implementing it in :mod:`dml.preprocessing._base`; the
-scalers in :mod:`dml.preprocessing._scalers`, :class:`MaxAbsScaler` and :class:`Normalizer` (which keep
-sparse X sparse) in :mod:`dml.preprocessing._norms`; the encoder in :mod:`dml.preprocessing._encoders`
-with its per-block kernels (plain NumPy/pandas) in :mod:`dml.preprocessing._encoder_kernels`.
+scalers in :mod:`dml.preprocessing._scalers`, :class:`MaxAbsScaler` and :class:`Normalizer`
+(which keep sparse X sparse) in :mod:`dml.preprocessing._norms`; the encoder in
+:mod:`dml.preprocessing._encoders` with its per-block kernels (plain NumPy/pandas) in
+:mod:`dml.preprocessing._encoder_kernels`.
 """
 from dml.preprocessing._base import TransformPlan
 from dml.preprocessing._encoders import OneHotEncoder
