@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from dml.optim._stacked_kernels import loss_code
 from dml.optim.losses import Loss, Softmax
 from dml.optim.problem import Problem
 
@@ -157,19 +158,27 @@ class LinearProblem(Problem):
         W = params[:self.K * self.d].reshape(self.K, self.d)
         return W, (params[self.K * self.d:] if self.fit_intercept else None)
 
-    def sparse_batch_grad(self, W, scale, b, X, Y, w):
-        """:meth:`batch_loss_grad` of a CSR batch with weights ``scale · W``, at O(nnz).
+    def sparse_kernel_terms(self, Y):
+        """``(loss code, loss parameter, targets (n, K))`` for the compiled sparse steps, or None
+        when the loss couples the outputs (softmax) or is not compiled."""
+        lc = None if self.task == "multinomial" else loss_code(self.loss)
+        if lc is None:
+            return None
+        T = np.ascontiguousarray(self._targets(Y), dtype=np.float64).reshape(len(Y), -1)
+        return lc[0], lc[1], T
 
+    def sparse_batch_grad(self, W, scale, b, n, rows, cols, values, Y, w):
+        """:meth:`batch_loss_grad` of n sparse rows with weights ``scale · W``, at O(nnz).
+
+        The rows are given by their stored entries: ``rows`` (0..n-1), ``cols``, ``values``.
         Returns ``(loss_sum, cols, gW, gb)``: the columns the batch holds (sorted), the
         gradient sums of ``W`` on those columns (K × len(cols)) and of the intercepts (K,).
         The scaled-weights form is what :mod:`dml.optim.sparse_steps` keeps.
         """
-        n = X.shape[0]
-        rows = np.repeat(np.arange(n), np.diff(X.indptr))
-        cols, inv = np.unique(X.indices, return_inverse=True)
+        used, inv = np.unique(cols, return_inverse=True)
         F = np.empty((n, self.K))
         for k in range(self.K):
-            F[:, k] = np.bincount(rows, weights=X.data * W[k, X.indices], minlength=n)
+            F[:, k] = np.bincount(rows, weights=values * W[k, cols], minlength=n)
         F *= scale
         if self.fit_intercept:
             F += b
@@ -182,10 +191,10 @@ class LinearProblem(Problem):
         else:
             loss_sum = float(loss.sum())
         G = G.reshape(n, -1)
-        gW = np.empty((self.K, len(cols)))
+        gW = np.empty((self.K, len(used)))
         for k in range(self.K):
-            gW[k] = np.bincount(inv, weights=X.data * G[rows, k], minlength=len(cols))
-        return loss_sum, cols, gW, G.sum(axis=0)
+            gW[k] = np.bincount(inv, weights=values * G[rows, k], minlength=len(used))
+        return loss_sum, used, gW, G.sum(axis=0)
 
     def stack_targets(self, Y) -> np.ndarray:
         """Per-row targets in the loss's convention, for :meth:`batch_loss_grad_stacked`."""

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import scipy.sparse as sp
 
 from dml.optim.optimizers import SGD
 
-__all__ = ["applies", "lazy_sgd_steps", "RESCALE_BELOW"]
+__all__ = ["applies", "lazy_sgd_steps", "batch_entries", "RESCALE_BELOW"]
 
 #: When |scale| falls below this, it is folded into the weights (one O(d) pass), as
 #: scikit-learn does, so that ``g / scale`` never loses precision or overflows.
@@ -37,15 +38,54 @@ def applies(problem, X, cfg) -> bool:
             and hasattr(problem, "sparse_batch_grad"))
 
 
+def batch_entries(indptr, rows):
+    """The stored entries of some rows of a CSR matrix: ``(row in the batch, position)``.
+
+    Gathering with plain index arithmetic instead of building a scipy matrix per batch (whose
+    checks cost more than the step itself at a few hundred entries).
+    """
+    starts = indptr[rows]
+    lens = indptr[rows + 1] - starts
+    first = np.cumsum(lens) - lens  # where each row's entries start in the batch
+    pos = np.arange(int(lens.sum())) + np.repeat(starts - first, lens)
+    return np.repeat(np.arange(len(rows)), lens), pos
+
+
 def lazy_sgd_steps(problem, params, X, Y, w, order, first, last, t0, plan):
     """:func:`dml.optim.engine.local_sgd_steps` for a CSR block, O(nnz) per step.
 
     ``params`` is updated in place and is exact (the scale folded in) when this returns.
-    Returns (loss_sum, first_loss, finite).
+    Returns (loss_sum, first_loss, finite). The steps run compiled
+    (:func:`dml.optim._stacked_kernels.sparse_sgd_steps`) when the problem's loss treats its
+    outputs one by one (not softmax), else in NumPy (:func:`_numpy_steps`): the same arithmetic.
     """
+    cfg = plan.config
+    terms = getattr(problem, "sparse_kernel_terms", None)
+    compiled = None if terms is None else terms(Y)
+    if compiled is None:
+        return _numpy_steps(problem, params, X, Y, w, order, first, last, t0, plan)
+    from dml.optim._stacked_kernels import sparse_sgd_steps
+
+    code, param, T = compiled
+    W, b = problem.unpack_views(params)
+    n = X.shape[0]
+    order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, np.int64)
+    lr = np.array([cfg.schedule(t0 + k + 1, plan.lr_scale) for k in range(last - first)],
+                  dtype=np.float64)
+    out = np.zeros(3)
+    sparse_sgd_steps(W, np.empty(0) if b is None else b, X.indptr, X.indices,
+                     np.asarray(X.data, dtype=np.float64), T,
+                     np.empty(0) if w is None else np.asarray(w, dtype=np.float64), order,
+                     int(first), int(last), int(cfg.batch_size), lr, float(cfg.penalty.l2),
+                     int(code), float(param), RESCALE_BELOW, out)
+    return float(out[0]), float(out[1]) if last > first else None, bool(out[2])
+
+
+def _numpy_steps(problem, params, X, Y, w, order, first, last, t0, plan):
     cfg = plan.config
     B = cfg.batch_size
     n = X.shape[0]
+    indptr, indices, values = X.indptr, X.indices, X.data
     W, b = problem.unpack_views(params)
     l2 = cfg.penalty.l2
     scale = 1.0
@@ -56,7 +96,9 @@ def lazy_sgd_steps(problem, params, X, Y, w, order, first, last, t0, plan):
         lo, hi = s * B, min((s + 1) * B, n)
         idx = order[lo:hi] if order is not None else slice(lo, hi)
         wb = None if w is None else w[idx]
-        loss, cols, gW, gb = problem.sparse_batch_grad(W, scale, b, X[idx], Y[idx], wb)
+        rows, pos = batch_entries(indptr, idx if order is not None else np.arange(lo, hi))
+        loss, cols, gW, gb = problem.sparse_batch_grad(W, scale, b, hi - lo, rows, indices[pos],
+                                                       values[pos], Y[idx], wb)
         if first_loss is None:
             first_loss = float(loss) / (hi - lo)
         loss_sum += float(loss)
