@@ -14,7 +14,7 @@ import pandas as pd
 from sklearn.exceptions import NotFittedError
 
 from dml._blocks import (Blocks, BlockSpec, column_names, extract_block, as_blocks,
-                         check_x_layout, is_dask)
+                         check_x_layout, is_dask, is_sparse, is_sparse_dask)
 from dml._param_validation import validate
 
 __all__ = ["DaskEstimatorMixin", "TransformOutputMixin", "check_is_fitted", "fit_context",
@@ -270,6 +270,11 @@ class TransformOutputMixin:
         from sklearn.utils._set_output import ADAPTERS_MANAGER, _get_output_config
 
         config = _get_output_config("transform", self)["dense"]
+        if config != "default" and (is_sparse(result) or is_sparse_dask(result)):
+            # As scikit-learn: a DataFrame cannot hold a sparse result.
+            raise ValueError(f"{type(self).__name__}: set_output(transform={config!r}) cannot "
+                             "hold a sparse result; use the default output for sparse X, or "
+                             "densify X first.")
         if config == "default" or not isinstance(result, (np.ndarray, da.Array)):
             return result  # (already wrapped: fit_transform calls the wrapped transform)
         if not isinstance(result, da.Array):

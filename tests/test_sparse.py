@@ -451,3 +451,12 @@ def test_nothing_densifies_a_block_on_the_way():
     for est in (pp.MaxAbsScaler(), pp.StandardScaler(with_mean=False), pp.Normalizer()):
         est.fit(Xn).transform(Xn)
     lm.SGDClassifier(max_iter=2, tol=None, random_state=0).fit(Xn, y).predict(Xn)
+
+
+def test_pandas_output_refuses_a_sparse_result():
+    X, _ = counts()
+    scaler = pp.MaxAbsScaler().set_output(transform="pandas").fit(X)
+    with pytest.raises(ValueError, match="cannot hold a sparse result"):
+        scaler.transform(X)
+    np.testing.assert_allclose(scaler.transform(X.toarray()).to_numpy(),
+                               skp.MaxAbsScaler().fit(X).transform(X).toarray())
