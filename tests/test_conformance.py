@@ -132,8 +132,10 @@ EXPECTED_FAILED_CHECKS: dict[str, dict[str, str]] = {
                      "check_sample_weight_equivalence_on_sparse_data": _MINIBATCH},
     "Perceptron": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH,
                    "check_sample_weight_equivalence_on_sparse_data": _MINIBATCH},
-    "MLPClassifier": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH},
-    "MLPRegressor": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH},
+    "MLPClassifier": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH,
+                      "check_sample_weight_equivalence_on_sparse_data": _MINIBATCH},
+    "MLPRegressor": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH,
+                     "check_sample_weight_equivalence_on_sparse_data": _MINIBATCH},
     "KMeans": {"check_sample_weight_equivalence_on_dense_data":
                "the random initialisation sees different rows (also expected for "
                "scikit-learn's KMeans)"},
