@@ -82,6 +82,8 @@ def lazy_sgd_steps(problem, params, X, Y, w, order, first, last, t0, plan):
 
 
 def _numpy_steps(problem, params, X, Y, w, order, first, last, t0, plan):
+    """The steps of :func:`lazy_sgd_steps` in NumPy, a batch at a time (losses that couple the
+    outputs, e.g. softmax); the problem computes each batch's gradient on its columns."""
     cfg = plan.config
     B = cfg.batch_size
     n = X.shape[0]
