@@ -562,8 +562,15 @@ def test_mf_recommend_without_seen_pairs_and_out_of_core_options(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 def _fit_dense_output(make, kind, X, y):
+    """The fitted model's output on X, dense: decision values or probabilities where the
+    estimator has them (a class at a tie of the decision value would follow its rounding)."""
     est = fit(make(), kind, X, y)
-    return dense(est.transform(X) if kind == "trans" else est.predict(X))
+    if kind == "trans":
+        return dense(est.transform(X))
+    for method in ("decision_function", "predict_proba"):
+        if hasattr(est, method):
+            return dense(getattr(est, method)(X))
+    return dense(est.predict(X))
 
 
 @pytest.mark.parametrize("dask", ON)
