@@ -32,7 +32,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from dask._task_spec import Task
+from dask._task_spec import Task, TaskRef
 from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
@@ -353,6 +353,35 @@ class Blocks:
             return self.map_reduce(kernel, *args, combine=combine, split_every=split_every,
                                    with_index=with_index)
 
+    def fold(self, kernel: Callable, init, *args, compute_now: bool = True):
+        """Carry a small state through the blocks in row order: ``state = kernel(state, X, y,
+        w, *args)`` for block 0, 1, ... (sequential algorithms such as incremental PCA).
+
+        One task per block, each run where its block lives: only the state travels. ``init``
+        is the state before the first block (a plain value or a Delayed).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> b = as_blocks(np.arange(6.0).reshape(3, 2), block_rows=1)
+        >>> b.fold(lambda s, x, y, w: s + [float(x[0, 0])], [])
+        [0.0, 2.0, 4.0]
+        """
+        name = new_name(f"{task_prefix(kernel)}-fold")
+        deps: list = []
+        args = tuple(task_argument(broadcast(a), deps) for a in args)
+        state = task_argument(init, deps)
+        layer = {}
+        for i, p in enumerate(self.parts):
+            key = (name, i)
+            layer[key] = Task(key, _fold_call, kernel, state, task_ref(p, deps), *args)
+            state = TaskRef(key)
+        if not layer:
+            return init
+        graph = layer_graph(name, layer, deps)
+        out = Delayed((name, len(self.parts) - 1), graph, layer=name)
+        return out.compute() if compute_now else out
+
     def map_blocks(self, kernel: Callable, *args, dtype, tail_shape: tuple = (),
                    meta=None) -> da.Array:
         """Lazily apply ``kernel(X_block, *args)`` per block; the results form a Dask array.
@@ -389,6 +418,11 @@ class _Keyed:
     def __dask_layers__(self):
         # The layers of the graph the fused task read from: all of them (culled at compute).
         return tuple(self._graph.layers)
+
+
+def _fold_call(kernel, state, part, *args):
+    xb, yb, wb = part
+    return kernel(state, xb, yb, wb, *args)
 
 
 def _x_only(xb, yb, wb, kernel, *args):

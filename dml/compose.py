@@ -14,9 +14,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from dask import delayed
 from dask.delayed import Delayed
 from sklearn.base import TransformerMixin, clone
@@ -26,7 +28,7 @@ from sklearn.utils.metaestimators import _BaseComposition
 
 from dml._blocks import (Blocks, BlockSpec, extract_block, is_numeric_dtype, check_x_layout,
                          compute, is_dask)
-from dml._param_validation import HasMethods, StrOptions, invalid_parameter
+from dml._param_validation import HasMethods, Interval, Real, StrOptions, invalid_parameter
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
 from dml.preprocessing._base import _dtypes_of, _feature_names_in
 
@@ -128,9 +130,10 @@ class _Part(NamedTuple):
     weight: float | None
 
 
-def _column_transform_kernel(xb, parts, by_name, dtype, n_out):
+def _column_transform_kernel(xb, parts, by_name, dtype, n_out, sparse=False):
     n = xb.shape[0]
-    out = np.empty((n, n_out), dtype=dtype)
+    out = None if sparse else np.empty((n, n_out), dtype=dtype)
+    pieces = []
     for p in parts:
         sub = _take(xb, p.key, by_name)
         if p.kernel is not None:
@@ -145,7 +148,14 @@ def _column_transform_kernel(xb, parts, by_name, dtype, n_out):
                              "during fit. Its output width must not depend on the data.")
         if p.weight is not None:
             res = res * p.weight
-        out[:, p.start:p.stop] = res
+        if sparse:
+            pieces.append(res if sp.issparse(res) else sp.csr_matrix(res))
+        else:
+            out[:, p.start:p.stop] = res
+    if sparse:
+        if not pieces:
+            return sp.csr_matrix((n, 0), dtype=dtype)
+        return sp.hstack(pieces, format="csr", dtype=dtype)
     return out
 
 
@@ -169,8 +179,10 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
                         _BaseComposition):
     """Apply transformers to columns of a DataFrame or array and stack their outputs.
 
-    As scikit-learn's ``ColumnTransformer`` (dense output only), for NumPy arrays, pandas
-    DataFrames, Dask arrays and Dask DataFrames. All dml transformers (e.g.
+    As scikit-learn's ``ColumnTransformer``, for NumPy arrays, pandas DataFrames, Dask arrays
+    and Dask DataFrames. The output is dense unless a ``OneHotEncoder(sparse_output=True)`` makes
+    it sparse as scikit-learn decides (``sparse_threshold``): then CSR (a Dask array of CSR
+    blocks for Dask input). All dml transformers (e.g.
     :class:`dml.preprocessing.OneHotEncoder` and :class:`dml.preprocessing.StandardScaler`) are
     fitted together in ONE pass over the data. scikit-learn transformers are accepted when they
     are stateless (``requires_fit`` tag False, e.g. ``FunctionTransformer``); for Dask input they
@@ -187,6 +199,9 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
         those. A single name or position is treated as a list of one.
     remainder : {'drop', 'passthrough'} or transformer, default='drop'
         What to do with the columns no transformer selected.
+    sparse_threshold : float, default=0.3
+        When a transformer's output is sparse (an encoder with ``sparse_output=True``), the
+        stacked output is sparse if the density of the training output is below this value.
     transformer_weights : dict, default=None
         Multiplicative weight per transformer name.
     verbose_feature_names_out : bool, str or callable, default=True
@@ -202,7 +217,7 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
     output_indices_ : dict of str -> slice
         Output columns of each transformer.
     sparse_output_ : bool
-        Always False.
+        Whether ``transform`` returns sparse output (see ``sparse_threshold``).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
 
@@ -222,10 +237,11 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
     array(['num__age', 'cat__sex_F', 'cat__sex_M'], dtype=object)
     """
 
-    def __init__(self, transformers, *, remainder="drop", transformer_weights=None,
-                 verbose_feature_names_out=True):
+    def __init__(self, transformers, *, remainder="drop", sparse_threshold=0.3,
+                 transformer_weights=None, verbose_feature_names_out=True):
         self.transformers = transformers
         self.remainder = remainder
+        self.sparse_threshold = sparse_threshold
         self.transformer_weights = transformer_weights
         self.verbose_feature_names_out = verbose_feature_names_out
 
@@ -345,6 +361,7 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
     _parameter_constraints = {
         "transformers": [list, tuple],
         "remainder": [StrOptions({"drop", "passthrough"}), HasMethods(["fit", "transform"])],
+        "sparse_threshold": [Interval(Real, 0, 1, closed="both")],
         "transformer_weights": [dict, None],
         "verbose_feature_names_out": ["boolean"],
     }
@@ -488,7 +505,24 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
             start += width
         for name in [t[0] for t in self.transformers] + ["remainder"]:
             self.output_indices_.setdefault(name, slice(0, 0))
+        self.sparse_output_ = self._sparse_decision(fitted, start)
         return self
+
+    def _sparse_decision(self, fitted, width: int) -> bool:
+        """scikit-learn's rule: sparse output when a transformer's output is sparse and the
+        stacked training output's density (stored entries of the sparse parts, every entry of
+        the dense ones) is below ``sparse_threshold``. The sparse parts' counts come from their
+        fit (no pass over the data)."""
+        sparse = [t for _, t, _ in fitted if _is_dml_transformer(t)
+                  and getattr(t, "sparse_output", False) and hasattr(t, "_fit_nnz")]
+        if not sparse or width == 0:
+            return False
+        n = sparse[0]._n_samples_fit
+        if n == 0:
+            return False
+        sparse_width = sum(int(sum(t._n_features_outs)) for t in sparse)
+        nnz = sum(t._fit_nnz for t in sparse) + n * (width - sparse_width)
+        return nnz / (n * width) < self.sparse_threshold
 
     def _remainder_columns(self, remaining, columns):
         # scikit-learn's rule: names when every transformer selected its columns by name.
@@ -596,7 +630,10 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
             idx = self._transformer_to_input_indices[name]
             key = [fitted_names[i] for i in idx] if by_name else idx
             if _is_dml_transformer(t):
-                parts.append(_Part(name, key, plan.kernel, plan.args, t._spec(**plan.overrides),
+                args = plan.args
+                if self.sparse_output_ and getattr(t, "sparse_output", False):
+                    args = (*args, True)  # the encoder's CSR output, not a dense block
+                parts.append(_Part(name, key, plan.kernel, args, t._spec(**plan.overrides),
                                    None, start, start + width, weights.get(name)))
                 dts.append(plan.dtype)
             else:
@@ -605,10 +642,23 @@ class ColumnTransformer(TransformOutputMixin, DaskEstimatorMixin, TransformerMix
                 dts.append(plan)
             start += width
         dtype = np.result_type(*dts) if dts else np.dtype(np.float64)
-        return self._blockwise(X, _column_transform_kernel, parts, by_name, dtype, start,
-                               dtype=dtype, tail_shape=(start,), check_features=False,
-                               n_features=None if by_name else self.n_features_in_,
-                               numeric=False)
+        sparse = bool(getattr(self, "sparse_output_", False))
+        if sparse:
+            from sklearn.utils._set_output import _get_output_config
+
+            if _get_output_config("transform", self)["dense"] == "pandas":
+                raise ValueError("ColumnTransformer: pandas output does not support sparse "
+                                 "data; set sparse_threshold=0 (dense output) or disable "
+                                 "pandas output with set_output(transform='default')")
+        out = self._blockwise(X, _column_transform_kernel, parts, by_name, dtype, start, sparse,
+                              dtype=dtype, tail_shape=(start,), check_features=False,
+                              n_features=None if by_name else self.n_features_in_,
+                              numeric=False)
+        if sparse and isinstance(out, da.Array):
+            # The blocks are CSR matrices: say so, so that Dask stacks them as sparse.
+            out = da.Array(out.dask, out.name, out.chunks,
+                           meta=sp.csr_matrix((0, start), dtype=dtype))
+        return out
 
     def fit_transform(self, X, y=None):
         """Fit (one pass over X), then transform X (lazily for Dask input).

@@ -72,6 +72,7 @@ ESTIMATORS: dict[str, tuple[str, str | None, str | None]] = {
     "BaggingClassifier": ("dml.ensemble:BaggingClassifier", None, None),
     "BaggingRegressor": ("dml.ensemble:BaggingRegressor", None, None),
     "KMeans": ("dml.cluster:KMeans", "kmeans", "model"),  # clustering
+    "GaussianMixture": ("dml.mixture:GaussianMixture", "gaussian_mixture", "model"),
     # neural networks
     "MLPClassifier": ("dml.neural_network:MLPClassifier", "mlp_classifier", "model"),
     "MLPRegressor": ("dml.neural_network:MLPRegressor", "mlp_regressor", "model"),
@@ -83,7 +84,23 @@ ESTIMATORS: dict[str, tuple[str, str | None, str | None]] = {
     "MaxAbsScaler": ("dml.preprocessing:MaxAbsScaler", "maxabs_scaler", "transformer"),
     "Normalizer": ("dml.preprocessing:Normalizer", "normalizer", "transformer"),
     "OneHotEncoder": ("dml.preprocessing:OneHotEncoder", "one_hot", "transformer"),
+    "RBFSampler": ("dml.kernel_approximation:RBFSampler", "rbf_sampler", "transformer"),
+    "Nystroem": ("dml.kernel_approximation:Nystroem", "nystroem", "transformer"),
     "ColumnTransformer": ("dml.compose:ColumnTransformer", "column_transformer", "component"),
+    # sparse features from text and named features
+    "FeatureHasher": ("dml.feature_extraction:FeatureHasher", "feature_hasher", "transformer"),
+    "HashingVectorizer": ("dml.feature_extraction:HashingVectorizer", "hashing_vectorizer",
+                          "transformer"),
+    "CountVectorizer": ("dml.feature_extraction:CountVectorizer", "count_vectorizer",
+                        "transformer"),
+    "TfidfTransformer": ("dml.feature_extraction:TfidfTransformer", "tfidf_transformer",
+                         "transformer"),
+    "TfidfVectorizer": ("dml.feature_extraction:TfidfVectorizer", "tfidf_vectorizer",
+                        "transformer"),
+    # decomposition
+    "PCA": ("dml.decomposition:PCA", "pca", "transformer"),
+    "TruncatedSVD": ("dml.decomposition:TruncatedSVD", "truncated_svd", "transformer"),
+    "IncrementalPCA": ("dml.decomposition:IncrementalPCA", "incremental_pca", "transformer"),
     # model selection
     "GridSearchCV": ("dml.model_selection:GridSearchCV", None, None),
     "RandomizedSearchCV": ("dml.model_selection:RandomizedSearchCV", None, None),

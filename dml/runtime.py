@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 import os
 
+import dask
 from distributed import Client
+from distributed.security import Security
 
 __all__ = ["connect", "default_local_options", "active_client", "ADDRESS_ENV", "TLS_ENV",
            "tls_security"]
@@ -95,9 +97,15 @@ def connect(address: str | None = None, *, security=None, timeout: str | float =
 
     1. an already active ``distributed.Client`` (returned as it is; ``address`` must then be
        ``None`` or that client's own scheduler address);
-    2. the scheduler at ``address``, or at ``$DML_SCHEDULER_ADDRESS`` when ``address`` is None;
+    2. the scheduler at ``address``; when ``address`` is None, at ``$DML_SCHEDULER_ADDRESS``,
+       else at Dask's own ``scheduler-address`` setting (``$DASK_SCHEDULER_ADDRESS`` or a Dask
+       configuration file);
     3. a new embedded ``LocalCluster`` of worker processes sized for this machine
        (see :func:`default_local_options`; ``local_options`` override them).
+
+    Without ``security``, a scheduler connection uses Dask's TLS configuration
+    (``distributed.comm.tls.*``: ``ca-file``, ``client.cert``, ``client.key``, e.g. from
+    ``$DASK_DISTRIBUTED__COMM__TLS__CA_FILE``), as ``distributed.Client`` does.
 
     The client works as a context manager: leaving the ``with`` block closes it, and a cluster
     that ``connect`` started is shut down with it. The dashboard link is logged at INFO level on
@@ -131,7 +139,13 @@ def connect(address: str | None = None, *, security=None, timeout: str | float =
         logger.info("dml: reusing the active Dask client; dashboard: %s", current.dashboard_link)
         return current
 
-    address = address or os.environ.get(ADDRESS_ENV) or None
+    source = "the address argument"
+    if address is None and os.environ.get(ADDRESS_ENV):
+        address, source = os.environ[ADDRESS_ENV], f"${ADDRESS_ENV}"
+    if address is None and not local_options and dask.config.get("scheduler-address", None):
+        # Dask's own setting, which distributed.Client() would use too.
+        address = dask.config.get("scheduler-address")
+        source = "Dask's scheduler-address setting ($DASK_SCHEDULER_ADDRESS or a config file)"
     if address is not None:
         if local_options:
             raise TypeError(
@@ -139,13 +153,30 @@ def connect(address: str | None = None, *, security=None, timeout: str | float =
                 f"scheduler address {address!r}; local options only apply when dml starts an "
                 "embedded cluster. Drop them, or drop the address (and unset "
                 f"${ADDRESS_ENV}).")
+        if security is None:
+            # Dask's TLS settings (distributed.comm.tls.*), as distributed.Client reads them.
+            security = Security()
+        scheduler_setting = dask.config.get("scheduler", None)
         try:
             client = Client(address, security=security, timeout=timeout)
-        except OSError as exc:
+        except TypeError as exc:
+            # distributed's message for a tls:// address without certificates
+            # ("TLS expects a `ssl_context` argument ...") names none of the ways to give them.
+            dask.config.set(scheduler=scheduler_setting)  # a failed Client leaves it set
+            if "ssl_context" not in str(exc):
+                raise
             raise ConnectionError(
-                f"could not reach the Dask scheduler at {address!r} within {timeout}: {exc}. "
-                "Check that `dask scheduler` is running there and the address/port are right, "
-                f"or unset ${ADDRESS_ENV} to use an embedded local cluster.") from exc
+                f"the scheduler at {address!r} (from {source}) uses TLS but no certificates "
+                "were given: pass security=dml.runtime.tls_security(ca_file, cert, key), set "
+                "$DML_TLS_CA_FILE/$DML_TLS_CERT/$DML_TLS_KEY, or configure Dask's "
+                "distributed.comm.tls.ca-file, .client.cert and .client.key.") from None
+        except OSError as exc:
+            dask.config.set(scheduler=scheduler_setting)
+            raise ConnectionError(
+                f"could not reach the Dask scheduler at {address!r} (from {source}) within "
+                f"{timeout}: {exc}. Check that `dask scheduler` is running there and the "
+                f"address/port are right, or unset ${ADDRESS_ENV} and DASK_SCHEDULER_ADDRESS "
+                "to use an embedded local cluster.") from exc
         logger.info("dml: connected to %s; dashboard: %s", address, client.dashboard_link)
         return client
 
@@ -153,7 +184,10 @@ def connect(address: str | None = None, *, security=None, timeout: str | float =
     if security is not None:
         options["security"] = security
     # Client(**options) starts the LocalCluster itself, so closing the client closes it too.
-    client = Client(**options)
+    # Local options ask for an embedded cluster even where Dask names a scheduler, which
+    # Client() would otherwise try to use with them (and refuse).
+    with dask.config.set({"scheduler-address": None}):
+        client = Client(**options)
     logger.info("dml: started a local cluster with %d worker(s); dashboard: %s",
                 len(client.scheduler_info()["workers"]), client.dashboard_link)
     return client

@@ -14,10 +14,15 @@ import scipy.sparse as sp
 
 from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
+from dml.decomposition import PCA, IncrementalPCA, TruncatedSVD
 from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
                           RandomForestRegressor)
+from dml.feature_extraction import (CountVectorizer, FeatureHasher, HashingVectorizer,
+                                    TfidfTransformer, TfidfVectorizer)
+from dml.kernel_approximation import Nystroem, RBFSampler
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
                               Perceptron, Ridge, SGDClassifier, SGDRegressor)
+from dml.mixture import GaussianMixture
 from dml.model_selection import GridSearchCV, RandomizedSearchCV
 from dml.naive_bayes import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, MultinomialNB
 from dml.neural_network import MLPClassifier, MLPRegressor
@@ -30,7 +35,20 @@ CHUNK = 10
 
 #: Public estimators (``dml.registry.ESTIMATORS``) that the matrix leaves to tests of their own.
 OWN_TESTS = {"MatrixFactorization": "(user, item, rating) input, not an (X, y) matrix: its "
-                                    "cases are the test_mf_* tests of test_bad_input.py"}
+                                    "cases are the test_mf_* tests of test_bad_input.py",
+             **{name: "documents (or dicts), not an (X, y) matrix: its cases (non-string "
+                      "documents, a lone string, a many-column DataFrame, vocabulary errors) "
+                      "are in tests/test_feature_extraction.py"
+                for name in ("FeatureHasher", "HashingVectorizer", "CountVectorizer",
+                             "TfidfTransformer", "TfidfVectorizer")}}
+
+#: Small instances of the estimators of :data:`OWN_TESTS` that the parameter checks of
+#: test_bad_input.py use.
+OWN_SMALL = {"FeatureHasher": lambda: FeatureHasher(n_features=16),
+             "HashingVectorizer": lambda: HashingVectorizer(n_features=16),
+             "CountVectorizer": lambda: CountVectorizer(),
+             "TfidfTransformer": lambda: TfidfTransformer(),
+             "TfidfVectorizer": lambda: TfidfVectorizer()}
 
 #: name -> (family, kind, factory). Families are the columns of docs/bad_input.md. Which
 #: estimators run is decided by ``dml.registry.ESTIMATORS``: each needs an entry here or in
@@ -64,6 +82,14 @@ ESTIMATORS = {
     "MLPClassifier": ("MLP", "clf", lambda: MLPClassifier((4,), max_iter=3, random_state=0)),
     "MLPRegressor": ("MLP", "reg", lambda: MLPRegressor((4,), max_iter=3, random_state=0)),
     "KMeans": ("KMeans", "clust", lambda: KMeans(2, n_init=1, max_iter=5, random_state=0)),
+    "PCA": ("decomposition", "trans", lambda: PCA(2)),
+    "TruncatedSVD": ("decomposition", "trans", lambda: TruncatedSVD(2, random_state=0)),
+    "IncrementalPCA": ("decomposition", "trans", lambda: IncrementalPCA(2)),
+    "GaussianMixture": ("GaussianMixture", "clust",
+                        lambda: GaussianMixture(2, max_iter=5, random_state=0)),
+    "RBFSampler": ("kernel features", "trans",
+                   lambda: RBFSampler(n_components=8, random_state=0)),
+    "Nystroem": ("kernel features", "trans", lambda: Nystroem(n_components=8, random_state=0)),
     "DecisionTreeClassifier": ("trees, forests", "clf",
                                lambda: DecisionTreeClassifier(max_depth=3, random_state=0)),
     "DecisionTreeRegressor": ("trees, forests", "reg",
@@ -87,7 +113,7 @@ ESTIMATORS = {
 SPARSE_OK = {"MultinomialNB", "ComplementNB", "BernoulliNB", "SGDClassifier", "SGDRegressor",
              "Perceptron", "MaxAbsScaler", "Normalizer", "LinearRegression", "Ridge",
              "LogisticRegression", "LinearSVC", "GridSearchCV", "RandomizedSearchCV",
-             "MLPClassifier", "MLPRegressor"}
+             "MLPClassifier", "MLPRegressor", "TruncatedSVD"}
 
 
 def to_sparse(X, dask):

@@ -330,3 +330,39 @@ def test_rejects_stateful_sklearn_transformer(adult):
         ColumnTransformer([("x", "keep", ["age"])]).fit(adult)
     with pytest.raises(ValueError, match="remainder"):
         ColumnTransformer([("x", "drop", ["age"])], remainder="keep").fit(adult)
+
+
+@pytest.mark.parametrize("ohe", [{}, {"drop": "first"}, {"min_frequency": 8},
+                                 {"categories": [["c1", "c2", "c3"], ["u", "v", "w"]],
+                                  "handle_unknown": "ignore"}])
+def test_sparse_threshold_decides_as_sklearn(inprocess_client, ohe):
+    """With OneHotEncoder(sparse_output=True) the output is sparse exactly when scikit-learn's
+    is: the density of the training output (counted from the fit, no extra pass) against
+    sparse_threshold, just below and just above it; sparse output equals scikit-learn's."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.choice([f"c{i}" for i in range(12)], 150).astype(object),
+                       "b": rng.normal(size=150),
+                       "c": rng.choice(["u", "v", "w"], 150).astype(object)})
+    ref_full = skc.ColumnTransformer([("o", skp.OneHotEncoder(**ohe), ["a", "c"]),
+                                      ("s", skp.StandardScaler(), ["b"])], sparse_threshold=1.0)
+    Xs = ref_full.fit_transform(df)
+    assert sp.issparse(Xs)
+    density = Xs.nnz / (Xs.shape[0] * Xs.shape[1])
+    for thr in (density - 1e-9, density + 1e-9):
+        ref = skc.ColumnTransformer([("o", skp.OneHotEncoder(**ohe), ["a", "c"]),
+                                     ("s", skp.StandardScaler(), ["b"])],
+                                    sparse_threshold=thr).fit(df)
+        ct = ColumnTransformer([("o", OneHotEncoder(sparse_output=True, **ohe), ["a", "c"]),
+                                ("s", StandardScaler(), ["b"])],
+                               sparse_threshold=thr).fit(dd.from_pandas(df, npartitions=3))
+        assert ct.sparse_output_ == ref.sparse_output_ == (thr > density)
+        out = ct.transform(dd.from_pandas(df, npartitions=4))
+        want = ref.transform(df)
+        if ct.sparse_output_:
+            assert isinstance(out.blocks[0].compute(), sp.csr_matrix)
+            out = out.compute()
+            assert sp.issparse(out) and out.format == "csr"
+            out, want = out.toarray(), want.toarray()
+        np.testing.assert_allclose(np.asarray(out), want, rtol=1e-12, atol=1e-12)

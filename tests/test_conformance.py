@@ -29,10 +29,15 @@ import dml
 from dml import registry
 from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
+from dml.feature_extraction import (CountVectorizer, FeatureHasher, HashingVectorizer,
+                                    TfidfTransformer, TfidfVectorizer)
+from dml.decomposition import PCA, IncrementalPCA, TruncatedSVD
 from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
                           RandomForestRegressor)
+from dml.kernel_approximation import Nystroem, RBFSampler
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, LogisticRegression,
                               Perceptron, Ridge, SGDClassifier, SGDRegressor)
+from dml.mixture import GaussianMixture
 from dml.model_selection import GridSearchCV, RandomizedSearchCV
 from dml.naive_bayes import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, MultinomialNB
 from dml.neural_network import MLPClassifier, MLPRegressor
@@ -72,6 +77,11 @@ SMALL = {
     "MLPRegressor": lambda: MLPRegressor(hidden_layer_sizes=(10,), max_iter=100,
                                          learning_rate_init=0.01, random_state=0),
     "KMeans": lambda: KMeans(2, n_init=1, max_iter=5, random_state=0),
+    "PCA": lambda: PCA(), "IncrementalPCA": lambda: IncrementalPCA(),
+    "TruncatedSVD": lambda: TruncatedSVD(n_components=1, random_state=0),
+    "GaussianMixture": lambda: GaussianMixture(2, max_iter=5, random_state=0),
+    "RBFSampler": lambda: RBFSampler(n_components=20, random_state=0),
+    "Nystroem": lambda: Nystroem(n_components=10, random_state=0),
     "DecisionTreeClassifier": lambda: DecisionTreeClassifier(max_depth=4, random_state=0),
     "DecisionTreeRegressor": lambda: DecisionTreeRegressor(max_depth=4, random_state=0),
     "RandomForestClassifier": lambda: RandomForestClassifier(n_estimators=3, max_depth=4,
@@ -85,6 +95,14 @@ SMALL = {
     "GridSearchCV": lambda: GridSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, cv=2),
     "RandomizedSearchCV": lambda: RandomizedSearchCV(Ridge(), {"alpha": [0.1, 1.0]}, n_iter=2,
                                                      cv=2, random_state=0),
+    # Text and hashed features: scikit-learn's checks skip most of their checks (their input
+    # is documents or dicts, not a 2-D array); tests/test_feature_extraction.py compares them
+    # with scikit-learn's classes on documents.
+    "FeatureHasher": lambda: FeatureHasher(n_features=64),
+    "HashingVectorizer": lambda: HashingVectorizer(n_features=64),
+    "CountVectorizer": lambda: CountVectorizer(),
+    "TfidfTransformer": lambda: TfidfTransformer(),
+    "TfidfVectorizer": lambda: TfidfVectorizer(),
 }
 
 

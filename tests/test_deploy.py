@@ -224,6 +224,37 @@ def test_daskjob_runs_dml_train_on_the_operator_cluster():
     assert "persistentVolumeClaim" in volumes["output"]
 
 
+@pytest.mark.parametrize("name", MANIFESTS)
+def test_workers_preload_kernels_and_jobs_log_progress(name):
+    """Workers load the image's compiled kernels as they start; the job logs dml's INFO lines
+    (epoch summaries, checkpoint resumes) so that ``kubectl logs`` shows them."""
+    roles = {}
+    for doc in load(name):
+        for role, spec in pod_specs(doc):
+            roles[role] = spec["containers"][0]
+    workers = [c for role, c in roles.items() if "worker" in role]
+    jobs = [c for c in roles.values() if c["command"][:2] == ["dml", "train"]]
+    assert workers and jobs
+    for c in workers:
+        assert c["command"] == ["dask", "worker"]
+        assert arg_value(c["args"], "--preload") == "dml.worker_setup"
+    for c in jobs:
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        assert env.get("DML_LOG_LEVEL") == "info"
+
+
+def test_daskjob_says_what_happens_when_the_job_fails():
+    """The operator never retries a failed job pod: the manifest must not promise a resume."""
+    text = (K8S / "daskjob.yaml").read_text()
+    job = by_kind(load("daskjob.yaml"), "DaskJob")["spec"]["job"]["spec"]
+    assert job["restartPolicy"] == "Never"
+    assert "restarted Job pod" not in text and "DML_SCHEDULER_ADDRESS" not in text
+    assert "does not retry" in text
+    readme = (K8S / "README.md").read_text()
+    assert "kubectl delete daskjob dml-train && kubectl apply -f deploy/kubernetes/daskjob.yaml" \
+        in readme
+
+
 # ---------------------------------------------------------------------------------------------
 # Dockerfile
 # ---------------------------------------------------------------------------------------------

@@ -35,6 +35,11 @@ X_FRAME = pd.DataFrame({
     "weight": RNG.normal(size=120),
 })
 
+#: Documents (and dicts) for the registered text and hashing producers.
+_DOCS = ["the cat sat on the mat", "the dog ate my homework", "a cat and a dog"] * 4
+TEXT_INPUT = {"hashing_vectorizer": _DOCS, "count_vectorizer": _DOCS, "tfidf_vectorizer": _DOCS,
+              "feature_hasher": [{w: 1.0 for w in d.split()} for d in _DOCS]}
+
 
 def _fit_registered(name):
     """A fitted instance of registry entry ``name`` and the input to compare outputs on."""
@@ -43,6 +48,9 @@ def _fit_registered(name):
     except ImportError as exc:
         pytest.skip(f"{name} is not available yet: {exc}")
     est = cls()
+    if name in TEXT_INPUT:
+        X = TEXT_INPUT[name]
+        return est.fit(X), X
     if name == "one_hot":
         X = X_FRAME[["colour", "size"]]
         return est.fit(X), X

@@ -107,6 +107,66 @@ def test_prepared_blocks_stay_where_the_input_blocks_are(client):
     assert_same_model(km, sk_reference(X, C0), km.labels_.compute())
 
 
+def test_chained_iterations_on_both_clusters(client, monkeypatch):
+    check_chained_iterations(monkeypatch, 8)
+
+
+@pytest.mark.parametrize("n_blocks", [1, 64, 256])
+def test_chained_iterations_at_many_blocks(inprocess_client, monkeypatch, n_blocks):
+    check_chained_iterations(monkeypatch, n_blocks)
+
+
+def check_chained_iterations(monkeypatch, n_blocks):
+    """Lloyd iterations chained on the cluster (several per graph) give the model of one
+    scheduler call per iteration and scikit-learn's, whatever the chain length and the block
+    count, through empty-cluster relocations and convergence inside a chain."""
+    from dml.cluster import _chain
+
+    X, _ = blobs(n=2048, centers=4, seed=21)
+    # Two centres far outside the data: empty at the first iteration (relocation mid-chain).
+    C0 = np.vstack([X[[0, 500, 1000, 1500]], np.full((2, 4), 1e3) + np.arange(2)[:, None]])
+    sk = sk_reference(X, C0, tol=1e-6)
+    Xd = chunked(X, n_blocks).persist()
+    models = {}
+    for length in (1, 3, 32):  # 1: the unchained path
+        monkeypatch.setattr(_chain, "ITERS_PER_SUBMIT", length)
+        models[length] = KMeans(6, init=C0, tol=1e-6).fit(Xd)
+        assert_same_model(models[length], sk, models[length].labels_.compute())
+    for length in (3, 32):
+        np.testing.assert_array_equal(models[length].cluster_centers_,
+                                      models[1].cluster_centers_)
+        np.testing.assert_array_equal(models[length].inertia_history_,
+                                      models[1].inertia_history_)
+    # Several runs on the same data advance in one chain: the best of three is the same too.
+    runs = {length: KMeans(6, init="random", n_init=3, random_state=3, max_iter=7, tol=0)
+            for length in (1, 32)}
+    for length, km in runs.items():
+        monkeypatch.setattr(_chain, "ITERS_PER_SUBMIT", length)
+        km.fit(Xd)
+    np.testing.assert_array_equal(runs[32].cluster_centers_, runs[1].cluster_centers_)
+    assert runs[32].n_iter_ == runs[1].n_iter_ == 7
+
+
+def test_progress_and_log_lines_per_iteration(capsys, caplog):
+    X, _ = blobs(n=600, seed=22)
+    records = []
+    km = KMeans(3, random_state=0, n_init=2, progress=records.append).fit(chunked(X, 4))
+    assert [r["epoch"] for r in records] == list(range(1, km.n_iter_ + 1))
+    assert all(r["unit"] == "iteration" for r in records)
+    # The best of the lockstep runs; the kept run ends at the fitted model's last step.
+    assert records[-1]["objective"] <= km.inertia_history_[-1]
+    with caplog.at_level("INFO", logger="dml.cluster"):
+        km = KMeans(3, random_state=0, verbose=1).fit(chunked(X, 4))
+    err = capsys.readouterr().err
+    # stderr is not a terminal here: one plain line per iteration, no carriage returns.
+    lines = [ln for ln in err.splitlines() if ln.startswith("KMeans [")]
+    assert len(lines) == km.n_iter_ and "\r" not in err
+    assert f"iteration {km.n_iter_}/300" in lines[-1] and "s/iteration" in lines[-1]
+    assert sum("KMeans iteration" in r.getMessage() for r in caplog.records) == km.n_iter_
+    with pytest.raises(TypeError, match="progress must be"):
+        KMeans(3, progress=5).fit(X)
+
+
 def test_uneven_chunks_weights_and_max_iter():
     X, _ = blobs(n=1100, seed=2)
     w = np.random.default_rng(0).uniform(0.1, 3.0, len(X))

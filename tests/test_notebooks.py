@@ -42,6 +42,7 @@ EXPECTED_FIGURES = {
     "03-forest-and-search.ipynb": 3,  # cv_results_, feature importances, ROC curves
     "04-clustering.ipynb": 3,      # elbow + gap, silhouette, cluster plot
     "05-neural-network.ipynb": 3,  # sample digits, per-epoch curves, learning curve
+    "06-kernel-features.ipynb": 3,  # the circles, accuracies, decision boundary
 }
 
 #: Notebooks that read the real data sets (MovieLens, UCI Adult) with dml.datasets' loaders: run

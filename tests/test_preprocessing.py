@@ -424,10 +424,44 @@ def test_onehot_given_categories_and_dtype():
         OneHotEncoder(categories=[["a"], [1, 2, 3]]).fit(X)
 
 
-def test_onehot_sparse_output_rejected():
-    with pytest.raises(ValueError, match=r"The 'sparse_output' parameter of OneHotEncoder must be "
-                                         r"False \(dml returns dense arrays"):
-        OneHotEncoder(sparse_output=True).fit(_frame())
+@pytest.mark.parametrize("params", [{}, {"handle_unknown": "ignore", "drop": "first"},
+                                    {"min_frequency": 10, "handle_unknown": "infrequent_if_exist",
+                                     "dtype": np.float32}])
+@pytest.mark.parametrize("npartitions", [1, 3, 7, 64])
+def test_onehot_sparse_output_matches_sklearn(inprocess_client, params, npartitions):
+    """sparse_output=True: CSR blocks (a CSR matrix for local input), entry for entry
+    scikit-learn's sparse output, unknown categories included."""
+    import scipy.sparse as sp
+
+    df = _frame(n=200)
+    ref = skp.OneHotEncoder(sparse_output=True, **params).fit(df)
+    est = OneHotEncoder(sparse_output=True, **params).fit(dd.from_pandas(df, npartitions=3))
+    new = _frame(seed=1, n=130)
+    if params.get("handle_unknown", "error") != "error":
+        new.loc[5, "color"] = "purple"
+    want = ref.transform(new)
+    for X in (dd.from_pandas(new, npartitions=npartitions), new):
+        out = est.transform(X)
+        if isinstance(out, da.Array):
+            assert out.chunks[1] == (want.shape[1],)
+            assert isinstance(out.blocks[0].compute(), sp.csr_matrix)
+            out = out.compute()
+        assert sp.issparse(out) and out.format == "csr" and out.dtype == want.dtype
+        np.testing.assert_array_equal(out.indptr, want.indptr)
+        np.testing.assert_array_equal(out.indices, want.indices)
+        np.testing.assert_array_equal(out.data, want.data)
+    back = est.inverse_transform(est.transform(new))
+    np.testing.assert_array_equal(pd.isna(back), pd.isna(ref.inverse_transform(want)))
+
+
+def test_onehot_sparse_output_both_clusters(client):
+    df = _frame()
+    est = OneHotEncoder(sparse_output=True).fit(df)
+    out = est.transform(dd.from_pandas(df, npartitions=4)).compute()
+    want = skp.OneHotEncoder(sparse_output=True).fit(df).transform(df)
+    assert (out != want).nnz == 0
+    with pytest.raises(ValueError, match="Pandas output does not support sparse data"):
+        OneHotEncoder(sparse_output=True).set_output(transform="pandas").fit(df).transform(df)
 
 
 def test_onehot_one_pass():

@@ -1,6 +1,8 @@
 """Project promises: the README's two commands and CI run the same test command."""
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -23,3 +25,23 @@ def test_readme_opens_with_exactly_two_commands():
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert readme_commands()[1] in ci
+
+
+def test_ci_tests_the_declared_minimum_versions():
+    """.ci/run installs every dependency at its declared minimum in a second environment."""
+    import importlib.util
+    import tomllib
+
+    spec = importlib.util.spec_from_file_location("min_versions", ROOT / ".ci" / "min_versions.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pins = module.pins(deps)
+    assert len(pins) == len(deps)
+    for dep, pin in zip(deps, pins):
+        name, minimum = dep.replace(" ", "").split(">=")
+        assert pin in (f"{name}=={minimum}", f"{name}=={minimum}.*"), (dep, pin)
+    with pytest.raises(SystemExit, match="cannot pin"):
+        module.pins(["numpy<3"])
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "$(python3 .ci/min_versions.py)" in ci and ".venv-min/bin/python -m pytest" in ci

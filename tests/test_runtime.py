@@ -1,6 +1,7 @@
 """dml.runtime.connect: reuse, address, environment variable, embedded cluster."""
 import logging
 
+import dask
 import dask.array as da
 import pytest
 from distributed import Client
@@ -29,6 +30,24 @@ def test_connects_to_address_and_environment(process_cluster, monkeypatch):
     # the scheduler survives clients that connect() did not start a cluster for
     with Client(process_cluster.address, set_as_default=False) as c:
         assert len(c.scheduler_info()["workers"]) == 2
+
+
+@pytest.mark.multiprocess
+def test_honours_dasks_scheduler_address_setting(process_cluster, monkeypatch):
+    monkeypatch.delenv(runtime.ADDRESS_ENV, raising=False)
+    # $DASK_SCHEDULER_ADDRESS and Dask config files set this value.
+    with dask.config.set({"scheduler-address": process_cluster.address}):
+        with runtime.connect() as client:
+            assert client.scheduler.address == process_cluster.address
+        # Local cluster options still start an embedded cluster (distributed.Client would
+        # refuse them next to the setting).
+        with runtime.connect(n_workers=1, processes=False) as client:
+            assert client.scheduler.address != process_cluster.address
+            assert len(client.scheduler_info()["workers"]) == 1
+        # dml's own variable comes first.
+        monkeypatch.setenv(runtime.ADDRESS_ENV, "tcp://127.0.0.1:9")
+        with pytest.raises(ConnectionError, match=r"from \$DML_SCHEDULER_ADDRESS"):
+            runtime.connect(timeout="2s")
 
 
 def test_local_options_conflict_with_address():

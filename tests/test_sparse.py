@@ -463,3 +463,23 @@ def test_pandas_output_refuses_a_sparse_result():
         scaler.transform(X)
     np.testing.assert_allclose(scaler.transform(X.toarray()).to_numpy(),
                                skp.MaxAbsScaler().fit(X).transform(X).toarray())
+
+
+@pytest.mark.parametrize("algorithm", ["gram_eigh", "randomized"])
+def test_truncated_svd_on_sparse_blocks(client, algorithm):
+    """The decomposition's kernels multiply blocks by dense matrices: CSR blocks as they are."""
+    from sklearn.decomposition import TruncatedSVD as SkTSVD
+
+    from dml.decomposition import TruncatedSVD
+
+    X, _ = counts()
+    A = sparse_blocks(X, 70)
+    a = TruncatedSVD(3, algorithm=algorithm, random_state=0).fit(A)
+    b = TruncatedSVD(3, algorithm=algorithm, random_state=0).fit(X.toarray())
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-9, atol=1e-11)
+    out = a.transform(A).compute()
+    np.testing.assert_allclose(out, b.transform(X.toarray()), rtol=1e-9, atol=1e-11)
+    if algorithm == "gram_eigh":  # exact: scikit-learn's answer on the same sparse matrix
+        r = SkTSVD(3, algorithm="arpack").fit(X)
+        np.testing.assert_allclose(a.singular_values_, r.singular_values_, rtol=1e-10)
+        np.testing.assert_allclose(np.abs(out), np.abs(r.transform(X)), rtol=1e-8, atol=1e-10)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import dask
 import numpy as np
 import pytest
 
@@ -82,6 +83,20 @@ def test_job_file_tls_section_is_resolved_and_checked(tmp_path):
     job.write_text(JOB + "scheduler:\n  address: tls://scheduler:8786\n  tls: {ca: x}\n")
     with pytest.raises(cli.JobError, match="scheduler.tls.ca: unknown field"):
         cli.load_job(job)
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_connect_uses_dasks_tls_configuration(tls_cluster):
+    certs, address = tls_cluster["certs"], tls_cluster["address"]
+    settings = {"distributed.comm.tls.ca-file": certs["ca"],
+                "distributed.comm.tls.client.cert": certs["cert"],
+                "distributed.comm.tls.client.key": certs["key"]}
+    with dask.config.set(settings):
+        with runtime.connect(address, timeout="20s") as client:
+            assert len(client.scheduler_info()["workers"]) == 2
+    with pytest.raises(ConnectionError, match="uses TLS but no certificates were given"):
+        runtime.connect(address, timeout="3s")
 
 
 @pytest.mark.slow

@@ -12,3 +12,5 @@ from benchmarks.workloads import forest  # noqa: F401
 from benchmarks.workloads import cv  # noqa: F401
 from benchmarks.workloads import mlp  # noqa: F401
 from benchmarks.workloads import mf  # noqa: F401
+from benchmarks.workloads import pca  # noqa: F401
+from benchmarks.workloads import gmm  # noqa: F401

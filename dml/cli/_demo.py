@@ -125,6 +125,7 @@ DEMOS: list[DemoEntry] = [
     DemoEntry("ridge", "make_regression", _demo_regression, {"alpha": 1.0}),
     DemoEntry("kmeans", "make_blobs, 6 centres", _demo_blobs,
               {"n_clusters": 6, "random_state": 0}),
+    DemoEntry("pca", "make_blobs, 6 centres", _demo_blobs, {"n_components": 5}),
     DemoEntry("matrix_factorization", "make_ratings, rank 5", _demo_ratings,
               {"n_factors": 5, "solver": "als", "reg": 0.05, "n_epochs": 10, "random_state": 0}),
 ]
@@ -150,6 +151,16 @@ def run_demo_entry(entry: DemoEntry, n_samples: int, chunks: int, seed: int = 0)
         ari = score_predictions(["ari"], y_test, model.predict(X_test))
         return {"model": entry.model, "data": entry.data, "rows": n_samples,
                 "fit_seconds": fit_seconds, **ari}
+    if not hasattr(model, "predict"):
+        # A projection (PCA): fit on X alone; report the share of the held-out rows' variance
+        # that the kept components reconstruct.
+        model.fit(X_train)
+        fit_seconds = time.perf_counter() - start
+        resid = X_test - model.inverse_transform(model.transform(X_test))
+        lost, total = dask.compute((resid ** 2).sum(),
+                                   ((X_test - X_test.mean(axis=0)) ** 2).sum())
+        return {"model": entry.model, "data": entry.data, "rows": n_samples,
+                "fit_seconds": fit_seconds, "variance_captured": 1.0 - float(lost / total)}
     model.fit(X_train, y_train)
     fit_seconds = time.perf_counter() - start
     names = ["accuracy", "f1_macro"] if is_classifier(model) else ["rmse", "r2"]
@@ -178,7 +189,8 @@ def cmd_demo(args) -> int:
             rows.append(run_demo_entry(entry, n, chunks))
     columns = [("model", "model"), ("data", "data"), ("rows", "rows"),
                ("fit_seconds", "fit s"), ("accuracy", "accuracy"), ("f1_macro", "F1 (macro)"),
-               ("rmse", "RMSE"), ("r2", "R2"), ("ari", "ARI")]
+               ("rmse", "RMSE"), ("r2", "R2"), ("ari", "ARI"),
+               ("variance_captured", "var. captured")]
     columns = [(k, h) for k, h in columns if any(k in r for r in rows)]
     if not rows:
         raise CLIError("no model family is installed: " + ", ".join(skipped))

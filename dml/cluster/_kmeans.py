@@ -12,6 +12,7 @@ and one task per block serves every run on that block. The training blocks are p
 from __future__ import annotations
 
 import functools
+import logging
 import warnings
 from dataclasses import dataclass, field
 
@@ -26,10 +27,13 @@ from sklearn.exceptions import ConvergenceWarning
 from dml._blocks import block_rng, compute, seed_from
 from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOptions
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
-from dml.cluster import _init, _lloyd
+from dml.cluster import _chain, _init, _lloyd
 from dml.cluster._prepared import Prepared, group_call, map_combine, prepare, tree_combine
+from dml.optim.progress import make_progress
 
 __all__ = ["KMeans"]
+
+logger = logging.getLogger("dml.cluster")
 
 _INITS = ("k-means||", "k-means++", "random")
 
@@ -68,18 +72,6 @@ def _relocate(sums, wsum, cand, d):
         wsum[old] -= w
 
 
-def _average(sums, wsum, d):
-    """scikit-learn's ``_average_centers``: empty clusters sit on the heaviest one."""
-    centres = sums[:, :d].copy()
-    heaviest = int(np.argmax(wsum))
-    for j in range(len(centres)):
-        if wsum[j] > 0:
-            centres[j] *= 1.0 / wsum[j]
-        else:
-            centres[j] = centres[heaviest]
-    return centres
-
-
 def _by_data(runs):
     groups: dict[int, tuple[Prepared, list[Run]]] = {}
     for r in runs:
@@ -87,39 +79,75 @@ def _by_data(runs):
     return list(groups.values())
 
 
-def lloyd(runs: list[Run]) -> None:
-    """Advance all runs to convergence (or ``max_iter``), one scheduler call per iteration.
+def lloyd(runs: list[Run], progress=None) -> None:
+    """Advance all runs to convergence (or ``max_iter``).
 
     Per run and iteration, as scikit-learn's ``_kmeans_single_lloyd``: assign with the current
     centres, relocate empty clusters, average, and stop when the total squared centre shift is
     ``<= tol`` (an unchanged assignment gives a zero shift, scikit-learn's strict convergence).
-    ``history`` gets the inertia of each assignment step.
+    ``history`` gets the inertia of each assignment step. ``progress`` (a display of
+    :mod:`dml.optim.progress`, or None) gets one record per iteration: the lowest inertia of
+    the runs, which is also logged at INFO on the ``dml.cluster`` logger.
+
+    Runs on one persisted data set advance in chains of iterations submitted as one graph
+    (:mod:`dml.cluster._chain`); otherwise (several data sets, data read from storage) one
+    scheduler call per iteration serves all runs.
     """
     for r in runs:
         if r.max_iter < 1:
             r.done = True
+    # A cluster that stays empty (more clusters than distinct points) halts every chain at
+    # its first link: after a halt, chains restart short and double while they run through.
+    chain_length = _chain.ITERS_PER_SUBMIT
     while True:
         active = [r for r in runs if not r.done]
         if not active:
             return
         groups = _by_data(active)
+        if len(groups) == 1 and groups[0][0].persisted and chain_length > 1:
+            data, group = groups[0]
+            n_iters = min(chain_length, max(r.max_iter - r.n_iter for r in group))
+            ran = _chain.run_chain(data, group, n_iters)
+            for used, sums in ran:
+                group = [r for r in group if not r.done]
+                if len(used) != len(group) or not all(
+                        np.array_equal(u, r.centres) for u, r in zip(used, group)):
+                    raise RuntimeError("KMeans: the chained Lloyd iterations diverged from the "
+                                       "client's replay; this is a bug in dml, please report it")
+                _apply_iteration([(data, group)], [sums])
+                _report(runs, progress)
+            if len(ran) < n_iters and any(not r.done for r in group):
+                chain_length = 1  # halted by an empty cluster: one plain iteration next
+            continue
+        chain_length = min(2 * chain_length, _chain.ITERS_PER_SUBMIT)
         results = map_combine([(data, ([r.centres for r in group],)) for data, group in groups],
                               _lloyd.lloyd_block, _lloyd.combine_lloyd)
-        steps = []
-        for (data, group), result in zip(groups, results):
-            for r, sums in zip(group, result):
-                steps.append((r, sums, sums[:, -1].copy()))
-                r.history.append(_lloyd.step_inertia(sums, r.centres, data.wxsq))
-        _relocate_empty([s for s in steps if np.any(s[2] == 0)])
-        for r, sums, wsum in steps:
-            d = r.data.d
-            new = _average(sums, wsum, d).astype(r.data.dtype)
-            shift = np.sqrt(((new.astype(np.float64) - r.centres.astype(np.float64)) ** 2)
-                            .sum(axis=1))
-            r.centres = new
-            r.n_iter += 1
-            if (shift ** 2).sum() <= r.tol or r.n_iter >= r.max_iter:
-                r.done = True
+        _apply_iteration(groups, results)
+        _report(runs, progress)
+
+
+def _report(runs, progress) -> None:
+    """One progress record for the iteration just applied (lockstep runs: the best one)."""
+    iteration = max(r.n_iter for r in runs)
+    inertia = min(r.history[-1] for r in runs if r.history)
+    logger.info("KMeans iteration %d: inertia %.6g", iteration, inertia)
+    if progress is not None:
+        progress.update({"epoch": iteration, "objective": inertia, "unit": "iteration"})
+
+
+def _apply_iteration(groups, results) -> None:
+    """One iteration's update of the runs from their reduced sums: history, relocation of
+    empty clusters, new centres, the stopping rule."""
+    steps = []
+    for (data, group), result in zip(groups, results):
+        for r, sums in zip(group, result):
+            steps.append((r, sums, sums[:, -1].copy()))
+            r.history.append(_lloyd.step_inertia(sums, r.centres, data.wxsq))
+    _relocate_empty([s for s in steps if np.any(s[2] == 0)])
+    for r, sums, wsum in steps:
+        sums[:, -1] = wsum
+        r.centres, r.n_iter, r.done = _chain.next_centres(
+            r.centres, sums, r.data.d, r.data.dtype, r.tol, r.n_iter, r.max_iter)
 
 
 def _relocate_empty(steps):
@@ -272,6 +300,14 @@ default="k-means||"
     random_state : int, RandomState, Generator or None, default=None
         Seed of every random choice. Same data, partitioning and seed give the same model on any
         cluster.
+    verbose : int, default=0
+        Above 0: show a progress line per Lloyd iteration on stderr (plain lines when stderr
+        is not a terminal). Every iteration is also logged at INFO on the ``dml.cluster``
+        logger.
+    progress : None, False, "text", "notebook", callable or object, default=None
+        Progress display (see :mod:`dml.optim.progress`); "notebook": an HTML bar in Jupyter.
+        A callable gets one record per iteration: ``{"epoch": iteration, "objective":
+        inertia, "unit": "iteration"}``.
 
     Attributes
     ----------
@@ -311,7 +347,8 @@ default="k-means||"
     """
 
     def __init__(self, n_clusters=8, *, init="k-means||", n_init="auto", max_iter=300,
-                 tol=1e-4, oversampling_factor=2.0, init_rounds=5, random_state=None):
+                 tol=1e-4, oversampling_factor=2.0, init_rounds=5, random_state=None,
+                 verbose=0, progress=None):
         self.n_clusters = n_clusters
         self.init = init
         self.n_init = n_init
@@ -320,6 +357,8 @@ default="k-means||"
         self.oversampling_factor = oversampling_factor
         self.init_rounds = init_rounds
         self.random_state = random_state
+        self.verbose = verbose
+        self.progress = progress
 
     # ---- parameters ----
     _parameter_constraints = {
@@ -332,6 +371,8 @@ default="k-means||"
         "oversampling_factor": [Interval(Real, 0, None, closed="neither")],
         "init_rounds": [Interval(Integral, 1, None, closed="left")],
         "random_state": RANDOM_STATE,
+        "verbose": ["verbose"],
+        "progress": "no_validation",  # checked by dml.optim.progress.make_progress
     }
 
     def _n_init(self) -> int:
@@ -405,7 +446,14 @@ default="k-means||"
         data = prepare(blocks, type(self).__name__)
         seed = seed_from(self.random_state)
         runs = self._initial_runs(data, n_init, seed)
-        lloyd(runs)
+        progress = make_progress(self.progress, self.verbose)
+        if progress is not None:
+            progress.start(self.max_iter, desc=type(self).__name__)
+        try:
+            lloyd(runs, progress)
+        finally:
+            if progress is not None:
+                progress.close()
         finish(runs, labels=True)
         best = min(range(len(runs)), key=lambda i: (runs[i].inertia, i))
         run = runs[best]

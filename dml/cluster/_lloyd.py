@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["prepare_block", "lloyd_block", "step_inertia", "final_block", "relocation_block",
-           "assign", "labels_of", "cluster_sums", "chunk_rows", "augmented_centres", "largest"]
+           "average_centres", "assign", "labels_of", "cluster_sums", "chunk_rows",
+           "augmented_centres", "largest"]
 
 #: Bytes of the per-chunk working set the chunk length is derived from (about one L2 cache).
 CHUNK_BYTES = 512 * 1024
@@ -173,6 +174,18 @@ def step_inertia(sums, centres, wxsq: float) -> float:
     d = c.shape[1]
     return float(wxsq + sums[:, d] @ np.einsum("ij,ij->i", c, c)
                  - 2.0 * np.einsum("ij,ij->", c, sums[:, :d]))
+
+
+def average_centres(sums, wsum, d):
+    """scikit-learn's ``_average_centers``: empty clusters sit on the heaviest one."""
+    centres = sums[:, :d].copy()
+    heaviest = int(np.argmax(wsum))
+    for j in range(len(centres)):
+        if wsum[j] > 0:
+            centres[j] *= 1.0 / wsum[j]
+        else:
+            centres[j] = centres[heaviest]
+    return centres
 
 
 def combine_lloyd(parts):

@@ -58,6 +58,8 @@ class Prepared:
     hi: np.ndarray
     #: Blocks processed by one task in a Lloyd iteration (see :func:`placement_groups`).
     groups: list = field(default_factory=list)
+    #: False when the blocks are read from the source at every pass (larger than memory).
+    persisted: bool = True
 
     def __post_init__(self):
         if not self.groups:
@@ -204,6 +206,7 @@ def prepare(blocks: Blocks, name: str = "KMeans") -> Prepared:
     otherwise one graph computes the mean and persists the prepared blocks.
     """
     lengths = blocks.lengths
+    persisted = True
     n = int(lengths.sum())
     if n == 0:
         raise ValueError(f"{name}: X has 0 samples; at least one is required")
@@ -216,6 +219,7 @@ def prepare(blocks: Blocks, name: str = "KMeans") -> Prepared:
         # and every pass re-reads them from the source instead of persisting them all.
         (mean,) = compute(mean)
         parts = [delayed(_lloyd.prepare_block, pure=True)(p, mean) for p in blocks.parts]
+        persisted = False
     elif placement is None:
         parts = [delayed(_lloyd.prepare_block, pure=True)(p, mean) for p in blocks.parts]
         *parts, mean = dask.persist(*parts, mean)
@@ -238,7 +242,7 @@ def prepare(blocks: Blocks, name: str = "KMeans") -> Prepared:
     return Prepared(prepared, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), n, d,
                     np.dtype(dtype), np.asarray(mean, dtype=np.float64),
                     _lloyd.mean_variance(stats, n), float(stats["wxsq"]),
-                    float(stats["wsum"]), stats["lo"], stats["hi"])
+                    float(stats["wsum"]), stats["lo"], stats["hi"], persisted=persisted)
 
 
 def _dtype_of(part):

@@ -17,6 +17,8 @@ synthetic data.
 
 Readers (:func:`read_csv`, :func:`read_parquet`, :func:`read_table`) are thin wrappers over
 ``dask.dataframe`` that fail early with a ``FileNotFoundError`` naming the path.
+:func:`read_svmlight` / :func:`dump_svmlight` read and write libsvm files on the workers
+(``_svmlight``): X as a Dask array of ``scipy.sparse`` CSR blocks.
 
 Loaders (:func:`load_movielens`, :func:`load_adult`) read real data sets from the *data home*
 (:func:`data_dir`: the ``data_home`` argument, else ``$DML_DATA``, else ``~/.cache/dml/data``) and
@@ -34,9 +36,10 @@ from dml.datasets._home import DATA_DIR_ENV, data_dir
 from dml.datasets._loaders import ADULT_COLUMNS, load_adult, load_movielens
 from dml.datasets._ratings import make_ratings
 from dml.datasets._readers import read_csv, read_parquet, read_table
+from dml.datasets._svmlight import dump_svmlight, read_svmlight
 
 __all__ = [
     "make_classification", "make_regression", "make_blobs", "make_counts", "make_ratings",
-    "read_csv", "read_parquet", "read_table",
+    "read_csv", "read_parquet", "read_table", "read_svmlight", "dump_svmlight",
     "load_movielens", "load_adult", "data_dir", "DATA_DIR_ENV", "ADULT_COLUMNS",
 ]

@@ -82,12 +82,13 @@ class TextProgress:
         filled = int(round(frac * self.width))
         bar = "#" * filled + "." * (self.width - filled)
         rate = (time.perf_counter() - self._t0) / max(epoch - self._done0, 1)
-        text = f"{self.desc} [{bar}] epoch {epoch}/{self.total}"
+        unit = record.get("unit", "epoch")  # "iteration" for k-means
+        text = f"{self.desc} [{bar}] {unit} {epoch}/{self.total}"
         if record.get("objective") is not None:
             text += f"  objective {record['objective']:.6g}"
         if record.get("validation_score") is not None:
             text += f"  val {record['validation_score']:.4g}"
-        text += f"  {rate:.2f} s/epoch"
+        text += f"  {rate:.2f} s/{unit}"
         if self._plain(stream):
             stream.write(text + "\n")
         else:
@@ -149,14 +150,15 @@ class NotebookProgress:
     def render(self, epoch: int, record: dict | None = None) -> str:
         """The bar's HTML after ``epoch`` epochs (``record``: that epoch's history entry)."""
         record = record or {}
-        text = f"epoch {epoch}/{self.total}"
+        unit = html.escape(str(record.get("unit", "epoch")))
+        text = f"{unit} {epoch}/{self.total}"
         if record.get("objective") is not None:
             text += f" &middot; objective {record['objective']:.6g}"
         if record.get("validation_score") is not None:
             text += f" &middot; val {record['validation_score']:.4g}"
         if epoch > self._done0:
             rate = (time.perf_counter() - self._t0) / (epoch - self._done0)
-            text += f" &middot; {rate:.2f} s/epoch"
+            text += f" &middot; {rate:.2f} s/{unit}"
         return (f'<div class="dml-progress"><code>{html.escape(self.desc)}</code> '
                 f'<progress value="{epoch}" max="{self.total}" style="width: {self.width}">'
                 f"</progress> {text}</div>")

@@ -140,9 +140,13 @@ def _encode_column(vals, c: _Coding):
     return codes, codes < 0
 
 
-def _onehot_kernel(xb, codings, names, handle_unknown, warn_unknown, dtype, n_out, estimator):
+def _onehot_kernel(xb, codings, names, handle_unknown, warn_unknown, dtype, n_out, estimator,
+                   sparse=False):
+    """One-hot codes of a block: a dense array, or with ``sparse`` a CSR matrix built directly
+    from the output columns (scikit-learn's layout: per row, the features' columns in order)."""
     n = xb.shape[0]
-    out = np.zeros((n, n_out), dtype=dtype)
+    out = None if sparse else np.zeros((n, n_out), dtype=dtype)
+    hits = np.full((n, len(codings)), -1, dtype=np.int64) if sparse else None
     rows = np.arange(n)
     with_unknown = []
     for j, c in enumerate(codings):
@@ -161,12 +165,24 @@ def _onehot_kernel(xb, codings, names, handle_unknown, warn_unknown, dtype, n_ou
         cols = c.col_map[np.where(unknown, 0, codes)] if len(c.col_map) else codes
         cols = np.where(unknown, c.unknown_col, cols)
         hit = cols >= 0
-        out[rows[hit], c.offset + cols[hit]] = 1
+        if sparse:
+            hits[rows[hit], j] = c.offset + cols[hit]
+        else:
+            out[rows[hit], c.offset + cols[hit]] = 1
     if warn_unknown and with_unknown:
         where = "the infrequent category" if handle_unknown in ("infrequent_if_exist", "warn") \
             else "all zeros"
         warnings.warn(f"Found unknown categories in columns {with_unknown} during transform. "
                       f"These unknown categories will be encoded as {where}", UserWarning)
+    if sparse:
+        import scipy.sparse as sp
+
+        present = hits >= 0
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(present.sum(axis=1), out=indptr[1:])
+        indices = hits[present]  # row-major: each row's columns in feature order, increasing
+        return sp.csr_matrix((np.ones(indices.size, dtype=dtype), indices, indptr),
+                             shape=(n, n_out))
     return out
 
 

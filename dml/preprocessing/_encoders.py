@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import numbers
 
+import dask.array as da
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from dml._blocks import Blocks, is_dask
+from dml._blocks import Blocks, check_x_layout, is_dask
 from dml._param_validation import Integral, Interval, RealNotInt, StrOptions, invalid_parameter
 from dml.base import check_is_fitted, fit_context
-from dml.preprocessing._base import (TransformPlan, _feature_names_in, _no_samples,
+from dml.preprocessing._base import (TransformPlan, _dtypes_of, _feature_names_in, _no_samples,
                                      _OnePassTransformer)
 from dml.preprocessing._encoder_kernels import (_as_object_if_list, _category_counts, _Coding,
                                                 _column_name, _is_scalar_nan, _merge_value_counts,
@@ -23,16 +25,23 @@ from dml.preprocessing._encoder_kernels import (_as_object_if_list, _category_co
 __all__ = ["OneHotEncoder"]
 
 
+def _dense_block(block):
+    return block.toarray() if sp.issparse(block) else block
+
+
 class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
-    """Encode categorical features as a dense one-hot numeric array.
+    """Encode categorical features as a one-hot numeric array (dense, or sparse CSR blocks).
 
     Categories are learned across ALL blocks in one pass (the union of per-block value counts,
     sorted as scikit-learn sorts them: numbers/strings ascending, then ``None``, then NaN) and
     the encoding runs blockwise. Works on NumPy arrays, pandas DataFrames, Dask arrays and Dask
     DataFrames with string, categorical, object, boolean or integer columns. Behaves as
-    scikit-learn's ``OneHotEncoder`` (SPEC §9) with these differences: the output is always
-    dense (``sparse_output=True`` is rejected), and pandas ``NA``/``NaT`` in object or string
-    columns are treated as NaN (scikit-learn fails on them).
+    scikit-learn's ``OneHotEncoder`` with these differences: ``sparse_output`` defaults to
+    False (dense output), and pandas ``NA``/``NaT`` in object or string columns are treated as
+    NaN (scikit-learn fails on them). With ``sparse_output=True`` local input gives a
+    ``scipy.sparse`` CSR matrix and Dask input a Dask array of CSR blocks, entry for entry
+    scikit-learn's sparse output; no block is made dense. Inside a dml ``ColumnTransformer``
+    the encoder's columns are stacked densely (the column transformer's output is dense).
 
     Parameters
     ----------
@@ -41,7 +50,8 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
     drop : {'first', 'if_binary'}, array-like of shape (n_features,) or None, default=None
         Category to drop per feature (see scikit-learn).
     sparse_output : bool, default=False
-        Only False is supported: dml returns dense NumPy or Dask arrays.
+        Return CSR matrices (a Dask array of CSR blocks for Dask input) instead of dense
+        arrays: one stored 1 per feature and row, for many categories.
     dtype : numeric dtype, default=np.float64
         Dtype of the output.
     handle_unknown : {'error', 'ignore', 'infrequent_if_exist', 'warn'}, default='error'
@@ -109,9 +119,6 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
     }
 
     def _validate_param_relations(self):
-        if self.sparse_output:
-            raise invalid_parameter(self, "sparse_output", "False (dml returns dense arrays: a "
-                                    "lazy Dask array for Dask input)")
         try:
             kind = np.dtype(self.dtype).kind
         except TypeError:
@@ -178,6 +185,14 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
             self._fit_infrequent(n_samples, counts)
         self._set_drop_idx()
         self._n_features_outs = self._compute_n_features_outs()
+        # Stored 1s of the encoded training data: what a column transformer's sparse_threshold
+        # compares (as scikit-learn measures the density of its fit_transform output).
+        nnz = 0
+        for c, cnt in zip(self._codings(), counts):
+            nnz += int(cnt[c.col_map >= 0].sum())
+            if c.unknown_col >= 0:
+                nnz += int(n_samples - cnt.sum())
+        self._n_samples_fit, self._fit_nnz = int(n_samples), nnz
         return self
 
     def _given_categories(self, j, dtype, uniq, n_none, n_nan, names):
@@ -397,8 +412,8 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        X_tr : ndarray, Dask array or DataFrame of shape (n_samples, n_encoded_features)
-            One column per output category (dense).
+        X_tr : ndarray, sparse matrix, Dask array or DataFrame of shape (n_samples, n_out)
+            One column per output category (CSR matrix / CSR blocks with sparse_output).
 
         Examples
         --------
@@ -408,7 +423,25 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
         >>> enc.transform(np.array([["b"]], dtype=object))
         array([[0., 1.]])
         """
-        return self._transform_checked(_as_object_if_list(X))
+        X = _as_object_if_list(X)
+        if not self.sparse_output:
+            return self._transform_checked(X)
+        from sklearn.utils._set_output import _get_output_config
+
+        if _get_output_config("transform", self)["dense"] == "pandas":
+            raise ValueError("Pandas output does not support sparse data. Set "
+                             "sparse_output=False to output pandas dataframes or disable Pandas "
+                             "output via `ohe.set_output(transform='default')")
+        check_is_fitted(self, "n_features_in_")
+        X = check_x_layout(X, type(self).__name__)
+        plan = self._transform_plan(_dtypes_of(X))
+        out = self._blockwise(X, plan.kernel, *plan.args, True, dtype=plan.dtype,
+                              tail_shape=(plan.n_out,), **plan.overrides)
+        if isinstance(out, da.Array):
+            # The blocks are CSR matrices: say so, so that Dask stacks them as sparse.
+            out = da.Array(out.dask, out.name, out.chunks,
+                           meta=sp.csr_matrix((0, plan.n_out), dtype=plan.dtype))
+        return out
 
     def inverse_transform(self, X):
         """Convert one-hot encoded data back to categories (scikit-learn's rules).
@@ -436,6 +469,11 @@ class OneHotEncoder(_OnePassTransformer, TransformerMixin, BaseEstimator):
         array([['b']], dtype=object)
         """
         check_is_fitted(self, "categories_")
+        if sp.issparse(X):  # the width of the codes: small next to the data
+            X = X.toarray()
+        elif isinstance(X, da.Array) and sp.issparse(X._meta):
+            X = X.map_blocks(_dense_block, dtype=X.dtype,
+                             meta=np.empty((0, 0), dtype=X.dtype))
         n_out = int(sum(self._n_features_outs))
         transformed = [self._transformed_categories(i, remove_dropped=False)
                        for i in range(len(self.categories_))]

@@ -1,0 +1,143 @@
+"""Lloyd iterations chained on the cluster: many iterations per graph submission.
+
+Without chaining, every Lloyd iteration is a round trip: the client submits one task per worker
+group, gathers the per-block cluster sums, adds them and divides. On a 2-worker cluster that
+round trip (graph build, submission, gathering) costs about as much as the iteration's
+arithmetic.
+
+Chained, the client submits up to :data:`ITERS_PER_SUBMIT` iterations as one graph. The task of
+worker group ``g`` in iteration ``t`` reads the per-block sums of *every* group of iteration
+``t − 1``, adds them in the fixed tree order of :func:`~dml.cluster._prepared.tree_combine`,
+applies the client's own update (:func:`next_centres`: the same function of the same values, so
+every group and the client arrive at the same centres bit for bit), then runs its Lloyd step.
+An iteration costs one scheduler hop instead of a round trip through the client.
+
+The client then *replays* the chain: it takes each iteration's reduced sums and applies its
+usual update to its runs, so history, ``n_iter`` and the stopping rule are computed exactly as
+without chaining, and it checks that the centres the workers used are the ones it computes.
+Two things stop a chain early, and the replay handles them as the unchained loop does: every
+run has converged (the remaining links do nothing), or a cluster became empty (relocation needs
+one more pass over all blocks, which the client runs before it submits the next chain).
+
+Chaining is used for persisted training data only: data read from storage at every pass would
+let the scheduler load later iterations' blocks early.
+"""
+from __future__ import annotations
+
+import numpy as np
+from dask.delayed import Delayed
+from dask.task_spec import Task, TaskRef
+
+from dml._graph import broadcast, layer_graph, new_name, task_argument, task_ref
+from dml.cluster import _lloyd
+from dml.cluster._prepared import Prepared, compute, tree_combine
+
+__all__ = ["ITERS_PER_SUBMIT", "next_centres", "run_chain"]
+
+#: Lloyd iterations submitted as one graph. Links after convergence cost a no-op task each, so
+#: a long chain wastes little when the runs converge early.
+ITERS_PER_SUBMIT = 32
+
+
+def next_centres(centres, sums, d: int, dtype, tol: float, n_iter: int, max_iter: int):
+    """The update after an assignment step without empty clusters: new centres, ``n_iter``,
+    done.
+
+    scikit-learn's order of operations: the weighted means (empty clusters sit on the heaviest
+    one, see :func:`~dml.cluster._lloyd.average_centres`), then the total squared centre shift
+    against ``tol``.
+    """
+    new = _lloyd.average_centres(sums, sums[:, -1].copy(), d).astype(dtype)
+    shift = np.sqrt(((new.astype(np.float64) - np.asarray(centres, dtype=np.float64)) ** 2)
+                    .sum(axis=1))
+    n_iter += 1
+    return new, n_iter, bool((shift ** 2).sum() <= tol or n_iter >= max_iter)
+
+
+def _reduced(previous, groups, n_blocks):
+    """Per-run reduced sums of an iteration from its group results (None: it did not run)."""
+    if previous[0]["sums"] is None:
+        return None
+    per_block = [None] * n_blocks
+    for g, res in zip(groups, previous):
+        for i, r in zip(g, res["sums"]):
+            per_block[i] = r
+    return tree_combine(per_block, _lloyd.combine_lloyd)
+
+
+def _advance(state, reduced, config):
+    """The run states after an iteration (``state``: per run ``(centres, n_iter, done)``);
+    ``halt`` when it needs the client (a cluster became empty) or did not run."""
+    if reduced is None:
+        return state, True
+    tol, max_iter, d, dtype = config
+    active = [j for j, s in enumerate(state) if not s[2]]
+    if any(np.any(reduced[a][:, -1] == 0) for a in range(len(active))):
+        return state, True
+    state = list(state)
+    for a, j in enumerate(active):
+        centres, n_iter, _ = state[j]
+        state[j] = next_centres(centres, reduced[a], d, dtype, tol[j], n_iter, max_iter[j])
+    return state, False
+
+
+def _link(n_own: int, state0, config, groups, n_blocks, *args):
+    """One group's task of one chained iteration: the previous iteration's update (or the
+    starting state), then this group's Lloyd step on its blocks."""
+    own, previous = args[:n_own], args[n_own:]
+    if previous:
+        if previous[0]["halt"]:
+            return {"state": previous[0]["state"], "halt": True, "sums": None}
+        state, halt = _advance(previous[0]["state"],
+                               _reduced(previous, groups, n_blocks), config)
+    else:
+        state, halt = state0, False
+    active = [s[0] for s in state if not s[2]]
+    if halt or not active:
+        return {"state": state, "halt": True, "sums": None}
+    sums = [_lloyd.lloyd_block(p[0], p[1], p[2], active) for p in own]
+    return {"state": state, "halt": False, "sums": sums}
+
+
+def _collect(n_iters: int, n_groups: int, groups, n_blocks, *results):
+    """Per iteration: the centres the workers used (active runs) and the reduced sums."""
+    out = []
+    for t in range(n_iters):
+        row = results[t * n_groups:(t + 1) * n_groups]
+        if row[0]["sums"] is None:
+            break
+        used = [s[0] for s in row[0]["state"] if not s[2]]
+        out.append((used, _reduced(row, groups, n_blocks)))
+    return out
+
+
+def run_chain(data: Prepared, runs, n_iters: int) -> list:
+    """Run up to ``n_iters`` Lloyd iterations of ``runs`` (all on ``data``) in one graph.
+
+    Returns, per iteration that ran, ``(centres used by the active runs, their reduced sums)``,
+    in the form :func:`dml.cluster._kmeans.lloyd` applies; fewer than ``n_iters`` entries when
+    every run converged or a cluster became empty.
+    """
+    deps: list = []
+    name = new_name("lloyd-chain")
+    groups = [list(g) for g in data.groups]
+    n_blocks = len(data.parts)
+    refs = [[task_ref(data.parts[i], deps) for i in g] for g in groups]
+    state0 = task_argument(broadcast([(r.centres, r.n_iter, r.done) for r in runs]), deps)
+    config = ([r.tol for r in runs], [r.max_iter for r in runs], data.d, data.dtype)
+    layer: dict = {}
+    previous: list = []
+    for t in range(n_iters):
+        keys = []
+        for g, own in enumerate(refs):
+            key = (name, t, g)
+            layer[key] = Task(key, _link, len(own), state0 if t == 0 else None, config, groups,
+                              n_blocks, *own, *previous)
+            keys.append(TaskRef(key))
+        previous = keys
+    last = (name, "collect")
+    layer[last] = Task(last, _collect, n_iters, len(groups), groups, n_blocks,
+                       *[TaskRef((name, t, g)) for t in range(n_iters)
+                         for g in range(len(groups))])
+    (out,) = compute(Delayed(last, layer_graph(name, layer, deps), layer=name))
+    return out

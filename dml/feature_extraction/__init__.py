@@ -1,0 +1,18 @@
+"""Sparse features from text and from named features, computed on the workers.
+
+:class:`FeatureHasher` and the text vectorizers of :mod:`dml.feature_extraction.text`
+(:class:`HashingVectorizer`, :class:`CountVectorizer`, :class:`TfidfTransformer`,
+:class:`TfidfVectorizer`) take documents in memory (a list, NumPy array or pandas Series) or as
+a Dask Bag, Series or 1-D array, and return what scikit-learn returns on the same documents: a
+``scipy.sparse`` CSR matrix for in-memory input, a Dask array of CSR blocks (one per partition)
+for Dask input. Vocabularies and document frequencies are learned in one reduction over the
+partitions. See ``docs/text.md``.
+"""
+from __future__ import annotations
+
+from dml.feature_extraction._hashing import FeatureHasher
+from dml.feature_extraction.text import (CountVectorizer, HashingVectorizer, TfidfTransformer,
+                                         TfidfVectorizer)
+
+__all__ = ["FeatureHasher", "HashingVectorizer", "CountVectorizer", "TfidfTransformer",
+           "TfidfVectorizer"]
