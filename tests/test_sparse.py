@@ -483,3 +483,28 @@ def test_truncated_svd_on_sparse_blocks(client, algorithm):
         r = SkTSVD(3, algorithm="arpack").fit(X)
         np.testing.assert_allclose(a.singular_values_, r.singular_values_, rtol=1e-10)
         np.testing.assert_allclose(np.abs(out), np.abs(r.transform(X)), rtol=1e-8, atol=1e-10)
+
+
+def test_text_producers_to_estimators_end_to_end(client):
+    """Hashed and TF-IDF documents (CSR blocks made on the workers) train the estimators."""
+    import dask.dataframe as dd
+    import pandas as pd
+    import sklearn.feature_extraction.text as skt
+
+    from dml.feature_extraction.text import HashingVectorizer, TfidfVectorizer
+
+    rng = np.random.default_rng(0)
+    words = np.array(["spam", "cheap", "offer", "win", "free", "meeting", "lunch", "report",
+                      "team", "notes"])
+    y = rng.integers(0, 2, 400)
+    docs = [" ".join(rng.choice(words[:5] if c else words[5:], 6)) + " "
+            + " ".join(rng.choice(words, 2)) for c in y]
+    s, yd = (dd.from_pandas(pd.Series(v), npartitions=4) for v in (docs, y))
+    Xh = HashingVectorizer(n_features=2 ** 20, alternate_sign=False).fit_transform(s)
+    m = nb.MultinomialNB().fit(Xh, yd)
+    Xs = skt.HashingVectorizer(n_features=2 ** 20, alternate_sign=False).fit_transform(docs)
+    r = skb.MultinomialNB().fit(Xs, y)
+    np.testing.assert_allclose(m.feature_log_prob_, r.feature_log_prob_, rtol=1e-10)
+    assert lm.SGDClassifier(random_state=0).fit(Xh, yd).score(Xh, yd) > 0.95
+    Xt = TfidfVectorizer().fit_transform(s)
+    assert nb.ComplementNB().fit(Xt, yd).score(Xt, yd) > 0.95
