@@ -93,8 +93,10 @@ class DaskEstimatorMixin:
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        # Estimators that train on sparse X say so in their block spec (docs/sparse.md).
-        tags.input_tags.sparse = self._block_spec.accept_sparse
+        # Estimators that train on sparse X say so in their block spec (docs/sparse.md); a
+        # scikit-learn base class that takes sparse X keeps its own tag.
+        if self._block_spec.accept_sparse:
+            tags.input_tags.sparse = True
         return tags
 
     def _spec(self, **overrides) -> BlockSpec:
