@@ -4,7 +4,9 @@
 estimators call directly on local data, so that local and Dask input pass the same checks:
 X becomes a 2-D numeric array (or stays a DataFrame when the estimator checks its own values),
 NaN and infinity are refused unless :class:`BlockSpec` allows them, and y / sample_weight must
-have one entry per row of the block (:class:`MisalignedBlocksError` otherwise).
+have one entry per row of the block (:class:`MisalignedBlocksError` otherwise). Sparse blocks
+(scipy.sparse, or pydata ``sparse`` arrays) become scipy CSR matrices for the estimators that take
+them (``BlockSpec.accept_sparse``); only their stored values are checked, nothing is densified.
 :func:`check_x_layout` makes the checks that need no look at the values, on the client.
 """
 from __future__ import annotations
@@ -15,9 +17,11 @@ import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 __all__ = ["BlockSpec", "MisalignedBlocksError", "extract_block", "extract_frame",
-           "check_x_layout", "is_numeric_dtype", "non_numeric_message"]
+           "check_x_layout", "is_numeric_dtype", "non_numeric_message", "is_sparse",
+           "is_sparse_dask", "to_csr", "sparse_message"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,10 @@ class BlockSpec:
         y must be numeric and finite (regression targets).
     estimator : str
         Name used in error messages.
+    accept_sparse : bool
+        Sparse X (scipy.sparse or pydata ``sparse``, local or as the blocks of a Dask array) is
+        accepted and handed to the kernels as scipy CSR blocks. When False, sparse X is refused
+        with a TypeError saying what to do instead.
     """
 
     numeric: bool = True
@@ -45,9 +53,80 @@ class BlockSpec:
     allow_nan: bool = False
     y_numeric: bool = False
     estimator: str = "estimator"
+    accept_sparse: bool = False
+
+
+# --------------------------------------------------------------------------------------------
+# Sparse X
+# --------------------------------------------------------------------------------------------
+
+def is_sparse(x) -> bool:
+    """True for a scipy.sparse matrix/array or a pydata ``sparse`` array.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> is_sparse(sp.eye(2, format="csr")), is_sparse(np.eye(2))
+    (True, False)
+    """
+    if sp.issparse(x):
+        return True
+    # pydata/sparse is optional: recognise its arrays by their module, without importing it.
+    return type(x).__module__.split(".")[0] == "sparse" and hasattr(x, "nnz")
+
+
+def is_sparse_dask(X) -> bool:
+    """True for a Dask array whose blocks are sparse (as its meta says)."""
+    return isinstance(X, da.Array) and is_sparse(getattr(X, "_meta", None))
+
+
+def to_csr(x):
+    """A sparse array or matrix as scipy CSR (pydata ``sparse`` arrays are converted).
+
+    scipy's sparse *arrays* stay arrays (``csr_array``) and sparse *matrices* stay matrices, so
+    an estimator's sparse output has the container type of its input, as in scikit-learn.
+    """
+    if sp.issparse(x):
+        return x if x.format == "csr" else x.tocsr()
+    if hasattr(x, "to_scipy_sparse"):  # pydata sparse (COO, GCXS, DOK)
+        return x.to_scipy_sparse().tocsr()
+    raise TypeError(f"expected a sparse matrix, got {type(x).__name__}")
+
+
+def sparse_message(name: str) -> str:
+    """The error for sparse X given to an estimator that needs dense X."""
+    return (f"{name} does not accept sparse X (a scipy.sparse matrix or a Dask array of sparse "
+            "blocks). Reduce the columns first (e.g. with TruncatedSVD) or, when the data fits "
+            "in memory densely, densify it: X.toarray() for a scipy matrix, "
+            "X.map_blocks(lambda b: b.toarray()) for a Dask array. docs/sparse.md lists the "
+            "estimators that train on sparse X.")
+
+
+def _as_sparse_block(xb, spec: BlockSpec, index: int):
+    """A sparse block as scipy CSR of an accepted dtype; only the stored values are checked."""
+    if not spec.accept_sparse:
+        raise TypeError(sparse_message(spec.estimator))
+    if getattr(xb, "ndim", 2) != 2:
+        raise ValueError(f"{spec.estimator}: expected a 2-D block of X, got {xb.ndim}-D")
+    xb = to_csr(xb)
+    kind = xb.dtype.kind
+    if kind == "c":
+        raise ValueError(f"{spec.estimator}: Complex data not supported; pass the real part "
+                         "(X.real) or split real and imaginary parts into separate features")
+    if kind not in "iufb":
+        raise TypeError(f"{spec.estimator}: X has dtype {xb.dtype}, expected numbers")
+    if spec.dtype is not None and xb.dtype not in spec.dtype:
+        xb = xb.astype(spec.dtype[0])
+    elif kind == "b":
+        xb = xb.astype(np.float64)
+    if xb.dtype.kind == "f":
+        _check_finite(xb.data, "X", spec, index)
+    return xb
 
 
 def _as_numeric_block(xb, spec: BlockSpec, index: int) -> np.ndarray:
+    if is_sparse(xb):
+        return _as_sparse_block(xb, spec, index)
     if isinstance(xb, pd.DataFrame):
         bad = [c for c, t in xb.dtypes.items() if not is_numeric_dtype(t)]
         if bad:
@@ -198,6 +277,8 @@ def extract_block(xb, yb, wb, spec: BlockSpec, index: int):
     if spec.numeric:
         xb = _as_numeric_block(xb, spec, index)
     elif not isinstance(xb, pd.DataFrame):
+        if is_sparse(xb):
+            raise TypeError(sparse_message(spec.estimator))
         xb = np.asarray(xb)
         if xb.ndim != 2:
             raise ValueError(f"{spec.estimator}: expected a 2-D block of X, got {xb.ndim}-D")
@@ -222,11 +303,23 @@ def extract_frame(part: pd.DataFrame, features, ycol, wcol, spec: BlockSpec, ind
     return extract_block(part[features], yb, wb, spec, index)
 
 
-def check_x_layout(X, name: str = "estimator"):
+def check_x_layout(X, name: str = "estimator", accept_sparse: bool = False):
     """Client-side checks of X's type and shape (no data is read); returns X, array-likes as NumPy.
 
-    Raises the errors that need no look at the values: wrong type, 1-D/3-D X, no features.
+    Raises the errors that need no look at the values: wrong type, 1-D/3-D X, no features,
+    sparse X for an estimator that needs dense X. With ``accept_sparse`` a local sparse X is
+    returned as scipy CSR and a Dask array of sparse blocks as it is.
     """
+    if is_sparse(X) or is_sparse_dask(X):
+        if not accept_sparse:
+            raise TypeError(sparse_message(name))
+        if X.ndim != 2:
+            raise ValueError(f"{name}: expected a 2-D X, got a {X.ndim}-D sparse array of "
+                             f"shape {X.shape}")
+        if X.shape[1] == 0:
+            raise ValueError(f"{name}: Found array with 0 feature(s) (shape={tuple(X.shape)}) "
+                             "while a minimum of 1 is required.")
+        return X if is_sparse_dask(X) else to_csr(X)
     if isinstance(X, (list, tuple)) or (
             not isinstance(X, (np.ndarray, pd.DataFrame, da.Array, dd.DataFrame, pd.Series,
                                dd.Series)) and hasattr(X, "__array__")
@@ -236,9 +329,6 @@ def check_x_layout(X, name: str = "estimator"):
         if isinstance(X, (pd.Series, dd.Series)):
             raise ValueError(f"{name}: expected 2-D X (one row per sample), got a Series. Pass a "
                              "one-column DataFrame instead, e.g. X.to_frame().")
-        if hasattr(X, "toarray") or hasattr(X, "tocsr"):
-            raise TypeError(f"{name}: sparse matrices are not supported yet; pass a dense "
-                            "array or a Dask array.")
         raise TypeError(f"{name}: X must be a NumPy array, pandas DataFrame, Dask array or Dask "
                         f"DataFrame, got {type(X).__name__}")
     if isinstance(X, (np.ndarray, da.Array)):

@@ -31,6 +31,7 @@ import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from dask._task_spec import Task, TaskRef
 from dask.base import tokenize
 from dask.delayed import Delayed
@@ -38,16 +39,18 @@ from dask.highlevelgraph import HighLevelGraph
 from sklearn.exceptions import DataConversionWarning
 
 from dml._block_checks import (BlockSpec, MisalignedBlocksError, check_x_layout, extract_block,
-                               extract_frame, is_numeric_dtype, non_numeric_message)
+                               extract_frame, is_numeric_dtype, is_sparse, is_sparse_dask,
+                               non_numeric_message, to_csr)
 from dml._graph import (INLINE_BYTES, broadcast, compute, is_dask, layer_graph, map_delayed,
                         new_name, task_argument, task_prefix, task_ref, tree_add, tree_reduce)
 from dml._random import block_rng, seed_from
 
 __all__ = [
     "Blocks", "as_blocks", "default_block_rows", "compute_lengths", "column_names",
-    "with_known_rows", "register_fusable",
+    "with_known_rows", "register_fusable", "sparse_blocks", "SPARSE_META",
     # re-exported from their own modules (see the module docstring)
     "BlockSpec", "MisalignedBlocksError", "extract_block", "check_x_layout", "is_numeric_dtype",
+    "is_sparse", "is_sparse_dask", "to_csr",
     "tree_add", "tree_reduce", "compute", "broadcast", "map_delayed", "is_dask", "INLINE_BYTES",
     "seed_from", "block_rng",
 ]
@@ -61,6 +64,44 @@ BLOCK_BYTES = 128 * 2**20
 def default_block_rows(n_features: int, itemsize: int = 8) -> int:
     """Rows per block when dml cuts local data: about :data:`BLOCK_BYTES` per block."""
     return max(1, BLOCK_BYTES // max(1, n_features * itemsize))
+
+
+#: The meta of a Dask array of CSR blocks (what :func:`sparse_blocks` and sparse transforms give).
+SPARSE_META = sp.csr_matrix((0, 0))
+
+
+def _sparse_rows(X) -> int:
+    """Rows per block of a local sparse X: about :data:`BLOCK_BYTES` of stored entries."""
+    per_row = max(1.0, X.nnz / max(X.shape[0], 1)) * (X.dtype.itemsize + X.indices.itemsize)
+    return max(1, int(BLOCK_BYTES // per_row))
+
+
+def sparse_blocks(X, chunks) -> da.Array:
+    """A Dask array whose blocks are scipy CSR matrices, cut from a local sparse matrix.
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix or array, shape (n, d)
+    chunks : int or tuple of int
+        Rows per block (an int), or the row length of every block.
+
+    Returns
+    -------
+    dask.array.Array
+        Row blocks of X as CSR (all columns in one block); its meta is a CSR matrix.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> A = sparse_blocks(sp.random(10, 4, density=0.3, format="csr", random_state=0), 4)
+    >>> A.chunks, type(A.blocks[1].compute()).__name__
+    (((4, 4, 2), (4,)), 'csr_matrix')
+    """
+    X = to_csr(X)
+    rows = chunks if isinstance(chunks, int) else tuple(int(c) for c in chunks)
+    out = da.from_array(X, chunks=(rows, X.shape[1]), asarray=False, name=False,
+                        meta=X[:0])
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,16 +382,19 @@ class Blocks:
         out = Delayed((name, len(self.parts) - 1), graph, layer=name)
         return out.compute() if compute_now else out
 
-    def map_blocks(self, kernel: Callable, *args, dtype, tail_shape: tuple = ()) -> da.Array:
+    def map_blocks(self, kernel: Callable, *args, dtype, tail_shape: tuple = (),
+                   meta=None) -> da.Array:
         """Lazily apply ``kernel(X_block, *args)`` per block; the results form a Dask array.
 
         The kernel returns an array with one row per row of the block and trailing shape
-        ``tail_shape`` (``()`` for a vector).
+        ``tail_shape`` (``()`` for a vector). ``meta`` describes a block of the output when it
+        is not a NumPy array (e.g. a CSR matrix for a sparse transform).
         """
         known = self.known_lengths is not None
         outs = self._map_parts(_x_only, (kernel, *args), False, False, task_prefix(kernel))
         pieces = [da.from_delayed(o, shape=((int(self.known_lengths[i]) if known else np.nan),
-                                             *tail_shape), dtype=dtype)
+                                             *tail_shape), dtype=dtype,
+                                  **({} if meta is None else {"meta": meta}))
                   for i, o in enumerate(outs)]
         return da.concatenate(pieces, axis=0) if len(pieces) > 1 else pieces[0]
 
@@ -532,8 +576,8 @@ def as_blocks(X, y=None, sample_weight=None, *, spec: BlockSpec | None = None,
     name = spec.estimator
     if require_y and y is None:
         raise ValueError(f"{name} requires y to be passed, but the target y is None")
-    X = check_x_layout(X, name)
-    local = isinstance(X, (np.ndarray, pd.DataFrame))
+    X = check_x_layout(X, name, accept_sparse=spec.accept_sparse)
+    local = isinstance(X, (np.ndarray, pd.DataFrame)) or is_sparse(X)
     ycol = y if isinstance(y, str) else None
     wcol = sample_weight if isinstance(sample_weight, str) else None
     if (ycol or wcol) and not isinstance(X, (pd.DataFrame, dd.DataFrame)):
@@ -577,6 +621,9 @@ def as_blocks(X, y=None, sample_weight=None, *, spec: BlockSpec | None = None,
         rows = block_rows or default_block_rows(n_features, max(X.dtype.itemsize, 1))
         # name=False: a random key instead of hashing all of X (as long as a small fit).
         X = da.from_array(X, chunks=(min(rows, max(len(X), 1)), n_features), name=False)
+    elif is_sparse(X):
+        # Sliced into CSR row blocks inside the tasks; never densified.
+        X = sparse_blocks(X, min(block_rows or _sparse_rows(X), max(X.shape[0], 1)))
     elif len(X.chunks[1]) > 1:
         X = X.rechunk({1: -1})
     yv = None if y is None else _as_dask_vector(y, "y")

@@ -14,7 +14,7 @@ import pandas as pd
 from sklearn.exceptions import NotFittedError
 
 from dml._blocks import (Blocks, BlockSpec, column_names, extract_block, as_blocks,
-                         check_x_layout, is_dask)
+                         check_x_layout, is_dask, is_sparse, is_sparse_dask)
 from dml._param_validation import validate
 from dml._typing import Self
 
@@ -92,6 +92,14 @@ class DaskEstimatorMixin:
         Raise :func:`dml._param_validation.invalid_parameter` errors, worded as the table's.
         """
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # Estimators that train on sparse X say so in their block spec (docs/sparse.md); a
+        # scikit-learn base class that takes sparse X keeps its own tag.
+        if self._block_spec.accept_sparse:
+            tags.input_tags.sparse = True
+        return tags
+
     def _spec(self, **overrides) -> BlockSpec:
         from dataclasses import replace
 
@@ -111,7 +119,7 @@ class DaskEstimatorMixin:
         # Row counts are free when they are already known (local input, Dask arrays with known
         # chunks); an empty training set otherwise fails deep inside a kernel or, worse, fits a
         # model of zeros.
-        n_rows = (len(X) if isinstance(X, (np.ndarray, pd.DataFrame))
+        n_rows = (X.shape[0] if isinstance(X, (np.ndarray, pd.DataFrame))
                   else blocks.n_samples if blocks.known_lengths is not None else None)
         if n_rows == 0:
             raise ValueError(f"{name}: X has 0 rows (Found array with 0 sample(s), shape=(0, "
@@ -167,7 +175,7 @@ class DaskEstimatorMixin:
             n, names = data.n_features, data.feature_names
         else:
             # Local input is checked in place: no Dask graph (hashing a large array costs time).
-            data = check_x_layout(X, spec.estimator)
+            data = check_x_layout(X, spec.estimator, accept_sparse=spec.accept_sparse)
             n = data.shape[1]
             names = column_names(data.columns) if isinstance(data, pd.DataFrame) else None
         if check_features:
@@ -181,17 +189,18 @@ class DaskEstimatorMixin:
         return data
 
     def _blockwise(self, X, kernel: Callable, *args, dtype, tail_shape: tuple = (),
-                   check_features: bool = True, n_features: int | None = None,
+                   check_features: bool = True, n_features: int | None = None, meta=None,
                    **spec_overrides):
         """Apply ``kernel(X_block, *args)``: NumPy in/out locally, a lazy Dask array for Dask.
 
-        ``dtype``/``tail_shape`` describe the output; the input dtype rule is the estimator's
+        ``dtype``/``tail_shape`` describe the output (``meta`` its block type when not NumPy,
+        e.g. CSR for a sparse transform); the input dtype rule is the estimator's
         ``_block_spec``. See :meth:`_predict_input` for the feature checks.
         """
         data = self._predict_input(X, check_features=check_features, n_features=n_features,
                                    **spec_overrides)
         if isinstance(data, Blocks):
-            return data.map_blocks(kernel, *args, dtype=dtype, tail_shape=tail_shape)
+            return data.map_blocks(kernel, *args, dtype=dtype, tail_shape=tail_shape, meta=meta)
         return kernel(data, *args)
 
 
@@ -264,6 +273,11 @@ class TransformOutputMixin:
         from sklearn.utils._set_output import ADAPTERS_MANAGER, _get_output_config
 
         config = _get_output_config("transform", self)["dense"]
+        if config != "default" and (is_sparse(result) or is_sparse_dask(result)):
+            # As scikit-learn: a DataFrame cannot hold a sparse result.
+            raise ValueError(f"{type(self).__name__}: set_output(transform={config!r}) cannot "
+                             "hold a sparse result; use the default output for sparse X, or "
+                             "densify X first.")
         if config == "default" or not isinstance(result, (np.ndarray, da.Array)):
             return result  # (already wrapped: fit_transform calls the wrapped transform)
         if not isinstance(result, da.Array):

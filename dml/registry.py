@@ -46,6 +46,7 @@ ESTIMATORS: dict[str, tuple[str, str | None, str | None]] = {
     # naive Bayes
     "GaussianNB": ("dml.naive_bayes:GaussianNB", "gaussian_nb", "model"),
     "MultinomialNB": ("dml.naive_bayes:MultinomialNB", "multinomial_nb", "model"),
+    "ComplementNB": ("dml.naive_bayes:ComplementNB", "complement_nb", "model"),
     "BernoulliNB": ("dml.naive_bayes:BernoulliNB", "bernoulli_nb", "model"),
     "CategoricalNB": ("dml.naive_bayes:CategoricalNB", "categorical_nb", "model"),
     # linear models
@@ -91,6 +92,8 @@ ESTIMATORS: dict[str, tuple[str, str | None, str | None]] = {
     # preprocessing steps
     "StandardScaler": ("dml.preprocessing:StandardScaler", "standard_scaler", "transformer"),
     "MinMaxScaler": ("dml.preprocessing:MinMaxScaler", "minmax_scaler", "transformer"),
+    "MaxAbsScaler": ("dml.preprocessing:MaxAbsScaler", "maxabs_scaler", "transformer"),
+    "Normalizer": ("dml.preprocessing:Normalizer", "normalizer", "transformer"),
     "OneHotEncoder": ("dml.preprocessing:OneHotEncoder", "one_hot", "transformer"),
     "RBFSampler": ("dml.kernel_approximation:RBFSampler", "rbf_sampler", "transformer"),
     "Nystroem": ("dml.kernel_approximation:Nystroem", "nystroem", "transformer"),

@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 FAMILIES = {
     "trees": "decision trees, random forests, bagging of trees (dml.tree._kernels)",
     "stacked_sgd": "searches over SGD linear models, stacked (dml.optim._stacked_kernels)",
+    "sparse_sgd": "SGD linear models on sparse X (dml.optim._stacked_kernels)",
     "recommender": "MatrixFactorization, SGD and ALS (dml.recommender._kernels)",
     "neighbors": "NearestNeighbors, KNeighbors* brute force (dml.neighbors._knn_kernels)",
 }
@@ -82,6 +83,11 @@ def _signatures():
             ("dml.optim._stacked_kernels", "sgd_segment",
              (f3, f2, f1, f1, i2, i1, i64, i64, i64, f3, i2, i64, f64, f2, f2, i64, f3, i64,
               f2, f2)),
+        ],
+        "sparse_sgd": [
+            ("dml.optim._stacked_kernels", "sparse_sgd_steps",
+             (f2, f1, a(nt.int32, 1), a(nt.int32, 1), f1, f2, f1, i1, i64, i64, i64, f1, f64,
+              i64, f64, f64, f1)),
         ],
         "recommender": [
             (rec, "sort_by_key_then_value", (i1, f1, i64)),

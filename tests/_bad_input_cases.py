@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 
 from dml.cluster import KMeans
 from dml.compose import ColumnTransformer
@@ -25,10 +26,11 @@ from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, Lo
                               Perceptron, Ridge, SGDClassifier, SGDRegressor)
 from dml.mixture import GaussianMixture
 from dml.model_selection import GridSearchCV, RandomizedSearchCV
-from dml.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
+from dml.naive_bayes import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, MultinomialNB
 from dml.neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
 from dml.neural_network import MLPClassifier, MLPRegressor
-from dml.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
+from dml.preprocessing import (MaxAbsScaler, MinMaxScaler, Normalizer, OneHotEncoder,
+                               StandardScaler)
 from dml.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 N, D = 40, 3
@@ -60,10 +62,13 @@ OWN_SMALL = {"FeatureHasher": lambda: FeatureHasher(n_features=16),
 ESTIMATORS = {
     "GaussianNB": ("naive Bayes", "clf", lambda: GaussianNB()),
     "MultinomialNB": ("naive Bayes", "clf", lambda: MultinomialNB()),
+    "ComplementNB": ("naive Bayes", "clf", lambda: ComplementNB()),
     "BernoulliNB": ("naive Bayes", "clf", lambda: BernoulliNB()),
     "CategoricalNB": ("naive Bayes", "clf", lambda: CategoricalNB()),
     "StandardScaler": ("scalers", "trans", lambda: StandardScaler()),
     "MinMaxScaler": ("scalers", "trans", lambda: MinMaxScaler()),
+    "MaxAbsScaler": ("scalers", "trans", lambda: MaxAbsScaler()),
+    "Normalizer": ("scalers", "trans", lambda: Normalizer()),
     "OneHotEncoder": ("OneHotEncoder", "trans", lambda: OneHotEncoder(handle_unknown="ignore")),
     "ColumnTransformer": ("ColumnTransformer", "trans", lambda: ColumnTransformer(
         [("scale", StandardScaler(), [0, 1]),
@@ -116,6 +121,27 @@ ESTIMATORS = {
     "RandomizedSearchCV": ("search CV", "reg", lambda: RandomizedSearchCV(
         Ridge(), {"alpha": [0.1, 1.0]}, n_iter=2, cv=2, random_state=0)),
 }
+
+
+#: Estimators that train on sparse X (docs/sparse.md); StandardScaler only with with_mean=False.
+SPARSE_OK = {"MultinomialNB", "ComplementNB", "BernoulliNB", "SGDClassifier", "SGDRegressor",
+             "Perceptron", "MaxAbsScaler", "Normalizer", "LinearRegression", "Ridge",
+             "LogisticRegression", "LinearSVC", "GridSearchCV", "RandomizedSearchCV",
+             "MLPClassifier", "MLPRegressor", "TruncatedSVD"}
+
+
+def to_sparse(X, dask):
+    """X as a CSR matrix, or as a Dask array of CSR blocks (CHUNK rows each) when ``dask``."""
+    from dml._blocks import sparse_blocks
+
+    Xs = sp.csr_matrix(X)
+    return sparse_blocks(Xs, CHUNK) if dask else Xs
+
+
+def dense(out):
+    """A computed output as a dense NumPy array (sparse transforms give CSR)."""
+    out = out.compute() if hasattr(out, "compute") else out
+    return out.toarray() if sp.issparse(out) else np.asarray(out)
 
 
 def data(kind, seed=0):

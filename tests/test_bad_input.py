@@ -25,8 +25,8 @@ import sklearn.naive_bayes as sknb
 from sklearn.metrics import r2_score
 from sklearn.utils._param_validation import generate_invalid_param_val, make_constraint
 
-from _bad_input_cases import (CHUNK, D, ESTIMATORS, N, OWN_SMALL, OWN_TESTS, data, fit,
-                              fit_output, output, to_dask, wrap)
+from _bad_input_cases import (CHUNK, D, ESTIMATORS, N, OWN_SMALL, OWN_TESTS, SPARSE_OK, data,
+                              dense, fit, fit_output, output, to_dask, to_sparse, wrap)
 from dml import registry
 from dml._param_validation import InvalidParameterError
 from dml.naive_bayes import CategoricalNB
@@ -56,13 +56,13 @@ CLASSIFIERS = _names(("clf",))
 #: Estimators with a missing-value rule: NaN in X works (trees: learned default direction;
 #: scalers: statistics ignore NaN and keep it; encoder and column transformer: NaN is a
 #: category / passed to transformers that accept it).
-NAN_OK = {"StandardScaler", "MinMaxScaler", "OneHotEncoder", "ColumnTransformer",
+NAN_OK = {"StandardScaler", "MinMaxScaler", "MaxAbsScaler", "OneHotEncoder", "ColumnTransformer",
           "DecisionTreeClassifier", "DecisionTreeRegressor", "RandomForestClassifier",
           "RandomForestRegressor", "GradientBoostingClassifier", "GradientBoostingRegressor",
           "AdaBoostClassifier"}
 #: Estimators fitted with a single class that predict it (as scikit-learn's naive Bayes and
 #: bagged trees); the other classifiers raise.
-ONE_CLASS_OK = {"GaussianNB", "MultinomialNB", "BernoulliNB", "CategoricalNB",
+ONE_CLASS_OK = {"GaussianNB", "MultinomialNB", "ComplementNB", "BernoulliNB", "CategoricalNB",
                 "BaggingClassifier", "KNeighborsClassifier"}
 #: Mini-batch SGD estimators: their fit depends on the partitioning (DESIGN.md principle 4), so
 #: an extra empty partition changes the result; checked for sanity, not equality.
@@ -312,9 +312,9 @@ def test_very_large_values(name):
     if name in NOT_SCALE_FREE:
         return
     ref = fit_output(make, kind, to_dask(X), to_dask(y))
-    if name == "MultinomialNB":
+    if name in ("MultinomialNB", "ComplementNB"):
         # Not scale invariant (alpha is negligible next to 1e150 counts): scikit-learn's answer.
-        np.testing.assert_array_equal(got, sknb.MultinomialNB().fit(Xs, ys).predict(Xs))
+        np.testing.assert_array_equal(got, getattr(sknb, name)().fit(Xs, ys).predict(Xs))
     elif name in ("LogisticRegression", "LinearSVC"):
         # Regularised: the fit in rescaled units is the one at 1e10 (where it matches sklearn).
         a = make().fit(to_dask(Xs), to_dask(ys))
@@ -570,3 +570,91 @@ def test_mf_recommend_without_seen_pairs_and_out_of_core_options(tmp_path):
                                          r"be an existing directory .* Got .*missing'\) "
                                          r"instead"):
         MatrixFactorization(**MF, spill_dir=tmp_path / "missing").fit(df)
+
+
+# --------------------------------------------------------------------------------------------
+# Sparse X (docs/sparse.md)
+# --------------------------------------------------------------------------------------------
+
+def _fit_dense_output(make, kind, X, y):
+    """The fitted model's output on X, dense: decision values or probabilities where the
+    estimator has them (a class at a tie of the decision value would follow its rounding)."""
+    est = fit(make(), kind, X, y)
+    if kind == "trans":
+        return dense(est.transform(X))
+    for method in ("decision_function", "predict_proba"):
+        if hasattr(est, method):
+            return dense(getattr(est, method)(X))
+    return dense(est.predict(X))
+
+
+@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("name", NAMES)
+def test_sparse_X(name, dask):
+    """Sparse X works (same output as the densified X) or gives a TypeError saying what to do."""
+    make, kind = _get(name)
+    X, y = data(kind)
+    Xs, ys = to_sparse(X, dask), (to_dask(y) if dask else y)
+    if name == "StandardScaler":
+        with pytest.raises(ValueError, match="Cannot center sparse matrices: pass "
+                                             "`with_mean=False`"):
+            fit(make(), kind, Xs, ys)
+        return
+    if name not in SPARSE_OK:
+        with pytest.raises(TypeError, match=r"(\w+) does not accept sparse X .*densify it"):
+            _fit_dense_output(make, kind, Xs, ys)
+        return
+    got = _fit_dense_output(make, kind, Xs, ys)
+    want = _fit_dense_output(make, kind, *wrap(X, y, dask))
+    np.testing.assert_allclose(got.astype(float), want.astype(float), rtol=1e-8, atol=1e-10)
+
+
+SPARSE_NAMES = sorted(SPARSE_OK)
+
+
+@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("name", SPARSE_NAMES)
+def test_sparse_nan_and_inf_in_the_stored_values(name, dask):
+    make, kind = _get(name)
+    X, y = data(kind)
+    X[X == 0] = 1.0  # every value stored
+    ys = to_dask(y) if dask else y
+    for bad, message in ((np.nan, "contains NaN"), (np.inf, "contains infinity")):
+        Xb = X.copy()
+        Xb[3, 1] = bad
+        if bad is np.nan and name in NAN_OK:  # MaxAbsScaler: NaN ignored, kept in the output
+            out = _fit_dense_output(make, kind, to_sparse(Xb, dask), ys)
+            assert np.isnan(out[3, 1]) and np.isfinite(np.delete(out, 3, axis=0)).all()
+            continue
+        with pytest.raises(ValueError, match=message):
+            _fit_dense_output(make, kind, to_sparse(Xb, dask), ys)
+
+
+@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("name", ["MultinomialNB", "ComplementNB"])
+def test_sparse_negative_counts(name, dask):
+    make, kind = _get(name)
+    X, y = data(kind)
+    X[5, 2] = -1.0
+    with pytest.raises(ValueError, match=rf"{name} needs non-negative counts; X contains "
+                                         r"negative values \(row block 0, e.g. -1.0 in column 2"):
+        fit(make(), kind, to_sparse(X, dask), to_dask(y) if dask else y)
+
+
+@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("name", SPARSE_NAMES)
+def test_sparse_wrong_shape(name, dask):
+    """Another number of columns at predict time, or a y of another length, named clearly."""
+    make, kind = _get(name)
+    X, y = data(kind)
+    est = fit(make(), kind, to_sparse(X, dask), to_dask(y) if dask else y)
+    wider = to_sparse(np.hstack([X, X[:, :1]]), dask)
+    inner = "Ridge" if name.endswith("SearchCV") else name  # a search predicts with its refit
+    with pytest.raises(ValueError, match=rf"X has {D + 1} features, but {inner} is expecting "
+                                         rf"{D} features"):
+        dense(est.transform(wider) if kind == "trans" else est.predict(wider))
+    if kind in ("clf", "reg"):
+        # (A search on local data reports scikit-learn's wording, as for dense X.)
+        with pytest.raises(ValueError, match=f"X has {N} rows but y has {N - 1}|inconsistent "
+                                             rf"numbers of samples: \[{N}, {N - 1}\]"):
+            fit(make(), kind, to_sparse(X, dask), to_dask(y[:-1]) if dask else y[:-1])

@@ -217,6 +217,13 @@ def test_fits_use_exactly_the_warmed_signatures():
     for est, target in ((SGDClassifier(max_iter=2, tol=None, random_state=0), yd),
                         (SGDRegressor(max_iter=2, tol=None, random_state=0), Xd[:, 0])):
         GridSearchCV(est, {"alpha": [1e-4, 1e-3]}, cv=2).fit(Xd, target)
+    # Sparse X: the compiled CSR steps (family sparse_sgd).
+    import scipy.sparse as sp
+
+    from dml._blocks import sparse_blocks
+
+    SGDClassifier(max_iter=2, tol=None, random_state=0).fit(
+        sparse_blocks(sp.csr_matrix(X), 200), yd)
     ratings = pd.DataFrame({"user": rng.integers(0, 30, 900), "item": rng.integers(0, 20, 900),
                             "rating": rng.normal(3, 1, 900)})
     for solver in ("sgd", "als"):

@@ -41,10 +41,11 @@ from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC, Lo
                               Perceptron, Ridge, SGDClassifier, SGDRegressor)
 from dml.mixture import GaussianMixture
 from dml.model_selection import GridSearchCV, RandomizedSearchCV
-from dml.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
+from dml.naive_bayes import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, MultinomialNB
 from dml.neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
 from dml.neural_network import MLPClassifier, MLPRegressor
-from dml.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
+from dml.preprocessing import (MaxAbsScaler, MinMaxScaler, Normalizer, OneHotEncoder,
+                               StandardScaler)
 from dml.recommender import MatrixFactorization
 from dml.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
@@ -56,7 +57,9 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "conformance.md"
 SMALL = {
     "GaussianNB": lambda: GaussianNB(), "MultinomialNB": lambda: MultinomialNB(),
     "BernoulliNB": lambda: BernoulliNB(), "CategoricalNB": lambda: CategoricalNB(),
+    "ComplementNB": lambda: ComplementNB(),
     "StandardScaler": lambda: StandardScaler(), "MinMaxScaler": lambda: MinMaxScaler(),
+    "MaxAbsScaler": lambda: MaxAbsScaler(), "Normalizer": lambda: Normalizer(),
     "OneHotEncoder": lambda: OneHotEncoder(handle_unknown="ignore"),
     "ColumnTransformer": lambda: ColumnTransformer([("scale", StandardScaler(), [0])],
                                                    remainder="passthrough"),
@@ -151,11 +154,16 @@ EXPECTED_FAILED_CHECKS: dict[str, dict[str, str]] = {
         "check_classifiers_one_label_sample_weights":
             "same: continuous float X is rejected as not being integer category codes",
     },
-    "SGDClassifier": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH},
-    "SGDRegressor": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH},
-    "Perceptron": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH},
-    "MLPClassifier": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH},
-    "MLPRegressor": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH},
+    "SGDClassifier": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH,
+                      "check_sample_weight_equivalence_on_sparse_data": _MINIBATCH},
+    "SGDRegressor": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH,
+                     "check_sample_weight_equivalence_on_sparse_data": _MINIBATCH},
+    "Perceptron": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH,
+                   "check_sample_weight_equivalence_on_sparse_data": _MINIBATCH},
+    "MLPClassifier": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH,
+                      "check_sample_weight_equivalence_on_sparse_data": _MINIBATCH},
+    "MLPRegressor": {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH,
+                     "check_sample_weight_equivalence_on_sparse_data": _MINIBATCH},
     "KMeans": {"check_sample_weight_equivalence_on_dense_data":
                "the random initialisation sees different rows (also expected for "
                "scikit-learn's KMeans)"},

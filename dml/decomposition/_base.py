@@ -104,7 +104,8 @@ class ProjectionMixin(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixF
         return self.components_.shape[0]
 
     def _out_dtype(self, X):
-        return _float_out_dtype(_dtypes_of(check_x_layout(X, type(self).__name__)))
+        return _float_out_dtype(_dtypes_of(check_x_layout(
+            X, type(self).__name__, accept_sparse=self._block_spec.accept_sparse)))
 
     def _whiten_scale(self):
         if not getattr(self, "whiten", False):

@@ -103,7 +103,7 @@ var_, noise_variance_, n_components_, n_samples_seen_, batch_size_, n_features_i
         if is_dask(X):
             return self._fit_blocks(X, None, None, reset=reset, require_y=False)
         # Local input is one block: the batches are then cut as scikit-learn cuts them.
-        n = len(X) if hasattr(X, "__len__") else 0
+        n = X.shape[0] if hasattr(X, "shape") else (len(X) if hasattr(X, "__len__") else 0)
         blocks = as_blocks(X, spec=self._spec(), block_rows=max(n, 1))
         if blocks.n_samples == 0:
             raise ValueError(f"{type(self).__name__}: X has 0 rows (Found array with 0 "

@@ -5,7 +5,7 @@ from numbers import Integral
 
 import numpy as np
 
-from dml._blocks import seed_from
+from dml._blocks import BlockSpec, seed_from
 from dml._param_validation import RANDOM_STATE, Interval, StrOptions
 from dml._typing import Any, ArrayLike, Self
 from dml.base import fit_context
@@ -61,6 +61,9 @@ class TruncatedSVD(ProjectionMixin):
     >>> svd.singular_values_.round(4), svd.components_
     (array([4.2426]), array([[1., 0.]]))
     """
+
+    # Sparse X (CSR blocks): the kernels only multiply blocks by dense matrices (docs/sparse.md).
+    _block_spec = BlockSpec(accept_sparse=True)
 
     _centred = False
 

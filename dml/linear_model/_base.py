@@ -16,7 +16,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 
-from dml._blocks import Blocks, is_dask, seed_from
+from dml._blocks import Blocks, is_dask, is_sparse, is_sparse_dask, seed_from
 from dml._param_validation import invalid_parameter, validate
 from dml._typing import Any, ArrayLike
 from dml.base import check_is_fitted, check_weights_not_all_zero
@@ -71,7 +71,7 @@ def _merge_labels(parts):
 
 
 def _weight_sum_kernel(X, y, w):
-    return float(len(X)) if w is None else float(np.sum(w))
+    return float(X.shape[0]) if w is None else float(np.sum(w))
 
 
 def check_weights(blocks: Blocks, estimator: str) -> None:
@@ -401,6 +401,11 @@ class SGDMixin(ParamTableMixin):
         if train_indices is not None and not is_dask(X):
             # A fold of local data is blocked anew by its own fit: no shared blocks.
             raise NotStackable("folds of local data; pass Dask collections")
+        if is_sparse(X) or is_sparse_dask(X):
+            # The stacked kernel gathers dense batch rows; sparse fits take O(nnz) steps alone.
+            if train_indices is not None:
+                raise NotStackable("sparse X")
+            return [_fit_or_error(est, X, y, sample_weight) for est in grid[0]]
         # The parameters the fits share must be valid for the shared set-up; the stackable ones
         # are checked per fit below (a bad one fails its candidate only).
         stackable = lead._stackable()
@@ -504,6 +509,14 @@ class NotStackable(Exception):
     """The fits cannot share their passes; fit them separately (see ``_fit_stacked``)."""
 
 
+def _fit_or_error(est, X, y, sample_weight):
+    """``est.fit``, or the exception it raised (the result contract of ``_fit_stacked``)."""
+    try:
+        return est.fit(X, y, sample_weight=sample_weight)
+    except Exception as exc:  # noqa: BLE001 - reported as that candidate's failure
+        return exc
+
+
 def _persister():
     """``client.persist`` of the current distributed client, or None (local scheduler)."""
     from dml.runtime import active_client
@@ -536,6 +549,10 @@ def _every_group_has(blocks, groups, classes) -> bool:
 # The exact (second-order / quasi-Newton) driver
 # ---------------------------------------------------------------------------------------------
 
+#: Most parameters Newton's method takes: its Hessian is dense (2 GiB at this size).
+NEWTON_LIMIT = 16384
+
+
 def run_exact(estimator, blocks: Blocks, problem, penalty, normaliser: float, *, solver: str,
               tol: float, max_iter: int, init_params=None, callbacks=(), stages=None):
     """Minimise ``problem`` + ``penalty`` exactly with ``solver`` ("newton" or "lbfgs").
@@ -551,6 +568,11 @@ def run_exact(estimator, blocks: Blocks, problem, penalty, normaliser: float, *,
     name = type(estimator).__name__
     if solver not in ("newton", "lbfgs"):
         raise ValueError(f"{name}: unknown exact solver {solver!r}")
+    if solver == "newton" and problem.n_params > NEWTON_LIMIT:
+        # Wide (typically sparse, hashed) X: the dense Hessian alone would not fit in memory.
+        raise ValueError(f"{name}: solver='newton' needs a dense Hessian of {problem.n_params}"
+                         f"² entries (more than {NEWTON_LIMIT} parameters); use "
+                         "solver='sgd' (or 'lbfgs' where offered) for data this wide.")
     data = prepare(problem, blocks, persist=getattr(estimator, "persist", "auto"))
     params = (np.zeros(problem.n_params) if init_params is None
               else np.asarray(init_params, dtype=np.float64).copy())

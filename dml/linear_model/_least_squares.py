@@ -13,26 +13,54 @@ scatter,
 
 and the unpenalised intercept is ``ȳ − x̄·w``. Without an intercept the moments are not centred.
 
-See docs/linear_models.md.
+Sparse X (CSR blocks) gives the same moments from sparse products, ``XᵀWX`` and ``XᵀWy``, centred
+afterwards (``S − n x̄x̄ᵀ``) so that no block is densified; the d × d matrix itself is dense, so
+sparse X is taken up to :data:`SPARSE_MAX_FEATURES` columns. See docs/linear_models.md.
 """
 from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from dml._blocks import BlockSpec
+from dml._blocks import BlockSpec, is_sparse, is_sparse_dask
 from dml._param_validation import Interval, Real
 from dml._typing import ArrayLike, Self
 from dml.base import ALL_ZERO_WEIGHTS, DaskEstimatorMixin, fit_context
 from dml.linear_model._base import LinearRegressorMixin
 
-__all__ = ["LinearRegression", "Ridge", "moments"]
+__all__ = ["LinearRegression", "Ridge", "moments", "SPARSE_MAX_FEATURES"]
+
+#: Most columns of sparse X for the normal equations: their d × d matrix (dense) is 128 MiB.
+SPARSE_MAX_FEATURES = 4096
+
+
+def _sparse_moments(X, y, w, center):
+    """:func:`_moments_kernel` of a CSR block, from sparse products."""
+    d = X.shape[1]
+    ww = np.ones(X.shape[0]) if w is None else np.asarray(w, dtype=np.float64)
+    sw = float(ww.sum())
+    if center and sw <= 0:
+        return None
+    y = np.asarray(y, dtype=np.float64)
+    Xw = sp.csr_matrix(X.multiply(ww[:, None]))
+    S = np.empty((d + 1, d + 1))
+    S[:d, :d] = (X.T @ Xw).toarray()
+    S[:d, d] = S[d, :d] = Xw.T @ y
+    S[d, d] = float(ww @ (y * y))
+    if not center:
+        return sw, np.zeros(d + 1), S
+    mean = np.append(np.asarray(Xw.sum(axis=0)).ravel(), ww @ y) / sw
+    S -= sw * np.outer(mean, mean)
+    return sw, mean, S
 
 
 def _moments_kernel(X, y, w, center):
     if X.shape[0] == 0:
         return None
+    if sp.issparse(X):
+        return _sparse_moments(X, y, w, center)
     Z = np.column_stack([X, np.asarray(y, dtype=np.float64)])
     ww = np.ones(len(Z)) if w is None else np.asarray(w, dtype=np.float64)
     sw = float(ww.sum())
@@ -85,7 +113,7 @@ def moments(blocks, center: bool):
 
 class _LeastSquaresBase(LinearRegressorMixin, DaskEstimatorMixin, RegressorMixin,
                         BaseEstimator):
-    _block_spec = BlockSpec(y_numeric=True)
+    _block_spec = BlockSpec(y_numeric=True, accept_sparse=True)
 
     def _solve(self, A, b):
         raise NotImplementedError
@@ -112,6 +140,12 @@ class _LeastSquaresBase(LinearRegressorMixin, DaskEstimatorMixin, RegressorMixin
         >>> LinearRegression().fit(X, y).coef_.round(6)
         array([2.])
         """
+        if (is_sparse(X) or is_sparse_dask(X)) and X.shape[1] > SPARSE_MAX_FEATURES:
+            raise ValueError(
+                f"{type(self).__name__}: sparse X with {X.shape[1]} columns; the normal "
+                f"equations need a dense {X.shape[1]} x {X.shape[1]} matrix (up to "
+                f"{SPARSE_MAX_FEATURES} columns are accepted). Use SGDRegressor, which trains "
+                "on sparse X at any width, or reduce the columns first (e.g. TruncatedSVD).")
         blocks = self._fit_blocks(X, y, sample_weight)
         d = blocks.n_features
         sw, mean, S = moments(blocks, bool(self.fit_intercept))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from dml._blocks import BlockSpec
 from dml._param_validation import Integral, Interval, Real, StrOptions, invalid_parameter
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, fit_context
@@ -103,6 +104,9 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
     >>> ours.predict_proba(X[:1]).round(3)
     array([[0.285, 0.715]])
     """
+
+    # Sparse X: sparse products for the gradients and the (d + 1)² Hessian (docs/sparse.md).
+    _block_spec = BlockSpec(accept_sparse=True)
 
     _params = table(
         "*", exclude=("penalty", "alpha"),

@@ -16,7 +16,9 @@ batch and over all K outputs at once,
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
+from dml.optim._stacked_kernels import loss_code
 from dml.optim.losses import Loss, Softmax
 from dml.optim.problem import Problem
 
@@ -151,6 +153,49 @@ class LinearProblem(Problem):
                 grad[Kd:] = G.sum(axis=0)
         return loss_sum, grad
 
+    def unpack_views(self, params):
+        """``(W, b)`` as views of ``params`` (b None without an intercept), for in-place steps."""
+        W = params[:self.K * self.d].reshape(self.K, self.d)
+        return W, (params[self.K * self.d:] if self.fit_intercept else None)
+
+    def sparse_kernel_terms(self, Y):
+        """``(loss code, loss parameter, targets (n, K))`` for the compiled sparse steps, or None
+        when the loss couples the outputs (softmax) or is not compiled."""
+        lc = None if self.task == "multinomial" else loss_code(self.loss)
+        if lc is None:
+            return None
+        T = np.ascontiguousarray(self._targets(Y), dtype=np.float64).reshape(len(Y), -1)
+        return lc[0], lc[1], T
+
+    def sparse_batch_grad(self, W, scale, b, n, rows, cols, values, Y, w):
+        """:meth:`batch_loss_grad` of n sparse rows with weights ``scale · W``, at O(nnz).
+
+        The rows are given by their stored entries: ``rows`` (0..n-1), ``cols``, ``values``.
+        Returns ``(loss_sum, cols, gW, gb)``: the columns the batch holds (sorted), the
+        gradient sums of ``W`` on those columns (K × len(cols)) and of the intercepts (K,).
+        The scaled-weights form is what :mod:`dml.optim.sparse_steps` keeps.
+        """
+        used, inv = np.unique(cols, return_inverse=True)
+        F = np.empty((n, self.K))
+        for k in range(self.K):
+            F[:, k] = np.bincount(rows, weights=values * W[k, cols], minlength=n)
+        F *= scale
+        if self.fit_intercept:
+            F += b
+        if self.K == 1 and self.task != "multinomial":
+            F = F[:, 0]
+        loss, G = self.loss.loss_grad(F, self._targets(Y))
+        if w is not None:
+            G = G * (w[:, None] if G.ndim == 2 else w)
+            loss_sum = float(np.dot(w, loss if loss.ndim == 1 else loss.sum(axis=1)))
+        else:
+            loss_sum = float(loss.sum())
+        G = G.reshape(n, -1)
+        gW = np.empty((self.K, len(used)))
+        for k in range(self.K):
+            gW[k] = np.bincount(inv, weights=values * G[rows, k], minlength=len(used))
+        return loss_sum, used, gW, G.sum(axis=0)
+
     def stack_targets(self, Y) -> np.ndarray:
         """Per-row targets in the loss's convention, for :meth:`batch_loss_grad_stacked`."""
         return self._targets(Y)
@@ -233,7 +278,9 @@ class LinearProblem(Problem):
         d = self.d
         size = d + (1 if self.fit_intercept else 0)
         out = np.empty((size, size))
-        if Xs_sqrt:  # s ≥ 0: a symmetric product (numpy uses syrk for A.T @ A)
+        if sp.issparse(X):  # sparse products; only the (d, d) result is dense
+            out[:d, :d] = (X.T @ sp.csr_matrix(X.multiply(s[:, None]))).toarray()
+        elif Xs_sqrt:  # s ≥ 0: a symmetric product (numpy uses syrk for A.T @ A)
             Xs = X * np.sqrt(s)[:, None]
             out[:d, :d] = Xs.T @ Xs
         else:
@@ -250,7 +297,7 @@ class LinearProblem(Problem):
         F = self.decision(params, X)
         if isinstance(self.loss, Softmax):
             P = Softmax.proba(F)
-            ww = np.ones(len(X)) if w is None else w
+            ww = np.ones(X.shape[0]) if w is None else w
             for k in range(self.K):
                 ik = self._index(k)
                 for l in range(k, self.K):
@@ -278,7 +325,7 @@ class LinearProblem(Problem):
     # ---- validation score: accuracy (classification) or R² (regression) ----
     def score_stats(self, params, X, Y, w):
         F = self.decision(params, X)
-        ww = np.ones(len(X)) if w is None else w
+        ww = np.ones(X.shape[0]) if w is None else w
         if self.task == "regression":
             r = Y - F
             return np.array([ww.sum(), ww @ Y, ww @ (Y * Y), ww @ (r * r)])

@@ -54,6 +54,8 @@ _CLASS_WEIGHT = Param(None, [StrOptions({"balanced"}), dict, None],
 
 class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, ClassifierMixin,
                          BaseEstimator):
+    # Sparse steps cost O(nnz) (dml.optim.sparse_steps); docs/sparse.md.
+    _block_spec = BlockSpec(accept_sparse=True)
     _stacked_fits = True
 
     def _loss(self):
@@ -315,7 +317,7 @@ default="squared_error"
     (array([ 1. , -2. ,  0.5]), array([3.]))
     """
 
-    _block_spec = BlockSpec(y_numeric=True)
+    _block_spec = BlockSpec(y_numeric=True, accept_sparse=True)
     _stacked_fits = True
     _params = table("*", loss=Param("squared_error", [StrOptions(set(REGRESSION_LOSSES))],
                                     positional=True),

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from dml._blocks import BlockSpec
 from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
 from dml._typing import ArrayLike, Self
 from dml.base import DaskEstimatorMixin, fit_context
@@ -106,6 +107,9 @@ class LinearSVC(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, ClassifierM
     >>> svc.classes_, float((svc.predict(X) == y).mean())
     (array(['no', 'yes'], dtype='<U3'), 1.0)
     """
+
+    # Sparse X: sparse products for the gradients and the (d + 1)² Hessian (docs/sparse.md).
+    _block_spec = BlockSpec(accept_sparse=True)
 
     _params = table(
         "*", exclude=("alpha", "l1_ratio", "warm_start"),

@@ -42,7 +42,7 @@ from sklearn.base import clone, is_classifier
 from sklearn.exceptions import FitFailedWarning
 from sklearn.pipeline import Pipeline
 
-from dml._blocks import check_x_layout, is_dask
+from dml._blocks import check_x_layout, is_dask, is_sparse, sparse_blocks
 from dml.model_selection._scoring import estimator_scorer, get_scorer, sklearn_name
 from dml.model_selection._split import check_cv, n_rows, split_indices, take_rows
 
@@ -270,9 +270,11 @@ def _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_param
     if client is not None and not is_dask(X):
         # The estimator's layout check first: the 2-D chunking below would otherwise fail on a
         # 1-D/3-D X with Dask's "Chunks do not add up" error.
-        X = check_x_layout(X, type(estimator).__name__)
+        # (Sparse X passes: whether the estimator takes it is for its own fit to say.)
+        X = check_x_layout(X, type(estimator).__name__, accept_sparse=True)
         # Put local data on the workers once; every fit then reads its blocks there.
-        X = client.persist(da.from_array(np.asarray(X), chunks=(_block_rows(X), -1)))
+        X = client.persist(sparse_blocks(X, _block_rows(X)) if is_sparse(X) else
+                           da.from_array(np.asarray(X), chunks=(_block_rows(X), -1)))
         if y is not None and not isinstance(y, str):
             y = client.persist(da.from_array(np.asarray(y), chunks=(X.chunks[0],)))
     n_folds = len(splits)

@@ -6,19 +6,19 @@ it happens to contain, and an associative ``combine`` merges them by label. Neit
 nor the categories need to be known before the pass, and all classes are counted together (one
 pass over the data, where dask-ml's GaussianNB makes one per class).
 
-The four estimators follow scikit-learn 1.9 (same constructor parameters and fitted attributes)
+The estimators follow scikit-learn 1.9 (same constructor parameters and fitted attributes)
 and add a ``missing`` parameter implementing the missing-value rule of docs/naive_bayes.md: with
 ``missing="ignore"`` a missing attribute is not counted for that attribute at fit time and is
 skipped in the product at predict time.
 
 Layout: the per-block kernels and their combines (plain NumPy/pandas, testable without a
-cluster) are in :mod:`dml.naive_bayes._kernels`; the fit/predict machinery shared by the four
+cluster) are in :mod:`dml.naive_bayes._kernels`; the fit/predict machinery shared by the
 estimators in :mod:`dml.naive_bayes._base`; the estimators in :mod:`dml.naive_bayes._gaussian`
 and :mod:`dml.naive_bayes._discrete`.
 
 See docs/naive_bayes.md.
 """
-from dml.naive_bayes._discrete import BernoulliNB, CategoricalNB, MultinomialNB
+from dml.naive_bayes._discrete import BernoulliNB, CategoricalNB, ComplementNB, MultinomialNB
 from dml.naive_bayes._gaussian import GaussianNB
 
-__all__ = ["GaussianNB", "MultinomialNB", "BernoulliNB", "CategoricalNB"]
+__all__ = ["GaussianNB", "MultinomialNB", "ComplementNB", "BernoulliNB", "CategoricalNB"]

@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from scipy.special import logsumexp
 
 
@@ -357,10 +358,20 @@ def _binarize(X, threshold):
     return out
 
 
+def _negative_count_error(estimator, index, value, column):
+    return ValueError(
+        f"{estimator} needs non-negative counts; X contains negative values (row block "
+        f"{index}, e.g. {_show(value)} in column {column}). Negative values in data are not "
+        "counts: use GaussianNB for real-valued features or BernoulliNB with a binarize "
+        "threshold.")
+
+
 def _count_block(index, X, y, w, binarize, non_negative, estimator, missing="error"):
     """Per-class weighted feature sums, class weights and weights of missing entries."""
     if X.shape[0] == 0:
         return None
+    if sp.issparse(X):
+        return _sparse_count_block(index, X, y, w, binarize, non_negative, estimator, missing)
     nan = _missing_mask(X, missing)
     if binarize is not None:
         X = (X > binarize).astype(np.float64)  # NaN > t is False; `nan` remembers them
@@ -368,11 +379,7 @@ def _count_block(index, X, y, w, binarize, non_negative, estimator, missing="err
         X = np.where(nan, 0.0, X)
     if non_negative and X.min() < 0:
         r, c = np.argwhere(X < 0)[0]
-        raise ValueError(
-            f"{estimator} needs non-negative counts; X contains negative values (row block "
-            f"{index}, e.g. {_show(X[r, c])} in column {c}). Negative values in data are not "
-            "counts: use GaussianNB for real-valued features or BernoulliNB with a binarize "
-            "threshold.")
+        raise _negative_count_error(estimator, index, X[r, c], c)
     classes, inverse, counts = _labels(y, estimator, index)
     L = len(classes)
     wf = None if w is None else np.asarray(w, dtype=np.float64)
@@ -396,6 +403,48 @@ def _count_block(index, X, y, w, binarize, non_negative, estimator, missing="err
             "missing_count": miss}
 
 
+def _sparse_values(X, binarize, missing):
+    """A CSR block's values ready for counting, and the CSR mask of its NaN entries (or None).
+
+    Only the stored values are touched: an implicit zero is a count of 0 (and, with the
+    non-negative ``binarize`` thresholds allowed, a 0 after binarising too).
+    """
+    data = X.data
+    nan = np.isnan(data) if missing == "ignore" and data.dtype.kind == "f" else None
+    if nan is not None and not nan.any():
+        nan = None
+    if binarize is None and nan is None:
+        return X, None
+    values = X.copy()
+    if binarize is not None:
+        values.data = (data > binarize).astype(np.float64)
+    mask = None
+    if nan is not None:
+        values.data[nan] = 0.0
+        mask = X.copy()
+        mask.data = nan.astype(np.float64)
+    return values, mask
+
+
+def _sparse_count_block(index, X, y, w, binarize, non_negative, estimator, missing):
+    """:func:`_count_block` of a CSR block: a sparse one-hot product, nothing densified."""
+    X, nan = _sparse_values(X, binarize, missing)
+    if non_negative and X.nnz and X.data.min() < 0:
+        pos = int(np.flatnonzero(X.data < 0)[0])
+        raise _negative_count_error(estimator, index, X.data[pos], int(X.indices[pos]))
+    classes, inverse, counts = _labels(y, estimator, index)
+    L, n = len(classes), X.shape[0]
+    wf = np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
+    class_count = (counts.astype(np.float64) if w is None else
+                   np.bincount(inverse, weights=wf, minlength=L))
+    # Y is the (weighted) one-hot label matrix as a sparse (L, n) matrix: Y @ X costs O(nnz).
+    Y = sp.csr_matrix((wf, (inverse, np.arange(n))), shape=(L, n))
+    fc = (Y @ X).toarray()
+    miss = np.zeros((L, X.shape[1])) if nan is None else (Y @ nan).toarray()
+    return {"classes": classes, "class_count": class_count, "feature_count": fc,
+            "missing_count": miss}
+
+
 def _count_combine(parts):
     parts = _drop_none(parts)
     if not parts:
@@ -411,14 +460,48 @@ def _count_combine(parts):
     return out
 
 
+def _sparse_missing(X):
+    """A CSR block with its NaN values as 0 (a copy only when there are any) and their mask."""
+    nan = np.isnan(X.data) if X.dtype.kind == "f" else np.zeros(0, bool)
+    if not nan.any():
+        return X, None
+    values, mask = X.copy(), X.copy()
+    values.data[nan] = 0.0
+    mask.data = nan.astype(np.float64)
+    return values, mask
+
+
 def _multinomial_jll(X, feature_log_prob, class_log_prior):
+    if sp.issparse(X):
+        X, _ = _sparse_missing(X)
+        return np.asarray(X @ feature_log_prob.T) + class_log_prior
     nan = np.isnan(X)
     if nan.any():
         X = np.where(nan, 0.0, X)  # a missing count contributes nothing
     return X @ feature_log_prob.T + class_log_prior
 
 
+def _complement_jll(X, feature_log_prob, class_log_prior):
+    # scikit-learn's ComplementNB: the prior only counts when there is a single class.
+    jll = _multinomial_jll(X, feature_log_prob, np.zeros_like(class_log_prior))
+    if len(class_log_prior) == 1:
+        jll += class_log_prior
+    return jll
+
+
+def _sparse_bernoulli_jll(X, feature_log_prob, class_log_prior, binarize):
+    neg_prob = np.log(1 - np.exp(feature_log_prob))
+    X, nan = _sparse_values(X, binarize, "ignore")
+    jll = np.asarray(X @ (feature_log_prob - neg_prob).T)
+    jll += class_log_prior + neg_prob.sum(axis=1)
+    if nan is not None:
+        jll -= np.asarray(nan @ neg_prob.T)  # a missing feature's factor is skipped
+    return jll
+
+
 def _bernoulli_jll(X, feature_log_prob, class_log_prior, binarize):
+    if sp.issparse(X):
+        return _sparse_bernoulli_jll(X, feature_log_prob, class_log_prior, binarize)
     if binarize is not None:
         X = _binarize(X, binarize)
     neg_prob = np.log(1 - np.exp(feature_log_prob))
@@ -665,7 +748,7 @@ def _categorical_jll(X, feature_log_prob, class_log_prior, kinds, categories, mi
 # --------------------------------------------------------------------------------------------
 
 _JLL = {"gaussian": _gaussian_jll, "multinomial": _multinomial_jll,
-        "bernoulli": _bernoulli_jll, "categorical": _categorical_jll}
+        "bernoulli": _bernoulli_jll, "complement": _complement_jll, "categorical": _categorical_jll}
 
 
 def _nb_output(X, kind, params, classes, output):

@@ -28,6 +28,7 @@ import warnings
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 
@@ -57,6 +58,11 @@ def _state_to_dict(state: TrainState) -> dict:
             "seed": int(state.seed), "epoch": int(state.epoch), "lr_scale": float(state.lr_scale)}
 
 
+def _as_input(X, dtype):
+    """A block in the network's dtype; sparse stays sparse (the first layer's product is)."""
+    return X.astype(dtype, copy=False) if sp.issparse(X) else np.asarray(X, dtype=dtype)
+
+
 def _state_from_dict(d: dict) -> TrainState:
     params = np.array(d["params"])
     return TrainState(params=params,
@@ -66,20 +72,20 @@ def _state_from_dict(d: dict) -> TrainState:
 
 
 def _proba_kernel(X, coefs, intercepts, activation, output, dtype):
-    P = forward(np.asarray(X, dtype=dtype), coefs, intercepts, activation, output)
+    P = forward(_as_input(X, dtype), coefs, intercepts, activation, output)
     if output == "logistic":
         P = np.hstack([1 - P, P])
     return P.astype(np.float64, copy=False)
 
 
 def _predict_kernel(X, coefs, intercepts, activation, output, dtype, classes):
-    P = forward(np.asarray(X, dtype=dtype), coefs, intercepts, activation, output)
+    P = forward(_as_input(X, dtype), coefs, intercepts, activation, output)
     idx = (P[:, 0] > 0.5).astype(np.intp) if output == "logistic" else P.argmax(axis=1)
     return classes[idx]
 
 
 def _regress_kernel(X, coefs, intercepts, activation, dtype):
-    P = forward(np.asarray(X, dtype=dtype), coefs, intercepts, activation, "identity")
+    P = forward(_as_input(X, dtype), coefs, intercepts, activation, "identity")
     return P[:, 0].astype(np.float64, copy=False)
 
 
@@ -88,6 +94,8 @@ def _unit(closed):
 
 
 class _BaseMLP(ParamTableMixin, DaskEstimatorMixin, BaseEstimator):
+    # Sparse X: the first layer's products are sparse (docs/sparse.md).
+    _block_spec = BlockSpec(accept_sparse=True)
     _params = table(
         "*", exclude=("penalty", "l1_ratio", "eta0", "optimizer", "average"),
         hidden_layer_sizes=Param((100,), "no_validation",
@@ -527,7 +535,7 @@ validation_scores_, best_validation_score_, n_iter_, t_, history_
     True
     """
 
-    _block_spec = BlockSpec(y_numeric=True)
+    _block_spec = BlockSpec(y_numeric=True, accept_sparse=True)
 
     @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:

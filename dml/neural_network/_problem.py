@@ -19,6 +19,7 @@ See docs/neural_network.md.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import expit
 
 from dml.linear_model._problem import encode_labels
@@ -155,7 +156,8 @@ class MLPProblem(Problem):
 
     # ---- data ----
     def prepare_block(self, X, y, w):
-        X = np.asarray(X, dtype=self.dtype)
+        # Sparse X stays sparse: only the first layer reads it, as sparse products.
+        X = X.astype(self.dtype, copy=False) if sp.issparse(X) else np.asarray(X, self.dtype)
         if self.classes is None:
             Y = np.asarray(y, dtype=self.dtype).reshape(-1, 1)
         else:
@@ -240,7 +242,7 @@ class MLPProblem(Problem):
     # ---- validation score: accuracy (classification) or R² (regression), as scikit-learn ----
     def score_stats(self, params, X, Y, w):
         P = self.predict_output(params, X)
-        ww = np.ones(len(X)) if w is None else np.asarray(w, np.float64)
+        ww = np.ones(X.shape[0]) if w is None else np.asarray(w, np.float64)
         if self.classes is None:
             y = Y[:, 0].astype(np.float64)
             r = y - P[:, 0]

@@ -12,6 +12,9 @@ rounding of ``exp``/``log1p`` and of the products.
 It covers what the SGD estimators use for binary classification and regression: one output
 (``K = 1``), the losses below, plain SGD (momentum and Adam keep the NumPy path), any penalty and
 schedule (the step sizes come precomputed).
+
+:func:`sparse_sgd_steps` is the CSR variant of one model's plain-SGD steps (the per-row loss
+above, the L2 decay as a scale factor): what :mod:`dml.optim.sparse_steps` runs on sparse blocks.
 """
 from __future__ import annotations
 
@@ -157,3 +160,85 @@ def sgd_segment(P, X, T, w, rows, lens, first_k, last_k, B, lr, t_seg, code, par
             if s == 0:
                 for j in range(m):
                     first_loss[g, j] /= n
+
+
+@kernel
+def sparse_sgd_steps(W, b, indptr, indices, data, T, w, order, first, last, B, lr, l2, code,
+                     param, rescale_below, out):
+    """Steps ``first..last-1`` of one model on a CSR block at O(nnz) each (no stacking).
+
+    The CSR variant of the plain-SGD step of :mod:`dml.optim.engine`, used by
+    :mod:`dml.optim.sparse_steps`: the weights are kept as ``scale · W`` so that the L2 decay
+    is one multiplication and a step only touches the columns its rows hold.
+
+    W : (K, d) weights, updated in place (exact again on return); b : (K,) intercepts (empty:
+    none); indptr, indices, data : the CSR block; T : (n, K) targets in the loss's convention;
+    w : (n,) row weights (empty: every row weighs 1); order : (n,) the rows in epoch order;
+    lr : (S,) the step sizes of the S = last − first steps; l2 : the L2 weight; out : (3,)
+    receives the loss sum, the mean loss of the first step and 1.0 when everything stayed
+    finite (0.0: the loss overflowed and the steps stopped there).
+    """
+    K = W.shape[0]
+    d = W.shape[1]
+    n = order.shape[0]
+    has_b = b.shape[0] > 0
+    weighted = w.shape[0] > 0
+    D = np.empty((B, K))
+    scale = 1.0
+    loss_sum = 0.0
+    first_loss = 0.0
+    finite = True
+    for s in range(first, last):
+        lo = s * B
+        m = min(B, n - lo)
+        step_loss = 0.0
+        for i in range(m):
+            r = order[lo + i]
+            wr = w[r] if weighted else 1.0
+            for k in range(K):
+                f = 0.0
+                for p in range(indptr[r], indptr[r + 1]):
+                    f += data[p] * W[k, indices[p]]
+                f *= scale
+                if has_b:
+                    f += b[k]
+                loss, dl = _loss_grad(code, f, T[r, k], param)
+                step_loss += wr * loss
+                D[i, k] = wr * dl
+        if s == first:
+            first_loss = step_loss / m
+        loss_sum += step_loss
+        if not math.isfinite(loss_sum):
+            finite = False
+            break
+        rate = lr[s - first]
+        decay = 1.0 - rate * l2
+        if abs(scale * decay) < rescale_below:
+            # Fold the scale in and take this step as the dense path does.
+            for k in range(K):
+                for j in range(d):
+                    W[k, j] *= scale * decay
+            scale = 1.0
+        else:
+            scale *= decay
+        c = rate / (scale * m)
+        for i in range(m):
+            r = order[lo + i]
+            for k in range(K):
+                g = D[i, k] * c
+                if g != 0.0:
+                    for p in range(indptr[r], indptr[r + 1]):
+                        W[k, indices[p]] -= g * data[p]
+        if has_b:
+            for k in range(K):
+                acc = 0.0
+                for i in range(m):
+                    acc += D[i, k]
+                b[k] -= rate * (acc / m)
+    if scale != 1.0:
+        for k in range(K):
+            for j in range(d):
+                W[k, j] *= scale
+    out[0] = loss_sum
+    out[1] = first_loss
+    out[2] = 1.0 if finite else 0.0

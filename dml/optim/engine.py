@@ -58,6 +58,7 @@ from dml._block_groups import default_n_groups
 from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_prefix, task_ref,
                         tree_add)
 from dml._random import block_rng
+from dml.optim import sparse_steps
 from dml.optim.data import TrainingData
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
@@ -211,6 +212,9 @@ def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, pla
     gets ``rng=`` in ``batch_loss_grad``: the generator of this block and round.
     """
     cfg = plan.config
+    if sparse_steps.applies(problem, X, cfg):
+        return sparse_steps.lazy_sgd_steps(problem, params, X, Y, w, order, first, last, t0,
+                                           plan)
     B = cfg.batch_size
     n = X.shape[0]
     opt, schedule, penalty = cfg.optimizer, cfg.schedule, cfg.penalty

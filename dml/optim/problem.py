@@ -58,7 +58,7 @@ class Problem:
 
     def score_stats(self, params, X, Y, w):
         loss, _ = self.batch_loss_grad(params, X, Y, w)
-        return np.array([loss, float(len(X)) if w is None else float(np.sum(w))])
+        return np.array([loss, float(X.shape[0]) if w is None else float(np.sum(w))])
 
     def score_from_stats(self, stats) -> float:
         return -float(stats[0]) / max(float(stats[1]), 1e-300)

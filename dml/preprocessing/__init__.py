@@ -31,11 +31,15 @@ A composite computes the delayed results of all its parts with one :func:`dml._b
 and hands each part its result.
 
 Layout: the protocol and the mixin implementing it in :mod:`dml.preprocessing._base`; the
-scalers in :mod:`dml.preprocessing._scalers`; the encoder in :mod:`dml.preprocessing._encoders`
-with its per-block kernels (plain NumPy/pandas) in :mod:`dml.preprocessing._encoder_kernels`.
+scalers in :mod:`dml.preprocessing._scalers`, :class:`MaxAbsScaler` and :class:`Normalizer`
+(which keep sparse X sparse) in :mod:`dml.preprocessing._norms`; the encoder in
+:mod:`dml.preprocessing._encoders` with its per-block kernels (plain NumPy/pandas) in
+:mod:`dml.preprocessing._encoder_kernels`.
 """
 from dml.preprocessing._base import TransformPlan
 from dml.preprocessing._encoders import OneHotEncoder
+from dml.preprocessing._norms import MaxAbsScaler, Normalizer
 from dml.preprocessing._scalers import MinMaxScaler, StandardScaler
 
-__all__ = ["StandardScaler", "MinMaxScaler", "OneHotEncoder", "TransformPlan"]
+__all__ = ["StandardScaler", "MinMaxScaler", "MaxAbsScaler", "Normalizer", "OneHotEncoder",
+           "TransformPlan"]

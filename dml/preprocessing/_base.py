@@ -12,7 +12,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
-from dml._blocks import check_x_layout, compute
+from dml._blocks import SPARSE_META, check_x_layout, compute, is_sparse, is_sparse_dask
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted
 
 __all__ = ["TransformPlan"]
@@ -69,10 +69,13 @@ class _OnePassTransformer(TransformOutputMixin, DaskEstimatorMixin):
 
     def _transform_checked(self, X):
         check_is_fitted(self, "n_features_in_")
-        X = check_x_layout(X, type(self).__name__)  # type and shape; reads no data
+        # type and shape; reads no data
+        X = check_x_layout(X, type(self).__name__, accept_sparse=self._block_spec.accept_sparse)
         plan = self._transform_plan(_dtypes_of(X))
+        # The transformers that take sparse X give sparse X back (CSR blocks).
+        meta = SPARSE_META if is_sparse(X) or is_sparse_dask(X) else None
         return self._blockwise(X, plan.kernel, *plan.args, dtype=plan.dtype,
-                               tail_shape=(plan.n_out,), **plan.overrides)
+                               tail_shape=(plan.n_out,), meta=meta, **plan.overrides)
 
 
 def _no_samples(name):

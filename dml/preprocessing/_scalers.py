@@ -6,12 +6,15 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 
-from dml._blocks import Blocks, check_x_layout
+import scipy.sparse as sp
+
+from dml._blocks import SPARSE_META, Blocks, BlockSpec, check_x_layout, is_sparse, is_sparse_dask
 from dml._param_validation import invalid_parameter
 from dml._typing import Any, ArrayLike, Self
 from dml.base import check_is_fitted, fit_context
 from dml.preprocessing._base import (TransformPlan, _dtypes_of, _float_out_dtype, _no_samples,
                                      _OnePassTransformer)
+from dml.preprocessing._norms import no_centering, scale_columns, sparse_moments
 
 __all__ = ["StandardScaler", "MinMaxScaler"]
 
@@ -28,6 +31,8 @@ def _moments_kernel(xb, yb, wb):
     deviations from it. ``shift`` is a value of the block, so ``mean`` is small compared with
     the data when the data sit far from zero; merging then stays accurate.
     """
+    if sp.issparse(xb):
+        return sparse_moments(xb, wb)
     x = np.asarray(xb, dtype=np.float64)
     nan = np.isnan(x)
     any_nan = bool(nan.any())
@@ -92,6 +97,8 @@ def _merge_moments(parts):
 
 
 def _standard_kernel(xb, mean, scale, dtype):
+    if sp.issparse(xb):  # with_mean=False (checked before): scaling keeps it sparse
+        return xb.astype(dtype) if scale is None else scale_columns(xb, scale, dtype, True)
     x = np.array(xb, dtype=dtype, copy=True)
     if mean is not None:
         x -= mean
@@ -101,6 +108,8 @@ def _standard_kernel(xb, mean, scale, dtype):
 
 
 def _standard_inverse_kernel(xb, mean, scale, dtype):
+    if sp.issparse(xb):
+        return xb.astype(dtype) if scale is None else scale_columns(xb, scale, dtype, False)
     x = np.array(xb, dtype=dtype, copy=True)
     if scale is not None:
         x *= scale
@@ -171,6 +180,9 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
     array([[3., 3.]])
     """
 
+    # Sparse X with with_mean=False: the moments of the stored values and the implicit zeros,
+    # the output sparse (docs/sparse.md).
+    _block_spec = BlockSpec(accept_sparse=True)
     _fit_overrides = {"allow_nan": True}
 
     def __init__(self, *, copy=True, with_mean=True, with_std=True):
@@ -246,7 +258,12 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
         array([1.])
         """
         first = not hasattr(self, "n_samples_seen_")
+        self._check_sparse(X)
         return self._one_pass_fit(X, sample_weight, reset=first)
+
+    def _check_sparse(self, X):
+        if self.with_mean and (is_sparse(X) or is_sparse_dask(X)):
+            raise no_centering(type(self).__name__)
 
     # ---- one-pass protocol ----
     def _fit_delayed(self, blocks: Blocks, reset: bool = True):
@@ -324,6 +341,7 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
         >>> StandardScaler().fit(np.array([[0.0], [2.0]])).transform(np.array([[4.0]]))
         array([[3.]])
         """
+        self._check_sparse(X)
         return self._transform_checked(X)
 
     def inverse_transform(self, X: ArrayLike, copy: bool | None = None) -> Any:
@@ -349,17 +367,20 @@ class StandardScaler(_OnePassTransformer, OneToOneFeatureMixin, TransformerMixin
         array([[4.]])
         """
         check_is_fitted(self, "n_samples_seen_")
-        X = check_x_layout(X, type(self).__name__)
+        X = check_x_layout(X, type(self).__name__, accept_sparse=True)
+        self._check_sparse(X)
         dtype = _float_out_dtype(_dtypes_of(X))
         mean = self.mean_.astype(dtype) if self.with_mean else None
         scale = self.scale_.astype(dtype) if self.with_std else None
+        meta = SPARSE_META if is_sparse(X) or is_sparse_dask(X) else None
         return self._blockwise(X, _standard_inverse_kernel, mean, scale, dtype, dtype=dtype,
-                               tail_shape=(self.n_features_in_,), check_features=False,
+                               tail_shape=(self.n_features_in_,), check_features=False, meta=meta,
                                n_features=self.n_features_in_, allow_nan=True)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = not self.with_mean  # centring would densify
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
 
