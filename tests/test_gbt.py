@@ -135,10 +135,10 @@ def test_missing_values_in_prediction_follow_scikit_learn():
 
 
 # --------------------------------------------------------------------------------------------
-# on a cluster: quality, partitionings
+# on a cluster: quality, partitionings (the multi-process cluster: the same-model tests below)
 # --------------------------------------------------------------------------------------------
 
-def test_classification_quality_close_to_scikit_learn(client):
+def test_classification_quality_close_to_scikit_learn(inprocess_client):
     X, y = make_classification(n_samples=6000, n_features=12, n_informative=6, random_state=0)
     Xtr, Xte, ytr, yte = X[:4500], X[4500:], y[:4500], y[4500:]
     Xd, yd = da.from_array(Xtr, chunks=(700, -1)), da.from_array(ytr, chunks=700)
@@ -151,13 +151,13 @@ def test_classification_quality_close_to_scikit_learn(client):
                                ours.predict_proba(Xte))
 
 
-def test_regression_quality_close_to_scikit_learn(client):
+def test_regression_quality_close_to_scikit_learn(inprocess_client):
     X, y = make_regression(n_samples=5000, n_features=10, n_informative=6, noise=5.0,
                            random_state=0)
     y = y + 20 * np.sin(X[:, 0])
     Xtr, Xte, ytr, yte = X[:4000], X[4000:], y[:4000], y[4000:]
     Xd, yd = da.from_array(Xtr, chunks=(600, -1)), da.from_array(ytr, chunks=600)
-    kw = dict(max_iter=80, early_stopping=False)
+    kw = dict(max_iter=40, learning_rate=0.2, early_stopping=False)
     ours = GradientBoostingRegressor(**kw).fit(Xd, yd)
     ref = HistGradientBoostingRegressor(**kw).fit(Xtr, ytr)
 
@@ -177,7 +177,7 @@ def test_partitionings_agree_when_the_bins_do(inprocess_client, loss):
     Est = GradientBoostingRegressor if loss == "squared_error" else GradientBoostingClassifier
     if loss == "log_loss":
         y = (y > np.median(y)).astype(int)
-    kw = dict(max_iter=8, early_stopping=False, max_features=0.6, subsample=1.0,
+    kw = dict(max_iter=4, early_stopping=False, max_features=0.6, subsample=1.0,
               random_state=0)
     ref = Est(**kw).fit(X, y)
     for nb in (3, 7, 64):
