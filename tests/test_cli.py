@@ -202,7 +202,7 @@ def main_in_process(capsys, *args) -> tuple[int, str, str]:
      "unknown field 'modle'; did you mean 'model'?"),
     (GOOD_JOB.replace("gaussian_nb", "gausian_nb"), "model.name",
      # the known names grow with every model family: check the start of the list only
-     "unknown model 'gausian_nb'; did you mean 'gaussian_nb'? Known: bernoulli_nb, "),
+     "unknown model 'gausian_nb'; did you mean 'gaussian_nb'? Known: adaboost_classifier, "),
     (GOOD_JOB.replace("test_size: 0.25", "test_size: abc"), "split.test_size",
      "expected a number between 0 and 1, got 'abc'"),
     (GOOD_JOB.replace("../data/small.csv", "../data/missing.csv"), "data.path",

@@ -448,7 +448,7 @@ def test_registry_lookup_and_suggestions():
     assert {"standard_scaler", "minmax_scaler", "one_hot"} <= set(registry.names("transformer"))
     with pytest.raises(registry.UnknownNameError,
                        match=r"unknown model 'gausian_nb'; did you mean 'gaussian_nb'\? Known: "
-                             r"bernoulli_nb, categorical_nb") as exc:
+                             r"adaboost_classifier, bernoulli_nb, categorical_nb") as exc:
         registry.get("gausian_nb", kind="model")
     assert isinstance(exc.value, ValueError) and isinstance(exc.value, KeyError)
     with pytest.raises(ValueError, match="import string"):
