@@ -138,6 +138,7 @@ def test_missing_values_in_prediction_follow_scikit_learn():
 # on a cluster: quality, partitionings (the multi-process cluster: the same-model tests below)
 # --------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_classification_quality_close_to_scikit_learn(inprocess_client):
     X, y = make_classification(n_samples=6000, n_features=12, n_informative=6, random_state=0)
     Xtr, Xte, ytr, yte = X[:4500], X[4500:], y[:4500], y[4500:]
@@ -151,6 +152,7 @@ def test_classification_quality_close_to_scikit_learn(inprocess_client):
                                ours.predict_proba(Xte))
 
 
+@pytest.mark.slow
 def test_regression_quality_close_to_scikit_learn(inprocess_client):
     X, y = make_regression(n_samples=5000, n_features=10, n_informative=6, noise=5.0,
                            random_state=0)
@@ -167,6 +169,7 @@ def test_regression_quality_close_to_scikit_learn(inprocess_client):
     assert rmse(ours) <= 1.02 * rmse(ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["squared_error", "log_loss"])
 def test_partitionings_agree_when_the_bins_do(inprocess_client, loss):
     """Bin edges are partition independent when every feature has at most 2048 distinct values
@@ -189,6 +192,7 @@ def test_partitionings_agree_when_the_bins_do(inprocess_client, loss):
                                    atol=1e-12)
 
 
+@pytest.mark.slow
 def test_same_model_with_and_without_a_cluster(client):
     """The schedule (workers, threads) does not change the model: bit for bit."""
     X, y = make_classification(n_samples=3000, n_features=8, random_state=1)
@@ -299,6 +303,7 @@ def test_model_file_round_trip(Est, tmp_path):
     np.testing.assert_array_equal(getattr(back, out)(X), getattr(m, out)(X))
 
 
+@pytest.mark.slow
 def test_adult_quality_close_to_scikit_learn(real_data):
     import pandas as pd
     from sklearn.preprocessing import OrdinalEncoder
@@ -320,6 +325,7 @@ def test_adult_quality_close_to_scikit_learn(real_data):
 # AdaBoost (SAMME)
 # --------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_adaboost_equals_scikit_learns_samme_on_exact_bins(client, n_classes):
     """Stumps on few distinct values are scikit-learn's stumps, so the learner weights, the

@@ -111,6 +111,7 @@ def test_chained_iterations_on_both_clusters(client, monkeypatch):
     check_chained_iterations(monkeypatch, 8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_blocks", [1, 64, 256])
 def test_chained_iterations_at_many_blocks(inprocess_client, monkeypatch, n_blocks):
     check_chained_iterations(monkeypatch, n_blocks)

@@ -285,6 +285,7 @@ def test_least_squares_refuse_sparse_x_too_wide_for_the_normal_equations():
         lm.Ridge().fit(X, np.arange(10.0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("blocks", [1, 3, 7])
 @pytest.mark.parametrize("name", ["logistic_newton", "logistic_lbfgs_multinomial",
                                   "logistic_sgd", "svc", "svc_hinge_multiclass"])
