@@ -36,7 +36,7 @@ from dml._param_validation import Interval, StrOptions
 from dml.base import DaskEstimatorMixin, check_is_fitted
 from dml.neighbors import _knn_kernels as kern
 
-__all__ = ["NeighborsBase", "KNeighborsMixin"]
+__all__ = ["NeighborsBase", "KNeighborsMixin", "KNeighborsPredictorBase"]
 
 _ALIASES = {"l2": "euclidean", "l1": "manhattan", "cityblock": "manhattan",
             "infinity": "chebyshev"}
@@ -437,3 +437,37 @@ class KNeighborsMixin:
         data = np.ones(n_q * m) if mode == "connectivity" else dist.ravel()
         return sp.csr_matrix((data, ind.ravel(), np.arange(0, n_q * m + 1, m)),
                              shape=(n_q, self.n_samples_fit_))
+
+
+class KNeighborsPredictorBase(KNeighborsMixin, NeighborsBase):
+    """What the k-neighbours classifier and regressor share: parameters, the prediction driver
+    and scoring over the blocks. Subclasses give the per-chunk ``finish`` function and the
+    metric of ``score``."""
+
+    _parameter_constraints = {**NeighborsBase._parameter_constraints,
+                              "weights": [StrOptions({"uniform", "distance"}), callable, None]}
+
+    def __init__(self, n_neighbors=5, *, weights="uniform", metric="minkowski", p=2):
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+        self.metric = metric
+        self.p = p
+
+    def _predict_from_neighbours(self, X, fitted_attr, finish, finish_args, tails, dtypes):
+        """Run ``finish(res, metric, p, weights, *finish_args)`` on the k nearest training rows
+        of every query chunk and assemble the outputs (NumPy, or lazy Dask for Dask input)."""
+        check_is_fitted(self, fitted_attr)
+        k = self._check_k(None, 0, self._n_queries(X))
+        outs, dask_out, rows = self._search(
+            X, k, True, finish, self.effective_metric_,
+            float(self.effective_metric_params_.get("p", 2.0)), self.weights, *finish_args)
+        return self._assemble(outs, dask_out, rows, tails, dtypes)
+
+    def _score_with(self, metric, X, y, sample_weight):
+        """scikit-learn's ``score`` for local input; ``metric`` of :mod:`dml.metrics`, reduced
+        over the blocks, when any argument is a Dask collection."""
+        from dml.base import is_dask
+
+        if not (is_dask(X) or is_dask(y) or is_dask(sample_weight)):
+            return super().score(X, y, sample_weight=sample_weight)
+        return float(metric(y, self.predict(X), sample_weight=sample_weight))

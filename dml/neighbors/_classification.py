@@ -5,9 +5,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dml._typing import Any, ArrayLike, Self
-from dml._param_validation import StrOptions
-from dml.base import check_is_fitted, fit_context, is_dask
-from dml.neighbors._base import KNeighborsMixin, NeighborsBase, neighbour_weights
+from dml.base import check_is_fitted, fit_context
+from dml.neighbors._base import KNeighborsPredictorBase, neighbour_weights
 from dml.neighbors import _knn_kernels as kern
 
 __all__ = ["KNeighborsClassifier"]
@@ -32,7 +31,7 @@ def vote(res, metric, p, weights, classes, proba):
     return classes[np.argmax(votes, axis=1)]
 
 
-class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, BaseEstimator):
+class KNeighborsClassifier(KNeighborsPredictorBase, ClassifierMixin, BaseEstimator):
     """Classifier voting among the k nearest training rows (exact brute force on Dask).
 
     The training rows and labels stay on the workers; each query chunk collects the labels of
@@ -74,15 +73,6 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
     (array(['a'], dtype='<U1'), array([[0.667, 0.333]]))
     """
 
-    _parameter_constraints = {**NeighborsBase._parameter_constraints,
-                              "weights": [StrOptions({"uniform", "distance"}), callable, None]}
-
-    def __init__(self, n_neighbors=5, *, weights="uniform", metric="minkowski", p=2):
-        self.n_neighbors = n_neighbors
-        self.weights = weights
-        self.metric = metric
-        self.p = p
-
     @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Keep the training rows and labels on the workers and record the classes.
@@ -119,14 +109,12 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
 
     def _vote(self, X, proba):
         check_is_fitted(self, "classes_")
-        k = self._check_k(None, 0, self._n_queries(X))
-        outs, dask_out, rows = self._search(
-            X, k, True, vote, self.effective_metric_,
-            float(self.effective_metric_params_.get("p", 2.0)), self.weights, self.classes_,
-            proba)
         if proba:
-            return self._assemble(outs, dask_out, rows, [(len(self.classes_),)], [np.float64])
-        return self._assemble(outs, dask_out, rows, [()], [self.classes_.dtype])
+            tails, dtypes = [(len(self.classes_),)], [np.float64]
+        else:
+            tails, dtypes = [()], [self.classes_.dtype]
+        return self._predict_from_neighbours(X, "classes_", vote, (self.classes_, proba),
+                                             tails, dtypes)
 
     def predict(self, X: ArrayLike) -> Any:
         """Class of each query row: the vote of its k nearest training rows.
@@ -197,7 +185,5 @@ class KNeighborsClassifier(KNeighborsMixin, NeighborsBase, ClassifierMixin, Base
         """
         from dml.metrics import accuracy_score
 
-        if not (is_dask(X) or is_dask(y) or is_dask(sample_weight)):
-            return super().score(X, y, sample_weight=sample_weight)
-        return float(accuracy_score(y, self.predict(X), sample_weight=sample_weight))
+        return self._score_with(accuracy_score, X, y, sample_weight)
 

@@ -5,9 +5,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from dml._typing import Any, ArrayLike, Self
-from dml._param_validation import StrOptions
-from dml.base import check_is_fitted, fit_context, is_dask
-from dml.neighbors._base import KNeighborsMixin, NeighborsBase, neighbour_weights
+from dml.base import fit_context
+from dml.neighbors._base import KNeighborsPredictorBase, neighbour_weights
 from dml.neighbors import _knn_kernels as kern
 
 __all__ = ["KNeighborsRegressor"]
@@ -23,7 +22,7 @@ def average(res, metric, p, weights):
     return np.sum(y * w, axis=1) / np.sum(w, axis=1)
 
 
-class KNeighborsRegressor(KNeighborsMixin, NeighborsBase, RegressorMixin, BaseEstimator):
+class KNeighborsRegressor(KNeighborsPredictorBase, RegressorMixin, BaseEstimator):
     """Regressor averaging the targets of the k nearest training rows (exact brute force).
 
     The training rows and targets stay on the workers (see
@@ -56,15 +55,6 @@ class KNeighborsRegressor(KNeighborsMixin, NeighborsBase, RegressorMixin, BaseEs
     >>> KNeighborsRegressor(n_neighbors=2).fit(X, y).predict([[1.4]])
     array([1.5])
     """
-
-    _parameter_constraints = {**NeighborsBase._parameter_constraints,
-                              "weights": [StrOptions({"uniform", "distance"}), callable, None]}
-
-    def __init__(self, n_neighbors=5, *, weights="uniform", metric="minkowski", p=2):
-        self.n_neighbors = n_neighbors
-        self.weights = weights
-        self.metric = metric
-        self.p = p
 
     @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
@@ -110,12 +100,8 @@ class KNeighborsRegressor(KNeighborsMixin, NeighborsBase, RegressorMixin, BaseEs
         >>> KNeighborsRegressor(n_neighbors=2, weights="distance").fit(X, y).predict([[0.5]])
         array([0.5])
         """
-        check_is_fitted(self, "n_samples_fit_")
-        k = self._check_k(None, 0, self._n_queries(X))
-        outs, dask_out, rows = self._search(
-            X, k, True, average, self.effective_metric_,
-            float(self.effective_metric_params_.get("p", 2.0)), self.weights)
-        return self._assemble(outs, dask_out, rows, [()], [np.float64])
+        return self._predict_from_neighbours(X, "n_samples_fit_", average, (), [()],
+                                             [np.float64])
 
     def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
         """R² of ``predict(X)``, computed by :mod:`dml.metrics` (over the blocks for Dask input).
@@ -140,6 +126,4 @@ class KNeighborsRegressor(KNeighborsMixin, NeighborsBase, RegressorMixin, BaseEs
         """
         from dml.metrics import r2_score
 
-        if not (is_dask(X) or is_dask(y) or is_dask(sample_weight)):
-            return super().score(X, y, sample_weight=sample_weight)
-        return float(r2_score(y, self.predict(X), sample_weight=sample_weight))
+        return self._score_with(r2_score, X, y, sample_weight)
