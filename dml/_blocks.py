@@ -382,6 +382,27 @@ class Blocks:
         out = Delayed((name, len(self.parts) - 1), graph, layer=name)
         return out.compute() if compute_now else out
 
+    def rows_at(self, indices) -> np.ndarray:
+        """The X rows at global ``indices`` (in that order), shape (len(indices), d), as NumPy.
+
+        For fits that start from a handful of training rows (the means of a mixture, the
+        landmark rows of a Nyström map): the blocks stay where they are and only the picked
+        rows travel, in one map-reduce.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> b = as_blocks(np.arange(12.0).reshape(6, 2), block_rows=4)
+        >>> b.rows_at([5, 0])
+        array([[10., 11.],
+               [ 0.,  1.]])
+        """
+        indices = np.asarray(indices, dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+        found = dict(self.map_reduce(_rows_in_block, np.unique(indices), offsets,
+                                     combine=_concat_lists, with_index=True))
+        return np.stack([found[int(i)] for i in indices])
+
     def map_blocks(self, kernel: Callable, *args, dtype, tail_shape: tuple = (),
                    meta=None) -> da.Array:
         """Lazily apply ``kernel(X_block, *args)`` per block; the results form a Dask array.
@@ -397,6 +418,16 @@ class Blocks:
                                   **({} if meta is None else {"meta": meta}))
                   for i, o in enumerate(outs)]
         return da.concatenate(pieces, axis=0) if len(pieces) > 1 else pieces[0]
+
+
+def _rows_in_block(index, xb, yb, wb, rows, offsets):
+    start = int(offsets[index])
+    local = rows[(rows >= start) & (rows < start + xb.shape[0])]
+    return [(int(r), xb[r - start].copy()) for r in local]
+
+
+def _concat_lists(parts):
+    return [x for p in parts for x in p]
 
 
 def _task_deps(part: Delayed, task: Task) -> list:

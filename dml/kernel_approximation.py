@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.metrics.pairwise import KERNEL_PARAMS, PAIRWISE_KERNEL_FUNCTIONS
 
-from dml._blocks import Blocks, BlockSpec, block_rng, seed_from
+from dml._blocks import BlockSpec, block_rng, seed_from
 from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOptions
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
@@ -348,7 +348,7 @@ class Nystroem(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeatures
         else:
             seed = seed_from(self.random_state)
             indices = np.sort(block_rng(seed, "nystroem").choice(n, size=k, replace=False))
-            basis = _take(blocks, indices)
+            basis = blocks.rows_at(indices)
         basis_kernel = np.asarray(pairwise_kernels(basis, metric=self.kernel, filter_params=True,
                                                    **params), dtype=np.float64)
         U, S, V = np.linalg.svd(basis_kernel)
@@ -390,9 +390,3 @@ class Nystroem(TransformOutputMixin, DaskEstimatorMixin, ClassNamePrefixFeatures
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64"]
         return tags
-
-
-def _take(blocks: Blocks, indices) -> np.ndarray:
-    from dml._take import take_rows
-
-    return take_rows(blocks, indices)

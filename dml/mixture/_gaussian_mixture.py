@@ -379,12 +379,10 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
                 for res, s in zip(results, seeds)]
 
     def _random_rows(self, blocks, seeds, offsets):
-        from dml._take import take_rows
-
         n = int(offsets[-1])
         picks = [block_rng(s, "gmm-rows").choice(n, size=self.n_components, replace=False)
                  for s in seeds]
-        rows = take_rows(blocks, np.concatenate(picks))
+        rows = blocks.rows_at(np.concatenate(picks))
         return [rows[i * self.n_components:(i + 1) * self.n_components]
                 for i in range(len(seeds))]
 
