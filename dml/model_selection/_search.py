@@ -21,7 +21,8 @@ from dml._blocks import is_dask
 from dml._typing import ArrayLike, Self
 from dml.base import fit_context
 from dml.model_selection._split import check_cv, split_indices
-from dml.model_selection._validation import check_scoring, run_fits, uses_dask_path
+from dml.model_selection._validation import (check_scoring, run_fits, search_score_params,
+                                             uses_dask_path)
 
 __all__ = ["GridSearchCV", "RandomizedSearchCV"]
 
@@ -77,6 +78,8 @@ class _SearchMixin:
             refit_metric = "score"
         # As scikit-learn without metadata routing: groups go to the splitter, not to fit.
         groups = params.pop("groups", None)
+        # sample_weight weights the fits and, as in scikit-learn, the scores of every fold.
+        score_params = search_score_params(scorers, params, type(self).__name__)
         cv = check_cv(self.cv, y, classifier=is_classifier(self.estimator))
         splits = split_indices(cv, X, y, groups)
         self.n_splits_ = len(splits)
@@ -98,7 +101,7 @@ class _SearchMixin:
                            return_train_score=self.return_train_score,
                            error_score=self.error_score, n_jobs=self.n_jobs,
                            persist_folds=getattr(self, "persist_folds", True),
-                           verbose=self.verbose, refits=refits)
+                           verbose=self.verbose, refits=refits, score_params=score_params)
             # Candidate indices of this batch → indices in all_params.
             for ci in list(refits or {}):
                 if ci < len(candidate_params):
