@@ -29,6 +29,7 @@ of workers or on which fit finished first.
 """
 from __future__ import annotations
 
+import logging
 import sys
 import time
 import traceback
@@ -45,6 +46,9 @@ from sklearn.pipeline import Pipeline
 from dml._blocks import check_x_layout, is_dask, is_sparse, sparse_blocks
 from dml.model_selection._scoring import estimator_scorer, get_scorer, sklearn_name
 from dml.model_selection._split import check_cv, n_rows, split_indices, take_rows
+
+#: Searches log every finished fit here (at INFO).
+_logger = logging.getLogger("dml.model_selection")
 
 __all__ = ["cross_validate", "cross_val_score", "get_scorer", "check_scoring", "run_fits"]
 
@@ -559,17 +563,21 @@ def _client():
 
 def run_fits(estimator, candidates, X, y, splits, scorers, *, fit_params=None,
              return_train_score=False, error_score=np.nan, return_estimator=False,
-             n_jobs=None, persist_folds=True, verbose=0, refits=None, score_params=None):
+             n_jobs=None, persist_folds=True, verbose=0, refits=None, score_params=None,
+             display=None, desc=""):
     """Fit and score every (candidate, fold) pair concurrently; results in that order.
 
     ``refits``: a dict to receive, per candidate index, the candidate fitted on all of X when
     that came for free — stacked candidates train it in the same passes as their folds (a
     search's refit then needs no fit of its own). ``score_params``: keyword arguments of the
-    scorers (a search's ``sample_weight``), cut to each fold's scored rows.
+    scorers (a search's ``sample_weight``), cut to each fold's scored rows. ``display``: a
+    started display of :mod:`dml.optim.progress` that gets a record per finished fit (else
+    ``verbose`` prints a line every tenth of the fits); each is also logged at INFO on the
+    ``dml.model_selection`` logger under ``desc``.
     """
     client = _client()
     total = len(candidates) * len(splits)
-    progress = _progress_printer(verbose, total)
+    progress = _progress_printer(verbose, total, display, desc)
     if uses_dask_path(estimator, X, y):
         out = _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_params,
                            return_train_score, error_score, return_estimator, progress, n_jobs,
@@ -591,8 +599,15 @@ def run_fits(estimator, candidates, X, y, splits, scorers, *, fit_params=None,
     return out
 
 
-def _progress_printer(verbose, total):
+def _progress_printer(verbose, total, display=None, desc=""):
+    if display is not None:
+        def update(done, total_):
+            display.update({"epoch": done, "unit": "fit"})
+            _logger.info("%s: %d/%d fits done", desc, done, total_)
+        return update
     if not verbose:
+        if _logger.isEnabledFor(logging.INFO):
+            return lambda done, total_: _logger.info("%s: %d/%d fits done", desc, done, total_)
         return None
     start = time.time()
     step = max(1, total // 10) if verbose < 2 else 1
