@@ -81,6 +81,8 @@ def test_site_builds_without_warnings(tmp_path):
         # the rendered page holds the notebook's code (highlighted: compare the identifiers)
         for word in re.findall(r"[A-Za-z_]{4,}", first_line):
             assert word in html, f"{source.name}: {word!r} of its first code cell is missing"
+        # ... and its stored outputs: the figures are on the page (the build runs no notebook)
+        assert "<img" in html, f"{source.name}: no figure rendered"
 
     # every page of docs/ is on the site (conf.py adds the ones index.md does not name to the
     # user guide), and so are the included READMEs and results
