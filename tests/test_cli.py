@@ -547,3 +547,20 @@ def test_arrays_to_frame_converts_back_to_arrays_on_a_cluster(inprocess_client):
     labels = frame["label"].to_dask_array(lengths=True)
     assert labels.chunks[0] == (4, 4, 2)
     np.testing.assert_array_equal(labels.compute(), np.arange(10) % 2)
+
+
+def test_train_warns_about_a_numeric_column_with_a_stray_string(project, capsys,
+                                                                 inprocess_client):
+    """A numeric CSV column with one stray string would be one-hot encoded value by value by the
+    default preprocessing: ``dml train`` (through dml.datasets.read_csv) names the column, the
+    value and its row, and how to read it as missing."""
+    df = small_frame()
+    df["weight"] = df["weight"].round(3).astype(object)
+    df.loc[4, "weight"] = "n/a?"
+    df.to_csv(project / "data" / "spoiled.csv", index=False)
+    job = write_job(project, "data: {path: ../data/spoiled.csv}\ntarget: label\n"
+                             "model: {name: gaussian_nb}\nmetrics: [accuracy]\n")
+    with pytest.warns(UserWarning, match=r"column 'weight'.*'n/a\?'.*row 4") as rec:
+        code, _, err = main_in_process(capsys, "train", job, "--output", project / "out")
+    assert code == 0, err
+    assert any("na_values=['n/a?']" in str(w.message) for w in rec)

@@ -174,3 +174,45 @@ def test_group_splitters_on_dask_equal_sklearn(grouped):
     # A splitter that ignores groups says so, as scikit-learn's does.
     with pytest.warns(UserWarning, match="groups parameter is ignored by KFold"):
         split_indices(KFold(3), Xd, None, gd)
+
+
+# ---- sample_weight weights the scores too ------------------------------------------------------
+
+@pytest.mark.parametrize("scoring", [None, ["accuracy", "neg_log_loss"]])
+def test_search_weights_its_scores_as_sklearn(inprocess_client, grouped, scoring):
+    """scikit-learn's searches (1.7+) pass fit's sample_weight to the scorers, cut to each
+    fold's rows (test and train scores): the same cv_results_ on both of dml's paths."""
+    X, y, _ = grouped
+    w = np.random.default_rng(1).uniform(0.1, 3.0, size=len(y))
+    grid = {"var_smoothing": [1e-9, 0.5]}
+    cv = skms.KFold(4)
+    ref = skms.GridSearchCV(SkGaussianNB(), grid, cv=cv, scoring=scoring,
+                            return_train_score=True, refit=False).fit(X, y, sample_weight=w)
+    unweighted = skms.GridSearchCV(SkGaussianNB(), grid, cv=cv, scoring=scoring,
+                                   return_train_score=True, refit=False).fit(X, y)
+    keys = [k for k in ref.cv_results_ if k.startswith(("split", "mean_test", "mean_train"))]
+    assert any(not np.allclose(ref.cv_results_[k], unweighted.cv_results_[k]) for k in keys)
+    Xd, yd = da.from_array(X, chunks=(70, 5)), da.from_array(y, chunks=70)
+    runs = {"dask X, Dask weights": (GaussianNB(), Xd, yd, da.from_array(w, chunks=70)),
+            "dask X, NumPy weights": (GaussianNB(), Xd, yd, w),
+            "scikit-learn estimator, NumPy (tasks)": (SkGaussianNB(), X, y, w)}
+    for what, (est, Xs, ys, ws) in runs.items():
+        ours = GridSearchCV(est, grid, cv=cv, scoring=scoring, return_train_score=True,
+                            refit=False).fit(Xs, ys, sample_weight=ws)
+        for k in keys:
+            np.testing.assert_allclose(ours.cv_results_[k], ref.cv_results_[k], rtol=1e-7,
+                                       err_msg=f"{what}: {k}")
+
+
+def test_search_warns_when_a_scorer_cannot_weigh(inprocess_client, grouped):
+    X, y, _ = grouped
+    w = np.random.default_rng(1).uniform(0.1, 3.0, size=len(y))
+
+    def plain(estimator, X, y):  # no sample_weight: unweighted scores, with a warning
+        return float(np.mean(estimator.predict(X) == np.asarray(y)))
+
+    Xd, yd = da.from_array(X, chunks=(70, 5)), da.from_array(y, chunks=70)
+    with pytest.warns(UserWarning, match="does not take sample_weight"):
+        ours = GridSearchCV(GaussianNB(), {"var_smoothing": [1e-9]}, cv=3, scoring=plain,
+                            refit=False).fit(Xd, yd, sample_weight=w)
+    assert np.isfinite(ours.cv_results_["mean_test_score"]).all()

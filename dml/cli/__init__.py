@@ -139,7 +139,8 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", parents=[common, scheduler],
                        help="train every model family on generated data and print one table")
-    d.add_argument("--quick", action="store_true", help="smaller data (a few seconds)")
+    d.add_argument("--quick", action="store_true",
+                   help="smaller data (a few seconds); also $DML_DEMO_QUICK=1")
     d.set_defaults(func=cmd_demo)
     return p
 

@@ -180,9 +180,14 @@ def run_demo_entry(entry: DemoEntry, n_samples: int, chunks: int, seed: int = 0)
 
 
 def cmd_demo(args) -> int:
+    import os
+
     from dml import registry
 
-    n, chunks = (20_000, 5_000) if args.quick else (400_000, 50_000)
+    # $DML_DEMO_QUICK=1 is --quick for a command that is run as written (the README's first
+    # command in tests/test_readme_commands.py).
+    quick = args.quick or os.environ.get("DML_DEMO_QUICK", "").strip() not in ("", "0")
+    n, chunks = (20_000, 5_000) if quick else (400_000, 50_000)
     rows, skipped = [], []
     with connect(args) as client:
         prepare_workers(client, ["dml.datasets", "dml.metrics"] +

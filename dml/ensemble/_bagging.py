@@ -13,17 +13,23 @@ networks) and samples that fit in one worker's memory.
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 from dask import delayed
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
-from dml._blocks import block_rng, compute, seed_from
+from dml._blocks import block_rng, seed_from
 from dml._param_validation import RANDOM_STATE, HasMethods, Integral, Interval, RealNotInt
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
+from dml.optim.progress import compute_with_progress, make_progress
 
 __all__ = ["BaggingClassifier", "BaggingRegressor"]
+
+#: Each member fitted is logged here at INFO.
+_logger = logging.getLogger("dml.ensemble")
 
 
 def _sample_block(index, xb, yb, wb, seed, member, counts):
@@ -75,6 +81,8 @@ class _BaggingBase(DaskEstimatorMixin):
         "max_samples": [Interval(Integral, 1, None, closed="left"),
                         Interval(RealNotInt, 0, 1, closed="right")],
         "random_state": RANDOM_STATE,
+        "verbose": ["verbose"],
+        "progress": "no_validation",  # checked by dml.optim.progress.make_progress
     }
 
     def _fit(self, X, y, default):
@@ -95,7 +103,16 @@ class _BaggingBase(DaskEstimatorMixin):
             if "random_state" in est.get_params():
                 est.set_params(random_state=int(block_rng(seed, "member", m).integers(2**31 - 1)))
             members.append(delayed(_fit_member, pure=True)(name, est, *samples))
-        self.estimators_ = list(compute(*members))
+        progress = make_progress(self.progress, self.verbose)
+        if progress is not None:
+            progress.start(n_est, desc=name)
+        try:
+            # Members train in parallel; each one finished is reported as it arrives.
+            self.estimators_ = compute_with_progress(members, progress, "member", _logger,
+                                                     desc=name)
+        finally:
+            if progress is not None:
+                progress.close()
         return blocks
 
 
@@ -109,6 +126,12 @@ class BaggingClassifier(_BaggingBase, ClassifierMixin, BaseEstimator):
     max_samples : int or float, default 1.0
         Sample size per member (a fraction of the rows when a float), drawn with replacement.
     random_state : None, int, RandomState or Generator
+    verbose : int, default 0
+        Above 0: a progress line on stderr as each member finishes (plain lines when stderr is
+        not a terminal); every member is also logged at INFO on the ``dml.ensemble`` logger.
+    progress : None, False, "text", "notebook", callable or object, default None
+        Progress display (see :mod:`dml.optim.progress`); a callable gets ``{"epoch": members
+        finished, "unit": "member"}``.
 
     Examples
     --------
@@ -121,11 +144,14 @@ class BaggingClassifier(_BaggingBase, ClassifierMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, estimator=None, n_estimators=10, max_samples=1.0, random_state=None):
+    def __init__(self, estimator=None, n_estimators=10, max_samples=1.0, random_state=None,
+                 verbose=0, progress=None):
         self.estimator = estimator
         self.n_estimators = n_estimators
         self.max_samples = max_samples
         self.random_state = random_state
+        self.verbose = verbose
+        self.progress = progress
 
     @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
@@ -229,6 +255,12 @@ class BaggingRegressor(_BaggingBase, RegressorMixin, BaseEstimator):
     max_samples : int or float, default 1.0
         Sample size per member (a fraction of the rows when a float), drawn with replacement.
     random_state : None, int, RandomState or Generator
+    verbose : int, default 0
+        Above 0: a progress line on stderr as each member finishes (plain lines when stderr is
+        not a terminal); every member is also logged at INFO on the ``dml.ensemble`` logger.
+    progress : None, False, "text", "notebook", callable or object, default None
+        Progress display (see :mod:`dml.optim.progress`); a callable gets ``{"epoch": members
+        finished, "unit": "member"}``.
         Seeds the samples and the members' own random states.
 
     Examples
@@ -241,11 +273,14 @@ class BaggingRegressor(_BaggingBase, RegressorMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, estimator=None, n_estimators=10, max_samples=1.0, random_state=None):
+    def __init__(self, estimator=None, n_estimators=10, max_samples=1.0, random_state=None,
+                 verbose=0, progress=None):
         self.estimator = estimator
         self.n_estimators = n_estimators
         self.max_samples = max_samples
         self.random_state = random_state
+        self.verbose = verbose
+        self.progress = progress
 
     @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike) -> Self:

@@ -15,6 +15,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from dml._param_validation import Integral, Interval, invalid_parameter
 from dml._typing import ArrayLike, Self
 from dml.base import fit_context
+from dml.optim.progress import make_progress
 from dml.tree._classes import _ClassifierOut, _HistTreeBase, _RegressorOut
 from dml.tree._model import fit_trees
 
@@ -28,6 +29,8 @@ class _ForestBase(_HistTreeBase):
         "bootstrap": ["boolean"],
         "oob_score": ["boolean"],
         "trees_per_pass": [Interval(Integral, 1, None, closed="left"), None],
+        "verbose": ["verbose"],
+        "progress": "no_validation",  # checked by dml.optim.progress.make_progress
     }
 
     def _validate_param_relations(self):
@@ -36,9 +39,17 @@ class _ForestBase(_HistTreeBase):
                                     "estimation needs bootstrap samples)")
 
     def _fit(self, X, y, sample_weight, classify):
-        return fit_trees(self, X, y, sample_weight, classify=classify, n_trees=self.n_estimators,
-                         bootstrap=self.bootstrap, max_features=self.max_features,
-                         oob=self.oob_score)
+        progress = make_progress(self.progress, self.verbose)
+        if progress is not None:
+            progress.start(self.n_estimators, desc=type(self).__name__)
+        try:
+            return fit_trees(self, X, y, sample_weight, classify=classify,
+                             n_trees=self.n_estimators, bootstrap=self.bootstrap,
+                             max_features=self.max_features, oob=self.oob_score,
+                             progress=progress)
+        finally:
+            if progress is not None:
+                progress.close()
 
 
 _FOREST_DOC = """
@@ -58,6 +69,14 @@ _FOREST_DOC = """
     trees_per_pass : int or None, default None (64)
         Trees grown together; more trees take several rounds over the data.
     random_state : None, int, RandomState or Generator
+    verbose : int, default 0
+        Above 0: a progress line on stderr after every level of the trees growing together and
+        after every group of trees (plain lines when stderr is not a terminal). The levels are
+        also logged at INFO on the ``dml.ensemble`` logger.
+    progress : None, False, "text", "notebook", callable or object, default None
+        Progress display (see :mod:`dml.optim.progress`); "notebook": an HTML bar in Jupyter.
+        A callable gets the records ``{"epoch": trees finished, "unit": "tree", "detail":
+        ...}``.
 
     Attributes
     ----------
@@ -92,7 +111,7 @@ class RandomForestClassifier(_ClassifierOut, _ForestBase, ClassifierMixin, BaseE
     def __init__(self, n_estimators=100, criterion="gini", max_depth=None, min_samples_split=2,
                  min_samples_leaf=1, min_impurity_decrease=0.0, max_features="sqrt",
                  bootstrap=True, oob_score=False, class_weight=None, max_bins=255,
-                 trees_per_pass=None, random_state=None):
+                 trees_per_pass=None, random_state=None, verbose=0, progress=None):
         self.n_estimators = n_estimators
         self.criterion = criterion
         self.max_depth = max_depth
@@ -106,6 +125,8 @@ class RandomForestClassifier(_ClassifierOut, _ForestBase, ClassifierMixin, BaseE
         self.max_bins = max_bins
         self.trees_per_pass = trees_per_pass
         self.random_state = random_state
+        self.verbose = verbose
+        self.progress = progress
 
     @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
@@ -159,7 +180,7 @@ class RandomForestRegressor(_RegressorOut, _ForestBase, RegressorMixin, BaseEsti
     def __init__(self, n_estimators=100, criterion="squared_error", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, min_impurity_decrease=0.0,
                  max_features=1.0, bootstrap=True, oob_score=False, max_bins=255,
-                 trees_per_pass=None, random_state=None):
+                 trees_per_pass=None, random_state=None, verbose=0, progress=None):
         self.n_estimators = n_estimators
         self.criterion = criterion
         self.max_depth = max_depth
@@ -172,6 +193,8 @@ class RandomForestRegressor(_RegressorOut, _ForestBase, RegressorMixin, BaseEsti
         self.max_bins = max_bins
         self.trees_per_pass = trees_per_pass
         self.random_state = random_state
+        self.verbose = verbose
+        self.progress = progress
 
     @fit_context
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:

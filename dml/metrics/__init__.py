@@ -13,6 +13,9 @@ Classification: :func:`accuracy_score`, :func:`zero_one_loss`, :func:`confusion_
 
 Regression: :func:`mean_squared_error`, :func:`root_mean_squared_error`,
 :func:`mean_absolute_error`, :func:`r2_score`.
+
+Clustering: :func:`silhouette_score`. Ranking (recommenders): :func:`precision_at_k`,
+:func:`recall_at_k`, :func:`ndcg_at_k`, :func:`average_precision_at_k`, :func:`mrr`.
 """
 from dml.metrics._classification import (accuracy_score, cohen_kappa_score, confusion_matrix,
                                          f1_score, fbeta_score, precision_recall_fscore_support,
@@ -33,5 +36,6 @@ from dml.metrics._ranking import (average_precision_at_k, mrr, ndcg_at_k,  # noq
                                   precision_at_k, recall_at_k)  # (ranking, issue 5)
 rmse = root_mean_squared_error  # noqa: E305  (the short names the CLI and job files use)
 mae = mean_absolute_error
-__all__ += ["precision_at_k", "recall_at_k", "ndcg_at_k", "average_precision_at_k", "mrr",
+__all__ += ["silhouette_score",
+            "precision_at_k", "recall_at_k", "ndcg_at_k", "average_precision_at_k", "mrr",
             "rmse", "mae"]

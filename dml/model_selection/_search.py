@@ -7,11 +7,15 @@ scikit-learn's attributes (``cv_results_`` with the same keys and layout, ``best
 how the fits run (see :mod:`dml.model_selection._validation`): all of them at once on the Dask
 cluster, as tasks on scattered data for scikit-learn estimators, as concurrent driver loops for
 dml estimators and Dask data. ``n_jobs`` bounds the number of fits in flight on the client-thread
-path (default: all, up to 64); ``verbose > 0`` prints progress.
+path (default: all, up to 64); ``verbose > 0`` or ``progress`` shows a progress line per
+finished fit (see :mod:`dml.optim.progress`), and every finished fit is logged at INFO on the
+``dml.model_selection`` logger.
 """
 from __future__ import annotations
 
 import time
+
+import numpy as np
 
 from sklearn import model_selection as _skms
 from sklearn.base import clone, is_classifier
@@ -20,8 +24,10 @@ from sklearn.utils import indexable
 from dml._blocks import is_dask
 from dml._typing import ArrayLike, Self
 from dml.base import fit_context
+from dml.optim.progress import make_progress
 from dml.model_selection._split import check_cv, split_indices
-from dml.model_selection._validation import check_scoring, run_fits, uses_dask_path
+from dml.model_selection._validation import (check_scoring, run_fits, search_score_params,
+                                             uses_dask_path)
 
 __all__ = ["GridSearchCV", "RandomizedSearchCV"]
 
@@ -77,6 +83,8 @@ class _SearchMixin:
             refit_metric = "score"
         # As scikit-learn without metadata routing: groups go to the splitter, not to fit.
         groups = params.pop("groups", None)
+        # sample_weight weights the fits and, as in scikit-learn, the scores of every fold.
+        score_params = search_score_params(scorers, params, type(self).__name__)
         cv = check_cv(self.cv, y, classifier=is_classifier(self.estimator))
         splits = split_indices(cv, X, y, groups)
         self.n_splits_ = len(splits)
@@ -94,11 +102,14 @@ class _SearchMixin:
             if self.verbose > 0:
                 print(f"Fitting {len(splits)} folds for each of {len(candidate_params)} "
                       f"candidates, totalling {len(splits) * len(candidate_params)} fits")
+            if display is not None:
+                display.start(len(splits) * len(candidate_params), desc=type(self).__name__)
             out = run_fits(base, candidate_params, X, y, splits, scorers, fit_params=params,
                            return_train_score=self.return_train_score,
                            error_score=self.error_score, n_jobs=self.n_jobs,
                            persist_folds=getattr(self, "persist_folds", True),
-                           verbose=self.verbose, refits=refits)
+                           verbose=self.verbose, refits=refits, score_params=score_params,
+                           display=display, desc=type(self).__name__)
             # Candidate indices of this batch → indices in all_params.
             for ci in list(refits or {}):
                 if ci < len(candidate_params):
@@ -116,7 +127,12 @@ class _SearchMixin:
             results = self._format_results(all_params, len(splits), all_out)
             return results
 
-        evaluate_candidates(self._candidates())
+        display = make_progress(getattr(self, "progress", None), self.verbose)
+        try:
+            evaluate_candidates(self._candidates())
+        finally:
+            if display is not None:
+                display.close()
         self.multimetric_ = multimetric
         if self.refit or not multimetric:
             self.best_index_ = self._select_best_index(self.refit, refit_metric, results)
@@ -216,13 +232,17 @@ class GridSearchCV(_SearchMixin, _skms.GridSearchCV):
     cv : int, cross-validation generator, iterable or None, default=None
         scikit-learn's rule (dml's splitters split Dask data blockwise).
     verbose : int, default=0
-        Above 0: print progress.
+        Above 0: a progress line on stderr per finished fit (plain lines when stderr is not a
+        terminal), and scikit-learn's "Fitting k folds for each of n candidates" line.
     pre_dispatch : int or str, default="2*n_jobs"
         Accepted for compatibility with scikit-learn.
     error_score : "raise" or float, default=np.nan
         The score of a failed fit (or raise its error).
     return_train_score : bool, default=False
         Also score every fit on its training rows.
+    progress : None, False, "text", "notebook", callable or object, default=None
+        Progress display (see :mod:`dml.optim.progress`); "notebook": an HTML bar in Jupyter.
+        A callable gets ``{"epoch": fits finished, "unit": "fit"}``.
 
     Examples
     --------
@@ -235,7 +255,15 @@ class GridSearchCV(_SearchMixin, _skms.GridSearchCV):
     """
 
     _parameter_constraints = {**_skms.GridSearchCV._parameter_constraints,
-                              "scoring": "no_validation"}
+                              "scoring": "no_validation", "progress": "no_validation"}
+
+    def __init__(self, estimator, param_grid, *, scoring=None, n_jobs=None, refit=True, cv=None,
+                 verbose=0, pre_dispatch="2*n_jobs", error_score=np.nan,
+                 return_train_score=False, progress=None):
+        super().__init__(estimator, param_grid, scoring=scoring, n_jobs=n_jobs, refit=refit,
+                         cv=cv, verbose=verbose, pre_dispatch=pre_dispatch,
+                         error_score=error_score, return_train_score=return_train_score)
+        self.progress = progress
 
     def _candidates(self):
         return list(_skms.ParameterGrid(self.param_grid))
@@ -265,7 +293,8 @@ class RandomizedSearchCV(_SearchMixin, _skms.RandomizedSearchCV):
     cv : int, cross-validation generator, iterable or None, default=None
         scikit-learn's rule (dml's splitters split Dask data blockwise).
     verbose : int, default=0
-        Above 0: print progress.
+        Above 0: a progress line on stderr per finished fit (plain lines when stderr is not a
+        terminal), and scikit-learn's "Fitting k folds for each of n candidates" line.
     pre_dispatch : int or str, default="2*n_jobs"
         Accepted for compatibility with scikit-learn.
     error_score : "raise" or float, default=np.nan
@@ -274,6 +303,9 @@ class RandomizedSearchCV(_SearchMixin, _skms.RandomizedSearchCV):
         Seeds the draw of the candidates.
     return_train_score : bool, default=False
         Also score every fit on its training rows.
+    progress : None, False, "text", "notebook", callable or object, default=None
+        Progress display (see :mod:`dml.optim.progress`); "notebook": an HTML bar in Jupyter.
+        A callable gets ``{"epoch": fits finished, "unit": "fit"}``.
 
     Examples
     --------
@@ -287,7 +319,16 @@ class RandomizedSearchCV(_SearchMixin, _skms.RandomizedSearchCV):
     """
 
     _parameter_constraints = {**_skms.RandomizedSearchCV._parameter_constraints,
-                              "scoring": "no_validation"}
+                              "scoring": "no_validation", "progress": "no_validation"}
+
+    def __init__(self, estimator, param_distributions, *, n_iter=10, scoring=None, n_jobs=None,
+                 refit=True, cv=None, verbose=0, pre_dispatch="2*n_jobs", random_state=None,
+                 error_score=np.nan, return_train_score=False, progress=None):
+        super().__init__(estimator, param_distributions, n_iter=n_iter, scoring=scoring,
+                         n_jobs=n_jobs, refit=refit, cv=cv, verbose=verbose,
+                         pre_dispatch=pre_dispatch, random_state=random_state,
+                         error_score=error_score, return_train_score=return_train_score)
+        self.progress = progress
 
     def _candidates(self):
         return list(_skms.ParameterSampler(self.param_distributions, self.n_iter,

@@ -29,6 +29,7 @@ of workers or on which fit finished first.
 """
 from __future__ import annotations
 
+import logging
 import sys
 import time
 import traceback
@@ -45,6 +46,9 @@ from sklearn.pipeline import Pipeline
 from dml._blocks import check_x_layout, is_dask, is_sparse, sparse_blocks
 from dml.model_selection._scoring import estimator_scorer, get_scorer, sklearn_name
 from dml.model_selection._split import check_cv, n_rows, split_indices, take_rows
+
+#: Searches log every finished fit here (at INFO).
+_logger = logging.getLogger("dml.model_selection")
 
 __all__ = ["cross_validate", "cross_val_score", "get_scorer", "check_scoring", "run_fits"]
 
@@ -95,11 +99,13 @@ def check_scoring(estimator, scoring, *, dask_path: bool):
 # One fit
 # --------------------------------------------------------------------------------------------
 
-def _score(scorers, estimator, X, y, error_score):
+def _score(scorers, estimator, X, y, error_score, score_params=None):
+    """``score_params``: keyword arguments of every scorer, already cut to the rows of X."""
     out = {}
+    kw = score_params or {}
     for name, scorer in scorers.items():
         try:
-            value = scorer(estimator, X, y) if y is not None else scorer(estimator, X)
+            value = scorer(estimator, X, y, **kw) if y is not None else scorer(estimator, X, **kw)
             if isinstance(value, dict):
                 raise ValueError("a scorer returning a dict is not supported; pass a dict of "
                                  "scorers as scoring instead")
@@ -115,11 +121,13 @@ def _score(scorers, estimator, X, y, error_score):
 
 
 def _fit_and_score(estimator, X, y, train, test, scorers, fit_params, return_train_score,
-                   error_score, return_estimator=False, prefix=None):
+                   error_score, return_estimator=False, prefix=None, score_params=None):
     """Fit on the train rows, score on the test rows; a dict as scikit-learn's ``_fit_and_score``.
 
     ``prefix`` = (fitted pipeline prefix steps, transformed training X) skips refitting the
     shared pipeline steps: only the final step is fitted, on the transformed rows.
+    ``score_params`` (one value per row of X, e.g. ``sample_weight``) go to the scorers, cut to
+    the rows scored.
     """
     X_train, y_train = take_rows(X, train), take_rows(y, train)
     X_test, y_test = take_rows(X, test), take_rows(y, test)
@@ -151,13 +159,48 @@ def _fit_and_score(estimator, X, y, train, test, scorers, fit_params, return_tra
     else:
         result["fit_time"] = time.time() - start
         start = time.time()
-        result["test_scores"] = _score(scorers, estimator, X_test, y_test, error_score)
+        result["test_scores"] = _score(scorers, estimator, X_test, y_test, error_score,
+                                       _rows_of(score_params, X, test))
         result["score_time"] = time.time() - start
         if return_train_score:
-            result["train_scores"] = _score(scorers, estimator, X_train, y_train, error_score)
+            result["train_scores"] = _score(scorers, estimator, X_train, y_train, error_score,
+                                            _rows_of(score_params, X, train))
     if return_estimator:
         result["estimator"] = estimator
     return result
+
+
+def search_score_params(scorers, fit_params, owner: str) -> dict:
+    """What a search's scorers receive besides (estimator, X, y): ``sample_weight`` when it was
+    given to ``fit`` and every scorer takes it, as scikit-learn's searches do (1.7 and later,
+    without metadata routing); a scorer that cannot take it is warned about and the scores are
+    left unweighted."""
+    import inspect
+
+    weights = (fit_params or {}).get("sample_weight")
+    if weights is None or isinstance(weights, str):
+        return {}
+
+    def accepts(scorer):
+        if hasattr(scorer, "_accept_sample_weight"):  # scikit-learn's scorers
+            return bool(scorer._accept_sample_weight())
+        try:
+            return "sample_weight" in inspect.signature(scorer).parameters
+        except (TypeError, ValueError):
+            return False
+
+    refused = [name for name, scorer in scorers.items() if not accepts(scorer)]
+    for name in refused:
+        warnings.warn(f"The scoring {name}={scorers[name]!r} does not take sample_weight: "
+                      f"{owner}'s scores are not weighted although fit got sample_weight",
+                      UserWarning, stacklevel=3)
+    return {} if refused else {"sample_weight": weights}
+
+
+def _rows_of(params, X, rows):
+    """The row-aligned values of ``params`` cut to ``rows`` (the others as they are)."""
+    return {k: take_rows(v, rows) if _is_row_param(v, X) else v
+            for k, v in (params or {}).items()}
 
 
 def _is_row_param(v, X) -> bool:
@@ -172,11 +215,12 @@ def _is_row_param(v, X) -> bool:
 # ---- task path: scattered data, one task per fit, pipeline prefixes shared ----
 
 def _task_fit_and_score(estimator, params, X, y, splits, fold, scorers, fit_params,
-                        return_train_score, error_score, return_estimator, prefix=None):
+                        return_train_score, error_score, return_estimator, prefix=None,
+                        score_params=None):
     train, test = splits[fold]
     est = clone(estimator).set_params(**clone(params, safe=False))
     return _fit_and_score(est, X, y, train, test, scorers, fit_params, return_train_score,
-                          error_score, return_estimator, prefix)
+                          error_score, return_estimator, prefix, score_params)
 
 
 def _task_fit_prefix(pipeline, params, X, y, splits, fold):
@@ -211,7 +255,7 @@ def _split_params(params, final):
 
 
 def _run_tasks(client, estimator, candidates, X, y, splits, scorers, fit_params,
-               return_train_score, error_score, return_estimator, progress):
+               return_train_score, error_score, return_estimator, progress, score_params=None):
     # One copy of the data and of the fold indices per worker, shared by all the fit tasks.
     Xf = client.scatter(X, broadcast=True)
     yf = None if y is None else client.scatter(y, broadcast=True)
@@ -231,20 +275,23 @@ def _run_tasks(client, estimator, candidates, X, y, splits, scorers, fit_params,
             prefix = prefixes[key]
         futures.append(client.submit(_task_fit_and_score_prefixed, estimator, params, Xf, yf,
                                      splits_f, fold, scorers, fit_params, return_train_score,
-                                     error_score, return_estimator, prefix, pure=False))
+                                     error_score, return_estimator, prefix, score_params,
+                                     pure=False))
     return _gather_in_order(client, futures, progress)
 
 
 def _task_fit_and_score_prefixed(estimator, params, X, y, splits, fold, scorers, fit_params,
-                                 return_train_score, error_score, return_estimator, prefix):
+                                 return_train_score, error_score, return_estimator, prefix,
+                                 score_params=None):
     if prefix is not None:
         # The fitted prefix replaces the unfitted steps; only the final step is fitted here.
         est = clone(estimator).set_params(**clone(params, safe=False))
         train, test = splits[fold]
         return _fit_and_score(est, X, y, train, test, scorers, fit_params, return_train_score,
-                              error_score, return_estimator, prefix)
+                              error_score, return_estimator, prefix, score_params)
     return _task_fit_and_score(estimator, params, X, y, splits, fold, scorers, fit_params,
-                               return_train_score, error_score, return_estimator)
+                               return_train_score, error_score, return_estimator,
+                               score_params=score_params)
 
 
 def _gather_in_order(client, futures, progress):
@@ -266,7 +313,7 @@ def _gather_in_order(client, futures, progress):
 
 def _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_params,
                  return_train_score, error_score, return_estimator, progress, n_jobs,
-                 persist_folds, refits=None):
+                 persist_folds, refits=None, score_params=None):
     if client is not None and not is_dask(X):
         # The estimator's layout check first: the 2-D chunking below would otherwise fail on a
         # 1-D/3-D X with Dask's "Chunks do not add up" error.
@@ -288,7 +335,8 @@ def _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_param
     need_train = return_train_score or any(kind == "fold" for kind, _, _ in jobs)
     folds = _fold_parts(client, X, y, splits, need_train, persist_folds)
     ctx = _Ctx(estimator, candidates, X, y, splits, folds, scorers, fit_params or {},
-               return_train_score, error_score, return_estimator, client, refits)
+               return_train_score, error_score, return_estimator, client, refits,
+               score_params or {})
     total = len(candidates) * n_folds
     results = [None] * total
     n_done = 0
@@ -325,8 +373,10 @@ class _Ctx:
     """What every job of one batch of fits shares."""
 
     def __init__(self, estimator, candidates, X, y, splits, folds, scorers, fit_params,
-                 return_train_score, error_score, return_estimator, client, refits):
+                 return_train_score, error_score, return_estimator, client, refits,
+                 score_params):
         self.estimator, self.candidates, self.X, self.y = estimator, candidates, X, y
+        self.score_params = score_params
         self.splits, self.folds, self.scorers, self.fit_params = splits, folds, scorers, fit_params
         self.return_train_score, self.error_score = return_train_score, error_score
         self.return_estimator, self.client, self.refits = return_estimator, client, refits
@@ -433,10 +483,13 @@ def _score_cells(ctx: _Ctx, cells, fit_time):
         else:
             Xtr, ytr, Xte, yte = ctx.folds[fold]
             t = time.time()
-            result["test_scores"] = _score(ctx.scorers, est, Xte, yte, ctx.error_score)
+            train, test = ctx.splits[fold]
+            result["test_scores"] = _score(ctx.scorers, est, Xte, yte, ctx.error_score,
+                                           _rows_of(ctx.score_params, ctx.X, test))
             result["score_time"] = time.time() - t
             if ctx.return_train_score:
-                result["train_scores"] = _score(ctx.scorers, est, Xtr, ytr, ctx.error_score)
+                result["train_scores"] = _score(ctx.scorers, est, Xtr, ytr, ctx.error_score,
+                                                _rows_of(ctx.score_params, ctx.X, train))
         if ctx.return_estimator:
             result["estimator"] = est
         return ci, fold, result
@@ -510,37 +563,51 @@ def _client():
 
 def run_fits(estimator, candidates, X, y, splits, scorers, *, fit_params=None,
              return_train_score=False, error_score=np.nan, return_estimator=False,
-             n_jobs=None, persist_folds=True, verbose=0, refits=None):
+             n_jobs=None, persist_folds=True, verbose=0, refits=None, score_params=None,
+             display=None, desc=""):
     """Fit and score every (candidate, fold) pair concurrently; results in that order.
 
     ``refits``: a dict to receive, per candidate index, the candidate fitted on all of X when
     that came for free — stacked candidates train it in the same passes as their folds (a
-    search's refit then needs no fit of its own).
+    search's refit then needs no fit of its own). ``score_params``: keyword arguments of the
+    scorers (a search's ``sample_weight``), cut to each fold's scored rows. ``display``: a
+    started display of :mod:`dml.optim.progress` that gets a record per finished fit (else
+    ``verbose`` prints a line every tenth of the fits); each is also logged at INFO on the
+    ``dml.model_selection`` logger under ``desc``.
     """
     client = _client()
     total = len(candidates) * len(splits)
-    progress = _progress_printer(verbose, total)
+    progress = _progress_printer(verbose, total, display, desc)
     if uses_dask_path(estimator, X, y):
         out = _run_threads(client, estimator, candidates, X, y, splits, scorers, fit_params,
                            return_train_score, error_score, return_estimator, progress, n_jobs,
-                           persist_folds, refits)
+                           persist_folds, refits, score_params)
     elif client is not None:
         out = _run_tasks(client, estimator, candidates, X, y, splits, scorers, fit_params,
-                         return_train_score, error_score, return_estimator, progress)
+                         return_train_score, error_score, return_estimator, progress,
+                         score_params)
     else:
         out = []
         for i, (params, (train, test)) in enumerate(product(candidates, splits)):
             est = clone(estimator).set_params(**clone(params, safe=False))
             out.append(_fit_and_score(est, X, y, train, test, scorers, fit_params,
-                                      return_train_score, error_score, return_estimator))
+                                      return_train_score, error_score, return_estimator,
+                                      score_params=score_params))
             if progress:
                 progress(i + 1, total)
     _warn_about_failures(out, error_score)
     return out
 
 
-def _progress_printer(verbose, total):
+def _progress_printer(verbose, total, display=None, desc=""):
+    if display is not None:
+        def update(done, total_):
+            display.update({"epoch": done, "unit": "fit"})
+            _logger.info("%s: %d/%d fits done", desc, done, total_)
+        return update
     if not verbose:
+        if _logger.isEnabledFor(logging.INFO):
+            return lambda done, total_: _logger.info("%s: %d/%d fits done", desc, done, total_)
         return None
     start = time.time()
     step = max(1, total // 10) if verbose < 2 else 1

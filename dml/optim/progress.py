@@ -18,7 +18,7 @@ import sys
 import time
 
 __all__ = ["TextProgress", "NotebookProgress", "CallbackProgress", "make_progress", "log_epoch",
-           "in_notebook", "logger"]
+           "in_notebook", "compute_with_progress", "logger"]
 
 logger = logging.getLogger("dml.optim")
 
@@ -81,14 +81,17 @@ class TextProgress:
         frac = min(epoch / self.total, 1.0)
         filled = int(round(frac * self.width))
         bar = "#" * filled + "." * (self.width - filled)
-        rate = (time.perf_counter() - self._t0) / max(epoch - self._done0, 1)
-        unit = record.get("unit", "epoch")  # "iteration" for k-means
+        unit = record.get("unit", "epoch")  # "iteration" for k-means, "tree", "fit", ...
         text = f"{self.desc} [{bar}] {unit} {epoch}/{self.total}"
         if record.get("objective") is not None:
             text += f"  objective {record['objective']:.6g}"
         if record.get("validation_score") is not None:
             text += f"  val {record['validation_score']:.4g}"
-        text += f"  {rate:.2f} s/{unit}"
+        if record.get("detail"):  # e.g. a forest's level within its current trees
+            text += f"  {record['detail']}"
+        if epoch > self._done0:
+            rate = (time.perf_counter() - self._t0) / (epoch - self._done0)
+            text += f"  {rate:.2f} s/{unit}"
         if self._plain(stream):
             stream.write(text + "\n")
         else:
@@ -156,6 +159,8 @@ class NotebookProgress:
             text += f" &middot; objective {record['objective']:.6g}"
         if record.get("validation_score") is not None:
             text += f" &middot; val {record['validation_score']:.4g}"
+        if record.get("detail"):
+            text += f" &middot; {html.escape(str(record['detail']))}"
         if epoch > self._done0:
             rate = (time.perf_counter() - self._t0) / (epoch - self._done0)
             text += f" &middot; {rate:.2f} s/{unit}"
@@ -230,3 +235,52 @@ def log_epoch(name: str, record: dict, level: int = logging.INFO) -> None:
     if record.get("seconds") is not None:
         parts.append(f"{record['seconds']:.3f} s")
     logger.log(level, ", ".join(parts))
+
+
+def compute_with_progress(objs: list, progress, unit: str, log=None, desc: str = "") -> list:
+    """``dask.compute(*objs)`` with one progress record as each result arrives.
+
+    On a distributed client the results are followed as they finish (``{"epoch": done,
+    "unit": unit}``, and a line on ``log`` at INFO); on another scheduler they all arrive at
+    once, then one record says so. ``progress`` None: a plain compute.
+
+    Examples
+    --------
+    >>> import dask
+    >>> seen = []
+    >>> compute_with_progress([dask.delayed(abs)(-2), dask.delayed(abs)(-3)],
+    ...                       CallbackProgress(seen.append), "member")
+    [2, 3]
+    >>> seen
+    [{'epoch': 2, 'unit': 'member'}]
+    """
+    import dask
+
+    if progress is None and log is None:
+        return list(dask.compute(*objs))
+    try:
+        from distributed import Client, as_completed
+
+        client = Client.current(allow_global=True)
+    except (ImportError, ValueError):
+        client = None
+
+    def report(done):
+        if progress is not None:
+            progress.update({"epoch": done, "unit": unit})
+        if log is not None:
+            log.info("%s%d/%d %ss done", f"{desc}: " if desc else "", done, len(objs), unit)
+
+    if client is None:
+        out = list(dask.compute(*objs))
+        report(len(objs))
+        return out
+    futures = client.compute(list(objs))
+    try:
+        for done, fut in enumerate(as_completed(futures), 1):
+            if fut.status == "error":
+                fut.result()  # raises the task's exception here
+            report(done)
+        return client.gather(futures)
+    finally:
+        client.cancel([f for f in futures if not f.done()])

@@ -372,13 +372,14 @@ def _minus(parent, child, crit):
 
 
 def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
-               need_assign=False, persist_assign=True):
+               need_assign=False, persist_assign=True, on_level=None):
     """Grow ``n_trees`` trees together; returns (trees, importances, final assignments).
 
     ``n_root`` is the weighted row count that ``min_impurity_decrease`` is relative to (per
     tree: its root weight when None). With ``persist_assign=False`` (data larger than the
     cluster's memory) the node assignments are not kept on the workers: each level recomputes
-    them from the root along with the (re-read) binned block.
+    them from the root along with the (re-read) binned block. ``on_level(level, n_open)`` is
+    called after each level with the number of nodes left to split (progress reports).
     """
     crit = spec.criterion
     trees = [_Tree() for _ in range(n_trees)]
@@ -536,6 +537,8 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
                 small, big = (ln, rn) if wl[j] <= wr[j] else (rn, ln)
                 derived[(t, big)] = (hists[(t, n)], (t, small))
         pending = next_pending
+        if on_level is not None:
+            on_level(level, len(pending))
         if pending or (need_assign and new_split.any()):
             route = _route_arrays(trees)
             pad = route[0].shape[1] - new_split.shape[1]

@@ -10,6 +10,7 @@ total). Node indices in ``children_*`` are global.
 """
 from __future__ import annotations
 
+import logging
 import numbers
 
 import dask
@@ -21,6 +22,9 @@ from dml._blocks import seed_from, tree_reduce
 from dml.tree._binning import (as_float_block, bin_kernel, combine_sketches, edges_from_sketch,
                                sketch_kernel)
 from dml.tree._grow import GrowSpec, boot_kernel, grow_trees, node_weight
+
+#: Forests log every level they grow here (at INFO).
+_logger = logging.getLogger("dml.ensemble")
 
 #: Trees grown together in one set of passes when ``trees_per_pass`` is None: bounded so that the
 #: per-block node assignments (rows × trees int32) and bootstrap counts stay small.
@@ -145,8 +149,14 @@ def _categorical_layout(blocks, max_bins, name):
 
 
 def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_features,
-              oob=False):
-    """Fit ``n_trees`` histogram trees on the estimator's behalf; sets the fitted attributes."""
+              oob=False, progress=None):
+    """Fit ``n_trees`` histogram trees on the estimator's behalf; sets the fitted attributes.
+
+    ``progress`` (a display of :mod:`dml.optim.progress`, or None) gets a record after every
+    level of the trees being grown (``epoch``: trees finished, ``unit`` "tree", ``detail``: the
+    level) and after every group of trees; the levels are also logged at INFO on the
+    ``dml.ensemble`` logger.
+    """
     name = type(est).__name__
     blocks = est._fit_blocks(X, y, sample_weight, numeric=False, allow_nan=True,
                              y_numeric=not classify)
@@ -214,7 +224,10 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
             if keep:
                 boot = list(dask.persist(*boot))
         trees, imp, assign = grow_trees(binned, boot, len(ids), ids, spec, need_assign=oob,
-                                        persist_assign=keep)
+                                        persist_assign=keep,
+                                        on_level=_level_reporter(name, ids, n_trees, progress))
+        if progress is not None:
+            progress.update({"epoch": int(ids[-1]) + 1, "unit": "tree"})
         all_trees.extend(trees)
         importances.append(imp)
         if oob:
@@ -254,6 +267,22 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
             est.oob_score_ = 1.0 - sse / float(((ys - ys.mean()) ** 2).sum()) \
                 if len(ys) > 1 else np.nan
     return est
+
+
+def _level_reporter(name, ids, n_trees, progress):
+    """``on_level`` of :func:`grow_trees` for trees ``ids`` of ``n_trees``: a log line and a
+    progress record per level (a forest's trees grow together, so a level is the finest
+    step there is)."""
+    if n_trees == 1 and progress is None:
+        return None  # a single decision tree: no report
+    first, last = int(ids[0]) + 1, int(ids[-1]) + 1
+
+    def report(level, n_open):
+        detail = f"trees {first}-{last}: level {level} grown, {n_open} nodes to split"
+        _logger.info("%s %s", name, detail)
+        if progress is not None:
+            progress.update({"epoch": first - 1, "unit": "tree", "detail": detail})
+    return report
 
 
 def _fits_in_memory(n_rows: int, d: int, trees_per_pass: int) -> bool:
