@@ -18,6 +18,7 @@ import sklearn.feature_extraction as skfe
 import sklearn.feature_extraction.text as sktext
 
 import dml
+from _matrix import checkerboard
 from dml.feature_extraction import FeatureHasher
 from dml.feature_extraction.text import (CountVectorizer, HashingVectorizer, TfidfTransformer,
                                          TfidfVectorizer)
@@ -91,8 +92,7 @@ HASHING_PARAMS = [
 ]
 
 
-@pytest.mark.parametrize("params", HASHING_PARAMS)
-@pytest.mark.parametrize("nparts", PARTITIONS)
+@pytest.mark.parametrize("params,nparts", checkerboard(HASHING_PARAMS, PARTITIONS))
 def test_hashing_vectorizer_equals_sklearn(inprocess_client, params, nparts):
     ref = sktext.HashingVectorizer(**params).transform(DOCS)
     hv = HashingVectorizer(**params)
@@ -169,8 +169,7 @@ COUNT_PARAMS = [
 ]
 
 
-@pytest.mark.parametrize("params", COUNT_PARAMS)
-@pytest.mark.parametrize("nparts", PARTITIONS)
+@pytest.mark.parametrize("params,nparts", checkerboard(COUNT_PARAMS, PARTITIONS))
 def test_count_vectorizer_equals_sklearn(inprocess_client, params, nparts):
     ref = sktext.CountVectorizer(**params)
     Xref = ref.fit_transform(DOCS)
@@ -209,8 +208,7 @@ TFIDF_PARAMS = [
 ]
 
 
-@pytest.mark.parametrize("params", TFIDF_PARAMS)
-@pytest.mark.parametrize("nparts", PARTITIONS)
+@pytest.mark.parametrize("params,nparts", checkerboard(TFIDF_PARAMS, PARTITIONS))
 def test_tfidf_vectorizer_equals_sklearn(inprocess_client, params, nparts):
     ref = sktext.TfidfVectorizer(**params)
     Xref = ref.fit_transform(DOCS)
@@ -240,9 +238,9 @@ def test_tfidf_vectorizer_both_clusters(client):
     assert_same_csr(TfidfVectorizer(sublinear_tf=True).fit_transform(DOCS), Xref)
 
 
-@pytest.mark.parametrize("params", [{}, {"norm": "l1", "smooth_idf": False},
-                                    {"sublinear_tf": True, "use_idf": False}])
-@pytest.mark.parametrize("nparts", PARTITIONS)
+@pytest.mark.parametrize("params,nparts", checkerboard(
+    [{}, {"norm": "l1", "smooth_idf": False}, {"sublinear_tf": True, "use_idf": False}],
+    PARTITIONS))
 def test_tfidf_transformer_equals_sklearn(inprocess_client, params, nparts):
     counts = sktext.CountVectorizer().fit_transform(DOCS)
     ref = sktext.TfidfTransformer(**params).fit(counts)

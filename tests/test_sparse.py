@@ -19,6 +19,7 @@ import sklearn.naive_bayes as skb
 import sklearn.preprocessing as skp
 from sklearn.exceptions import ConvergenceWarning
 
+from _matrix import checkerboard
 from dml import linear_model as lm
 from dml import naive_bayes as nb
 from dml import neural_network as nn
@@ -121,8 +122,7 @@ NB = {
 NB_ATTRS = ["class_count_", "feature_count_", "feature_log_prob_", "class_log_prior_"]
 
 
-@pytest.mark.parametrize("blocks", BLOCKS)
-@pytest.mark.parametrize("kind", list(NB))
+@pytest.mark.parametrize("kind,blocks", checkerboard(list(NB), BLOCKS))
 def test_naive_bayes_on_sparse_blocks_equals_scikit_learn(client, kind, blocks):
     ours, ref, params = NB[kind]
     X, y = counts()
@@ -210,8 +210,7 @@ def _sgd_target(name, X, y):
     return y if "multiclass" in name else (y > 0).astype(int)
 
 
-@pytest.mark.parametrize("blocks", [1, 3, 7])
-@pytest.mark.parametrize("name", list(SGD))
+@pytest.mark.parametrize("name,blocks", checkerboard(list(SGD), [1, 3, 7]))
 def test_sgd_sparse_and_dense_give_the_same_model(client, name, blocks):
     est, params = SGD[name]
     X, y = counts()
@@ -260,8 +259,8 @@ def test_sgd_with_one_block_and_single_steps_is_scikit_learns():
 # Exact linear models: normal equations and Newton / L-BFGS
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("blocks", BLOCKS)
-@pytest.mark.parametrize("name", ["ridge", "ridge_no_intercept", "linear_regression"])
+@pytest.mark.parametrize("name,blocks", checkerboard(
+    ["ridge", "ridge_no_intercept", "linear_regression"], BLOCKS))
 def test_least_squares_on_sparse_blocks_equals_scikit_learn(client, name, blocks):
     est, params = {"ridge": (lm.Ridge, {"alpha": 0.3}),
                    "ridge_no_intercept": (lm.Ridge, {"fit_intercept": False}),
@@ -324,8 +323,8 @@ def test_newton_refuses_a_hessian_too_large_to_hold():
         lm.LinearSVC().fit(X, np.arange(20) % 2)
 
 
-@pytest.mark.parametrize("blocks", [1, 3, 7])
-@pytest.mark.parametrize("name", ["classifier", "regressor", "classifier_dropout"])
+@pytest.mark.parametrize("name,blocks", checkerboard(
+    ["classifier", "regressor", "classifier_dropout"], [1, 3, 7]))
 def test_mlp_sparse_and_dense_give_the_same_model(client, name, blocks):
     """Only the first layer reads X: its products are sparse, the rest of the network dense."""
     est, params = {"classifier": (nn.MLPClassifier, {}),
@@ -359,8 +358,7 @@ SCALERS = {
 }
 
 
-@pytest.mark.parametrize("blocks", BLOCKS)
-@pytest.mark.parametrize("name", list(SCALERS))
+@pytest.mark.parametrize("name,blocks", checkerboard(list(SCALERS), BLOCKS))
 def test_scalers_keep_sparse_and_equal_scikit_learn(client, name, blocks):
     ours, ref, params = SCALERS[name]
     X, _ = counts()
