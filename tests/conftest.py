@@ -239,7 +239,8 @@ def dml_data(real_data, monkeypatch) -> Path:
 
 #: Test files that take minutes: collected first so that, run in parallel (pytest-xdist with
 #: ``--dist loadfile``), they start at once instead of becoming the tail of the run.
-LONG_FILES = ("test_readme_commands.py", "test_out_of_core.py", "test_notebooks.py", "test_gbt.py", "test_cold_start.py")
+LONG_FILES = ("test_readme_commands.py", "test_out_of_core.py", "test_notebooks.py", "test_gbt.py",
+              "test_cold_start.py")
 
 
 def pytest_collection_modifyitems(config, items):
