@@ -24,7 +24,7 @@ from dask._task_spec import Task, TaskRef
 from dask.delayed import Delayed
 
 from dml._graph import (broadcast, layer_graph, new_name, reduce_levels, task_argument,
-                        task_prefix, tree_depth, tree_reduce)
+                        task_prefix, task_ref, tree_depth, tree_reduce)
 
 #: Fan-in of the reduction tree the groups align with (``tree_reduce``'s default).
 FANIN = 8
@@ -209,3 +209,70 @@ class Groups:
                         *[self._ref(g) for g in range(first, last + 1)])
 
         return self._layer("gather-blocks", len(ranges), make)
+
+
+# ---------------------------------------------------------------- chained steps
+def _step_output(result, k):
+    return result[k]
+
+
+def chain_steps(fixed: Sequence[Delayed], carried: Sequence[Delayed], step: Callable,
+                group_args: Sequence[tuple], driver: Callable, state, n_steps: int,
+                prefix: str = "chain"):
+    """``n_steps`` steps of a client-side algorithm as one graph, without a client round trip
+    per step.
+
+    Each step is a *driver* call and, per group, a *group* call::
+
+        decision, state = driver(state, *partials of every group of the step before)
+        carried[g], partial[g] = step(fixed[g], carried[g], decision, *group_args[g])
+
+    ``driver`` is the algorithm's deterministic client code (the first call gets no partials
+    and returns the decision its ``state`` holds); it runs in one task per step and its
+    decision, small, is all the group tasks read. ``fixed`` are the groups' read-only data,
+    ``carried`` their data rewritten by every step (each stays on the worker that holds it);
+    only the partials (summed over each group's aligned subtree, see :class:`Groups`) and the
+    decisions travel. A step therefore costs a few scheduler hops rather than a graph
+    submission and a round trip through the client.
+
+    Returns the last step's ``carried`` (one Delayed per group) and a Delayed of the driver's
+    state after the last partials (``driver(state, *last partials)[1]``), from which the next
+    chain continues.
+    """
+    if n_steps < 1:
+        raise ValueError("chain_steps needs at least one step")
+    name = new_name(prefix)
+    deps: list = []
+    fixed_refs = [task_ref(f, deps) for f in fixed]
+    carried_refs = [task_ref(c, deps) for c in carried]
+    state_ref = task_argument(broadcast(state), deps)
+    layer: dict = {}
+    partials: list = []
+    for t in range(n_steps + 1):
+        dkey = (name, "driver", t)
+        layer[dkey] = Task(dkey, driver, state_ref, *partials)
+        if t == n_steps:
+            break
+        state_ref = Task(None, _step_output, TaskRef(dkey), 1)
+        key = (name, "decision", t)
+        layer[key] = Task(key, _step_output, TaskRef(dkey), 0)
+        decision = TaskRef(key)
+        partials = []
+        for g in range(len(carried_refs)):
+            gkey = (name, "group", t, g)
+            layer[gkey] = Task(gkey, step, fixed_refs[g], carried_refs[g], decision,
+                               *group_args[g])
+            pkey = (name, "partial", t, g)
+            layer[pkey] = Task(pkey, _step_output, TaskRef(gkey), 1)
+            partials.append(TaskRef(pkey))
+            carried_refs[g] = Task(None, _step_output, TaskRef(gkey), 0)
+    ckeys = []
+    for g in range(len(carried_refs)):
+        key = (name, "carried", g)
+        layer[key] = Task(key, _step_output, TaskRef((name, "group", n_steps - 1, g)), 0)
+        ckeys.append(key)
+    skey = (name, "state")
+    layer[skey] = Task(skey, _step_output, TaskRef((name, "driver", n_steps)), 1)
+    graph = layer_graph(name, layer, deps)
+    return ([Delayed(k, graph, layer=name) for k in ckeys],
+            Delayed(skey, graph, layer=name))
