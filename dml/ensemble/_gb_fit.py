@@ -303,9 +303,9 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     all_trees = []
     submissions = 0
     while not driver.done:
-        K = _chain_length(driver, loss, bool(es))
+        n_steps = _chain_length(driver, loss, bool(es))
         carried, dstate = chain_steps(prep, carried, _gb_chain.group_step, group_args,
-                                      _gb_chain.drive, driver, K, "gbt-chain")
+                                      _gb_chain.drive, driver, n_steps, "gbt-chain")
         *carried, dstate = dask.persist(*carried, dstate)
         (driver,) = compute(dstate)
         submissions += 1
