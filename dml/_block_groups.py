@@ -216,28 +216,27 @@ def _step_output(result, k):
     return result[k]
 
 
-def chain_steps(fixed: Sequence[Delayed], carried: Sequence[Delayed], step: Callable,
-                group_args: Sequence[tuple], driver: Callable, state, n_steps: int,
-                prefix: str = "chain"):
-    """``n_steps`` steps of a client-side algorithm as one graph, without a client round trip
-    per step.
+def chain_steps(fixed: Sequence[Delayed], carried: Sequence[Delayed], state, step: Callable,
+                group_args: Sequence, n_steps: int, finish: Callable, prefix: str = "chain"):
+    """``n_steps`` steps of an iterative algorithm as one graph, without a client round trip per
+    step.
 
-    Each step is a *driver* call and, per group, a *group* call::
+    Step ``t`` is one task per group ``g``::
 
-        decision, state = driver(state, *partials of every group of the step before)
-        carried[g], partial[g] = step(fixed[g], carried[g], decision, *group_args[g])
+        carried[g], state[g], partial[g] = step(fixed[g], carried[g], state[g], group_args[g],
+                                                *partials of every group at step t - 1)
 
-    ``driver`` is the algorithm's deterministic client code (the first call gets no partials
-    and returns the decision its ``state`` holds); it runs in one task per step and its
-    decision, small, is all the group tasks read. ``fixed`` are the groups' read-only data,
-    ``carried`` their data rewritten by every step (each stays on the worker that holds it);
-    only the partials (summed over each group's aligned subtree, see :class:`Groups`) and the
-    decisions travel. A step therefore costs a few scheduler hops rather than a graph
-    submission and a round trip through the client.
+    ``state`` is the algorithm's client-side state (every group keeps its own replica, given
+    ``state`` at the start): from the previous step's partials each group computes the same
+    next decision with the same deterministic code (none at the first step: the decision the
+    state holds), then applies it to its blocks. ``fixed`` are the groups' read-only data,
+    ``carried`` their data rewritten by the steps; both stay on the worker that holds them.
+    Only the partials (summed over each group's aligned subtree, see :class:`Groups`) travel,
+    so a step costs a scheduler hop or two rather than a graph submission and a round trip
+    through the client.
 
-    Returns the last step's ``carried`` (one Delayed per group) and a Delayed of the driver's
-    state after the last partials (``driver(state, *last partials)[1]``), from which the next
-    chain continues.
+    Returns the last step's ``carried`` (one Delayed per group) and a Delayed of
+    ``finish(state of group 0, *partials of the last step)``, from which the client continues.
     """
     if n_steps < 1:
         raise ValueError("chain_steps needs at least one step")
@@ -246,33 +245,30 @@ def chain_steps(fixed: Sequence[Delayed], carried: Sequence[Delayed], step: Call
     fixed_refs = [task_ref(f, deps) for f in fixed]
     carried_refs = [task_ref(c, deps) for c in carried]
     state_ref = task_argument(broadcast(state), deps)
+    states = [state_ref] * len(carried_refs)
     layer: dict = {}
     partials: list = []
-    for t in range(n_steps + 1):
-        dkey = (name, "driver", t)
-        layer[dkey] = Task(dkey, driver, state_ref, *partials)
-        if t == n_steps:
-            break
-        state_ref = Task(None, _step_output, TaskRef(dkey), 1)
-        key = (name, "decision", t)
-        layer[key] = Task(key, _step_output, TaskRef(dkey), 0)
-        decision = TaskRef(key)
-        partials = []
+    for t in range(n_steps):
+        new_partials = []
         for g in range(len(carried_refs)):
             gkey = (name, "group", t, g)
-            layer[gkey] = Task(gkey, step, fixed_refs[g], carried_refs[g], decision,
-                               *group_args[g])
-            pkey = (name, "partial", t, g)
-            layer[pkey] = Task(pkey, _step_output, TaskRef(gkey), 1)
-            partials.append(TaskRef(pkey))
+            layer[gkey] = Task(gkey, step, fixed_refs[g], carried_refs[g], states[g],
+                               group_args[g], *partials)
+            # The next step's task indexes this output itself (no task of its own): the
+            # carried data and state never leave the worker.
             carried_refs[g] = Task(None, _step_output, TaskRef(gkey), 0)
+            states[g] = Task(None, _step_output, TaskRef(gkey), 1)
+            pkey = (name, "partial", t, g)
+            layer[pkey] = Task(pkey, _step_output, TaskRef(gkey), 2)
+            new_partials.append(TaskRef(pkey))
+        partials = new_partials
     ckeys = []
     for g in range(len(carried_refs)):
         key = (name, "carried", g)
         layer[key] = Task(key, _step_output, TaskRef((name, "group", n_steps - 1, g)), 0)
         ckeys.append(key)
-    skey = (name, "state")
-    layer[skey] = Task(skey, _step_output, TaskRef((name, "driver", n_steps)), 1)
+    rkey = (name, "finish")
+    layer[rkey] = Task(rkey, finish, states[0], *partials)
     graph = layer_graph(name, layer, deps)
     return ([Delayed(k, graph, layer=name) for k in ckeys],
-            Delayed(skey, graph, layer=name))
+            Delayed(rkey, graph, layer=name))

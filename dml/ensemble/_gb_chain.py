@@ -54,13 +54,18 @@ def _routed(prep, carried, route):
     return [c[:4] + (_gb_grow.route_kernel(p, c[4], route),) for p, c in zip(prep, carried)]
 
 
-def group_step(prep, carried, decision, start, levels, loss, seed, subsample, n_trees):
-    """One group's part of a step: ``prep`` its blocks' ``(bins, y, w, is_validation)``,
-    ``carried`` their ``(raw, g, h, use, node assignment)``; returns the new carried state and
-    the group's partial sums (reduced over the group's ``levels`` levels of the block tree)."""
+def group_step(prep, carried, driver, args, *partials):
+    """One group's step: the driver's next decision from the previous step's partials (every
+    group computes the same), then the decision applied to the group's blocks.
+
+    ``prep`` holds the blocks' ``(bins, y, w, is_validation)``, ``carried`` their ``(raw, g,
+    h, use, node assignment)``; returns the new carried state, the driver and the group's
+    partial sums (reduced over the group's levels of the block tree)."""
+    decision, driver = drive(driver, *partials)
+    start, levels, loss, seed, subsample, n_trees = args
     kind = decision[0]
     if kind == "idle":
-        return carried, None
+        return carried, driver, None
     carried = _routed(prep, carried, decision[1])
     if kind == "grow":
         _, _, slot_map, S, nb = decision
@@ -81,7 +86,7 @@ def group_step(prep, carried, decision, start, levels, loss, seed, subsample, n_
                                                                nb))
                  for p, c in zip(prep, carried)]
     (partial,) = reduce_levels(parts, _combine(kind), levels, _FANIN)
-    return tuple(carried), partial
+    return tuple(carried), driver, partial
 
 
 def start_group(prep, start, loss, baseline, nodes, seed, subsample, rnd, n_trees):
@@ -245,10 +250,15 @@ class Driver:
 
 
 def drive(driver, *partials):
-    """The driver's task: ``(decision, driver)`` after the partials of the previous step (none:
-    the decision it already holds)."""
+    """``(decision, driver)`` after the partials of the previous step (none: the decision the
+    driver already holds). The input is left as it was: a task may run again."""
     if not partials:
         return driver.pending, driver
     driver = driver.copy()
     driver.pending = driver.step(partials)
     return driver.pending, driver
+
+
+def finish(driver, *partials):
+    """The driver after the last step's partials (the client continues from it)."""
+    return drive(driver, *partials)[1]

@@ -304,8 +304,8 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     submissions = 0
     while not driver.done:
         n_steps = _chain_length(driver, loss, bool(es))
-        carried, dstate = chain_steps(prep, carried, _gb_chain.group_step, group_args,
-                                      _gb_chain.drive, driver, n_steps, "gbt-chain")
+        carried, dstate = chain_steps(prep, carried, driver, _gb_chain.group_step, group_args,
+                                      n_steps, _gb_chain.finish, "gbt-chain")
         *carried, dstate = dask.persist(*carried, dstate)
         (driver,) = compute(dstate)
         submissions += 1
