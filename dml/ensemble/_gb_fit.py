@@ -316,7 +316,8 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     train_scores = driver.train_scores
     val_scores = (driver.val_scores if vf else train_scores) if es else []
     # Growth statistics (waves per round, graph submissions) for benchmarks and docs.
-    est._fit_stats = {"waves": list(driver.waves), "submissions": submissions}
+    est._fit_stats = {"waves": list(driver.waves), "submissions": submissions,
+                      "groups": len(prep)}
     new_nodes = _flatten(all_trees, edges) if all_trees else None
     est.nodes_ = _concat_nodes(nodes, new_nodes) if new_nodes is not None else (
         nodes if nodes is not None else _flatten([], edges))
