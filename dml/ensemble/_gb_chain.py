@@ -3,18 +3,15 @@
 The growth of a round (:mod:`dml.ensemble._gb_grow`) alternates between the workers (route the
 rows of newly split nodes, count gradient histograms) and the split search, which is
 deterministic given the summed histograms. Submitting every such *wave* as a graph of its own
-costs a client round trip each (tens of milliseconds), several per tree. Here the split search
-runs in a task of its own, the *driver*: :func:`dml._block_groups.chain_steps` lays out many
-steps as one graph, each the driver's task (sums the previous step's partial histograms of all
-worker groups in the fixed reduction order, picks the splits, says what to count next) followed
-by one task per group of blocks (applies the decision to its blocks). The end of a round (leaf
-values added to the raw predictions, new gradients, the loss sums for early stopping, the next
-roots' histograms) and the start of the next are steps like the others, so a submission spans
-several rounds. See docs/gradient_boosting.md.
-
-The driver is :class:`Driver`: the client's own loop, cut at every point where it needs sums
-from the workers. Its decisions are computed once, in one task, from sums that are reduced in
-the same tree order whatever the grouping, so the model does not depend on the cluster.
+costs a client round trip each (tens of milliseconds), about a dozen per tree of 31 leaves.
+Here :func:`dml._block_groups.chain_steps` lays out many steps as one graph: in each step the
+task of every group of blocks reads the partial histograms of all groups from the step before,
+sums them in the fixed order of the block tree and runs the client's own split search on them
+(:class:`Driver`, the boosting loop cut at every point where it needs sums from the workers) --
+every group computes the same decision -- then applies the decision to its own blocks. The end
+of a round (leaf values added to the raw predictions, new gradients, the loss sums for early
+stopping, the next roots' histograms) and the start of the next are steps like the others, so a
+submission spans several rounds. See docs/gradient_boosting.md.
 """
 from __future__ import annotations
 
