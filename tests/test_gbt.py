@@ -209,6 +209,23 @@ def test_same_model_with_and_without_a_cluster(client):
     np.testing.assert_array_equal(a.validation_score_, b.validation_score_)
 
 
+def test_small_fit_is_the_same_on_a_cluster(client):
+    """The chained growth on a real cluster (threads or worker processes) gives the model of
+    the single-process scheduler, bit for bit (a quick check; the slow test above is bigger)."""
+    import dask
+
+    X, y = make_classification(n_samples=600, n_features=5, random_state=2)
+    Xd, yd = da.from_array(X, chunks=(150, -1)), da.from_array(y, chunks=150)
+    kw = dict(max_iter=3, max_leaf_nodes=6, subsample=0.8, early_stopping=False, random_state=0)
+    a = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    with dask.config.set(scheduler="sync"):
+        b = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    assert a.n_iter_ == 3 and a._fit_stats["submissions"] >= 1
+    for k in a.nodes_:
+        np.testing.assert_array_equal(a.nodes_[k], b.nodes_[k])
+    np.testing.assert_array_equal(a.train_score_, b.train_score_)
+
+
 @pytest.mark.parametrize("loss", ["squared_error",
                                   pytest.param("absolute_error", marks=pytest.mark.slow)])
 def test_same_model_however_the_blocks_are_grouped(monkeypatch, loss):
