@@ -272,3 +272,59 @@ def chain_steps(fixed: Sequence[Delayed], carried: Sequence[Delayed], state, ste
     graph = layer_graph(name, layer, deps)
     return ([Delayed(k, graph, layer=name) for k in ckeys],
             Delayed(rkey, graph, layer=name))
+
+
+# ---------------------------------------------------------------- any contiguous ranges
+def _level_count(n: int, fanin: int, level: int) -> int:
+    return -(-n // fanin ** level)
+
+
+def range_reduce(values: list, lo: int, n: int, combine: Callable, fanin: int) -> dict:
+    """The nodes of the fixed reduction tree over ``n`` blocks (``tree_reduce``'s: consecutive
+    groups of ``fanin``, level by level) that lie wholly inside blocks ``lo .. lo + len(values)
+    - 1``, reduced from those blocks' ``values``; only the largest such nodes are kept, as
+    ``{(level, index): value}``. :func:`finish_tree` completes the tree from these pieces, so
+    blocks can be grouped in any consecutive ranges and the total is the same bit for bit."""
+    hi = lo + len(values)
+    level = {j: v for j, v in zip(range(lo, hi), values)}
+    out = {(0, j): v for j, v in level.items()}
+    depth = tree_depth(n, fanin)
+    for L in range(1, depth + 1):
+        size = fanin ** L
+        below = _level_count(n, fanin, L - 1)
+        nxt = {}
+        for j in range(-(-lo // size), _level_count(n, fanin, L)):
+            if j * size >= hi or min((j + 1) * size, n) > hi:
+                break
+            kids = range(j * fanin, min(j * fanin + fanin, below))
+            nxt[j] = combine([level[c] for c in kids])
+            for c in kids:
+                del out[(L - 1, c)]
+            out[(L, j)] = nxt[j]
+        if not nxt:
+            break
+        level = nxt
+    return out
+
+
+def finish_tree(pieces, n: int, combine: Callable, fanin: int):
+    """The root of the reduction tree over ``n`` blocks from the :func:`range_reduce` pieces of
+    groups covering all blocks."""
+    have: dict = {}
+    for p in pieces:
+        have.update(p)
+
+    def node(L, j):
+        if (L, j) in have:
+            return have[(L, j)]
+        below = _level_count(n, fanin, L - 1)
+        return combine([node(L - 1, c) for c in range(j * fanin, min(j * fanin + fanin, below))])
+
+    return node(tree_depth(n, fanin), 0)
+
+
+def block_ranges(n_blocks: int, n_groups: int) -> list:
+    """``n_groups`` (at most ``n_blocks``) consecutive ranges of blocks of near-equal sizes, as
+    bounds ``[0, ..., n_blocks]``."""
+    g = max(1, min(int(n_groups), n_blocks))
+    return [int(b) for b in np.linspace(0, n_blocks, g + 1).round()]

@@ -229,9 +229,9 @@ def test_small_fit_is_the_same_on_a_cluster(client):
 @pytest.mark.parametrize("loss", ["squared_error",
                                   pytest.param("absolute_error", marks=pytest.mark.slow)])
 def test_same_model_however_the_blocks_are_grouped(monkeypatch, loss):
-    """The chained growth runs one task per group of blocks; the groups are aligned subtrees
-    of the block tree, so 64 blocks give the same model bit for bit in groups of 1, 8 or 64
-    blocks (early stopping and subsampling included)."""
+    """The chained growth runs one task per group of consecutive blocks; each group sends its
+    pieces of the fixed block tree, so 64 blocks give the same model bit for bit in 64, 3 or 1
+    groups (early stopping and subsampling included)."""
     import dask
 
     from dml.ensemble import _gb_fit
@@ -241,11 +241,11 @@ def test_same_model_however_the_blocks_are_grouped(monkeypatch, loss):
     kw = dict(loss=loss, max_iter=3, max_leaf_nodes=5, subsample=0.8, early_stopping=True,
               n_iter_no_change=1, random_state=0)
     models = []
-    for n_groups in (64, 8, 1):
+    for n_groups in (128, 6, 1):  # two per thread: 64, 3 and 1 groups
         monkeypatch.setattr(_gb_fit, "default_n_groups", lambda n=n_groups: n)
         with dask.config.set(scheduler="sync"):
             models.append(GradientBoostingRegressor(**kw).fit(Xd, yd))
-    assert [m._fit_stats["groups"] for m in models] == [64, 8, 1]
+    assert [m._fit_stats["groups"] for m in models] == [64, 3, 1]
     for m in models[1:]:
         for k in m.nodes_:
             np.testing.assert_array_equal(m.nodes_[k], models[0].nodes_[k])

@@ -20,13 +20,15 @@ import heapq
 
 import numpy as np
 
-from dml._graph import reduce_levels, tree_add, tree_depth
+from dml._block_groups import finish_tree, range_reduce
+from dml._graph import tree_add
 from dml.ensemble import _gb_fit, _gb_grow
 from dml.ensemble._gb_grow import _Tree
 from dml.ensemble._gb_losses import weighted_quantile
 
-#: Fan-in of the reduction tree over the blocks (that of :func:`dml._graph.tree_reduce`).
-_FANIN = 8
+#: Fan-in of the fixed reduction tree over the blocks. Binary, so that a group of consecutive
+#: blocks sends few pieces of it (one for a group of 2**k aligned blocks), whatever the grouping.
+_FANIN = 2
 
 
 # --------------------------------------------------------------------------------------------
@@ -57,9 +59,9 @@ def group_step(prep, carried, driver, args, *partials):
 
     ``prep`` holds the blocks' ``(bins, y, w, is_validation)``, ``carried`` their ``(raw, g,
     h, use, node assignment)``; returns the new carried state, the driver and the group's
-    partial sums (reduced over the group's levels of the block tree)."""
+    partial sums (its pieces of the block tree, :func:`~dml._block_groups.range_reduce`)."""
     decision, driver = drive(driver, *partials)
-    start, levels, loss, seed, subsample, n_trees = args
+    start, n_blocks, loss, seed, subsample, n_trees = args
     kind = decision[0]
     if kind == "idle":
         return carried, driver, None
@@ -82,7 +84,7 @@ def group_step(prep, carried, driver, args, *partials):
                   None if nb is None else _gb_grow.hist_kernel(p, c, c[4], slot_map, n_trees,
                                                                nb))
                  for p, c in zip(prep, carried)]
-    (partial,) = reduce_levels(parts, _combine(kind), levels, _FANIN)
+    partial = range_reduce(parts, start, n_blocks, _combine(kind), _FANIN)
     return tuple(carried), driver, partial
 
 
@@ -110,13 +112,13 @@ class Driver:
     """
 
     def __init__(self, *, params, loss, n_trees, first, max_iter, early_stopping,
-                 validation, n_iter_no_change, tol, record_start, group_levels, n_blocks):
+                 validation, n_iter_no_change, tol, record_start, n_blocks):
         self.params, self.loss, self.T = params, loss, n_trees
         self.rnd, self.max_iter = first, max_iter
         self.es, self.vf = early_stopping, validation
         self.n_iter_no_change, self.tol = n_iter_no_change, tol
         self.record_start = record_start
-        self.levels = tree_depth(n_blocks, _FANIN) - group_levels
+        self.n_blocks = n_blocks
         self.train_scores, self.val_scores = [], []
         self.finished, self.waves = [], []
         self.importances = np.zeros(len(params.n_bins))
@@ -141,7 +143,7 @@ class Driver:
         kind = self.pending[0]
         if kind == "idle":
             return self.pending
-        (total,) = reduce_levels(list(partials), _combine(kind), self.levels, _FANIN)
+        total = finish_tree(partials, self.n_blocks, _combine(kind), _FANIN)
         if kind == "grow":
             return self._grown(total)
         if kind == "resid":

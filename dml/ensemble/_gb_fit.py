@@ -15,9 +15,10 @@ import dask
 import numpy as np
 from dask import delayed
 
-from dml._block_groups import chain_steps, default_n_groups, group_size
+from dml._block_groups import (block_ranges, chain_steps, default_n_groups, finish_tree,
+                               range_reduce)
 from dml._blocks import block_rng, broadcast, compute, seed_from, tree_reduce
-from dml._graph import reduce_levels, tree_add, tree_depth
+from dml._graph import tree_add
 from dml.base import check_weights_not_all_zero
 from dml.ensemble import _gb_chain, _gb_grow
 from dml.ensemble._gb_losses import make_loss
@@ -265,12 +266,11 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
             tree_reduce([delayed(lambda p: p[0].shape[0])(p) for p in binned], sum))[0]
         es = n_rows > 10000
     vf = est.validation_fraction if es else None
-    prep, group_args = _prep_groups(binned, vf, seed)
-    depth_levels = group_args[0][1]
-    base = compute(*[delayed(_base_group, pure=False)(p, loss, lv) for p, (_, lv) in
-                     zip(prep, group_args)])
-    (base,) = reduce_levels(list(base), combine_base,
-                            tree_depth(len(binned)) - depth_levels)
+    n_blocks = len(binned)
+    prep, starts = _prep_groups(binned, vf, seed)
+    base = compute(*[delayed(_base_group, pure=False)(p, loss, start, n_blocks)
+                     for p, start in zip(prep, starts)])
+    base = finish_tree(base, n_blocks, combine_base, _gb_chain._FANIN)
     check_weights_not_all_zero(base["wsum"], name)
     if base["n"] == 0:
         raise ValueError(f"{name}: no training rows are left after the validation split")
@@ -286,7 +286,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     carried = dask.persist(*[
         delayed(_gb_chain.start_group, pure=False)(p, start, loss, baseline, broadcast(nodes),
                                                    seed, est.subsample, first, T)
-        for p, (start, _) in zip(prep, group_args)])
+        for p, start in zip(prep, starts)])
     params = _gb_grow.GrowParams(
         max_leaf_nodes=est.max_leaf_nodes, max_depth=est.max_depth,
         min_samples_leaf=est.min_samples_leaf, l2_regularization=est.l2_regularization,
@@ -295,11 +295,11 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     driver = _gb_chain.Driver(
         params=params, loss=loss, n_trees=T, first=first, max_iter=est.max_iter,
         early_stopping=bool(es), validation=bool(vf), n_iter_no_change=est.n_iter_no_change,
-        tol=est.tol, record_start=not warm, group_levels=depth_levels, n_blocks=len(binned))
+        tol=est.tol, record_start=not warm, n_blocks=n_blocks)
     if warm:
         driver.train_scores = list(est.train_score_)
         driver.val_scores = list(est.validation_score_) if vf else []
-    group_args = [(start, lv, loss, seed, est.subsample, T) for start, lv in group_args]
+    group_args = [(start, n_blocks, loss, seed, est.subsample, T) for start in starts]
     all_trees = []
     submissions = 0
     while not driver.done:
@@ -358,25 +358,22 @@ def _chain_length(driver, loss, early_stopping):
 
 
 def _prep_groups(binned, vf, seed):
-    """The binned blocks with their validation masks, held as groups of consecutive blocks
-    (one task per group and step; see :mod:`dml._block_groups`). Returns the persisted groups
-    and per group ``(first block, levels of the block tree inside the group)``."""
-    n = len(binned)
-    size = group_size(n, default_n_groups())
-    levels = min(round(math.log(size, 8)), tree_depth(n))
-    bounds = [*range(0, n, size), n]
+    """The binned blocks with their validation masks, held as groups of consecutive blocks,
+    one group per worker thread (every group runs the split search in every step; see
+    :mod:`dml.ensemble._gb_chain`). Returns the persisted groups and their first blocks."""
+    bounds = block_ranges(len(binned), max(1, default_n_groups() // 2))
     groups = dask.persist(*[delayed(_prep_group, pure=False)(lo, vf, seed, *binned[lo:hi])
                             for lo, hi in zip(bounds[:-1], bounds[1:])])
-    return list(groups), [(lo, levels) for lo in bounds[:-1]]
+    return list(groups), bounds[:-1]
 
 
 def _prep_group(start, vf, seed, *parts):
     return tuple(prep_kernel(start + j, p, vf, seed) for j, p in enumerate(parts))
 
 
-def _base_group(prep, loss, levels):
-    (out,) = reduce_levels([base_kernel(p, loss) for p in prep], combine_base, levels)
-    return out
+def _base_group(prep, loss, start, n_blocks):
+    return range_reduce([base_kernel(p, loss) for p in prep], start, n_blocks, combine_base,
+                        _gb_chain._FANIN)
 
 
 #: Rows up to which the exact value counts of a feature are expanded to compute scikit-learn's
