@@ -231,7 +231,7 @@ def chain_steps(fixed: Sequence[Delayed], carried: Sequence[Delayed], state, ste
     next decision with the same deterministic code (none at the first step: the decision the
     state holds), then applies it to its blocks. ``fixed`` are the groups' read-only data,
     ``carried`` their data rewritten by the steps; both stay on the worker that holds them.
-    Only the partials (summed over each group's aligned subtree, see :class:`Groups`) travel,
+    Only the partials (e.g. a group's pieces of the block tree, :func:`range_reduce`) travel,
     so a step costs a scheduler hop or two rather than a graph submission and a round trip
     through the client.
 
