@@ -24,7 +24,7 @@ from dask._task_spec import Task, TaskRef
 from dask.delayed import Delayed
 
 from dml._graph import (broadcast, layer_graph, new_name, reduce_levels, task_argument,
-                        task_prefix, tree_depth, tree_reduce)
+                        task_prefix, task_ref, tree_depth, tree_reduce)
 
 #: Fan-in of the reduction tree the groups align with (``tree_reduce``'s default).
 FANIN = 8
@@ -209,3 +209,122 @@ class Groups:
                         *[self._ref(g) for g in range(first, last + 1)])
 
         return self._layer("gather-blocks", len(ranges), make)
+
+
+# ---------------------------------------------------------------- chained steps
+def _step_output(result, k):
+    return result[k]
+
+
+def chain_steps(fixed: Sequence[Delayed], carried: Sequence[Delayed], state, step: Callable,
+                group_args: Sequence, n_steps: int, finish: Callable, prefix: str = "chain"):
+    """``n_steps`` steps of an iterative algorithm as one graph, without a client round trip per
+    step.
+
+    Step ``t`` is one task per group ``g``::
+
+        carried[g], state[g], partial[g] = step(fixed[g], carried[g], state[g], group_args[g],
+                                                *partials of every group at step t - 1)
+
+    ``state`` is the algorithm's client-side state (every group keeps its own replica, given
+    ``state`` at the start): from the previous step's partials each group computes the same
+    next decision with the same deterministic code (none at the first step: the decision the
+    state holds), then applies it to its blocks. ``fixed`` are the groups' read-only data,
+    ``carried`` their data rewritten by the steps; both stay on the worker that holds them.
+    Only the partials (e.g. a group's pieces of the block tree, :func:`range_reduce`) travel,
+    so a step costs a scheduler hop or two rather than a graph submission and a round trip
+    through the client.
+
+    Returns the last step's ``carried`` (one Delayed per group) and a Delayed of
+    ``finish(state of group 0, *partials of the last step)``, from which the client continues.
+    """
+    if n_steps < 1:
+        raise ValueError("chain_steps needs at least one step")
+    name = new_name(prefix)
+    deps: list = []
+    fixed_refs = [task_ref(f, deps) for f in fixed]
+    carried_refs = [task_ref(c, deps) for c in carried]
+    state_ref = task_argument(broadcast(state), deps)
+    states = [state_ref] * len(carried_refs)
+    layer: dict = {}
+    partials: list = []
+    for t in range(n_steps):
+        new_partials = []
+        for g in range(len(carried_refs)):
+            gkey = (name, "group", t, g)
+            layer[gkey] = Task(gkey, step, fixed_refs[g], carried_refs[g], states[g],
+                               group_args[g], *partials)
+            # The next step's task indexes this output itself (no task of its own): the
+            # carried data and state never leave the worker.
+            carried_refs[g] = Task(None, _step_output, TaskRef(gkey), 0)
+            states[g] = Task(None, _step_output, TaskRef(gkey), 1)
+            pkey = (name, "partial", t, g)
+            layer[pkey] = Task(pkey, _step_output, TaskRef(gkey), 2)
+            new_partials.append(TaskRef(pkey))
+        partials = new_partials
+    ckeys = []
+    for g in range(len(carried_refs)):
+        key = (name, "carried", g)
+        layer[key] = Task(key, _step_output, TaskRef((name, "group", n_steps - 1, g)), 0)
+        ckeys.append(key)
+    rkey = (name, "finish")
+    layer[rkey] = Task(rkey, finish, states[0], *partials)
+    graph = layer_graph(name, layer, deps)
+    return ([Delayed(k, graph, layer=name) for k in ckeys],
+            Delayed(rkey, graph, layer=name))
+
+
+# ---------------------------------------------------------------- any contiguous ranges
+def _level_count(n: int, fanin: int, level: int) -> int:
+    return -(-n // fanin ** level)
+
+
+def range_reduce(values: list, lo: int, n: int, combine: Callable, fanin: int) -> dict:
+    """The nodes of the fixed reduction tree over ``n`` blocks (``tree_reduce``'s: consecutive
+    groups of ``fanin``, level by level) that lie wholly inside blocks ``lo .. lo + len(values)
+    - 1``, reduced from those blocks' ``values``; only the largest such nodes are kept, as
+    ``{(level, index): value}``. :func:`finish_tree` completes the tree from these pieces, so
+    blocks can be grouped in any consecutive ranges and the total is the same bit for bit."""
+    hi = lo + len(values)
+    level = {j: v for j, v in zip(range(lo, hi), values)}
+    out = {(0, j): v for j, v in level.items()}
+    depth = tree_depth(n, fanin)
+    for L in range(1, depth + 1):
+        size = fanin ** L
+        below = _level_count(n, fanin, L - 1)
+        nxt = {}
+        for j in range(-(-lo // size), _level_count(n, fanin, L)):
+            if j * size >= hi or min((j + 1) * size, n) > hi:
+                break
+            kids = range(j * fanin, min(j * fanin + fanin, below))
+            nxt[j] = combine([level[c] for c in kids])
+            for c in kids:
+                del out[(L - 1, c)]
+            out[(L, j)] = nxt[j]
+        if not nxt:
+            break
+        level = nxt
+    return out
+
+
+def finish_tree(pieces, n: int, combine: Callable, fanin: int):
+    """The root of the reduction tree over ``n`` blocks from the :func:`range_reduce` pieces of
+    groups covering all blocks."""
+    have: dict = {}
+    for p in pieces:
+        have.update(p)
+
+    def node(L, j):
+        if (L, j) in have:
+            return have[(L, j)]
+        below = _level_count(n, fanin, L - 1)
+        return combine([node(L - 1, c) for c in range(j * fanin, min(j * fanin + fanin, below))])
+
+    return node(tree_depth(n, fanin), 0)
+
+
+def block_ranges(n_blocks: int, n_groups: int) -> list:
+    """``n_groups`` (at most ``n_blocks``) consecutive ranges of blocks of near-equal sizes, as
+    bounds ``[0, ..., n_blocks]``."""
+    g = max(1, min(int(n_groups), n_blocks))
+    return [int(b) for b in np.linspace(0, n_blocks, g + 1).round()]

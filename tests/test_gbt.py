@@ -209,6 +209,49 @@ def test_same_model_with_and_without_a_cluster(client):
     np.testing.assert_array_equal(a.validation_score_, b.validation_score_)
 
 
+def test_small_fit_is_the_same_on_a_cluster(client):
+    """The chained growth on a real cluster (threads or worker processes) gives the model of
+    the single-process scheduler, bit for bit (a quick check; the slow test above is bigger)."""
+    import dask
+
+    X, y = make_classification(n_samples=600, n_features=5, random_state=2)
+    Xd, yd = da.from_array(X, chunks=(150, -1)), da.from_array(y, chunks=150)
+    kw = dict(max_iter=3, max_leaf_nodes=6, subsample=0.8, early_stopping=False, random_state=0)
+    a = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    with dask.config.set(scheduler="sync"):
+        b = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    assert a.n_iter_ == 3 and a._fit_stats["submissions"] >= 1
+    for k in a.nodes_:
+        np.testing.assert_array_equal(a.nodes_[k], b.nodes_[k])
+    np.testing.assert_array_equal(a.train_score_, b.train_score_)
+
+
+@pytest.mark.parametrize("loss", ["squared_error",
+                                  pytest.param("absolute_error", marks=pytest.mark.slow)])
+def test_same_model_however_the_blocks_are_grouped(monkeypatch, loss):
+    """The chained growth runs one task per group of consecutive blocks; each group sends its
+    pieces of the fixed block tree, so 64 blocks give the same model bit for bit in 64, 3 or 1
+    groups (early stopping and subsampling included)."""
+    import dask
+
+    from dml.ensemble import _gb_fit
+
+    X, y = _exact_data(n=1280, seed=3)
+    Xd, yd = da.from_array(X, chunks=(20, -1)), da.from_array(y, chunks=20)
+    kw = dict(loss=loss, max_iter=3, max_leaf_nodes=5, subsample=0.8, early_stopping=True,
+              n_iter_no_change=1, random_state=0)
+    models = []
+    for n_groups in (128, 6, 1):  # two per thread: 64, 3 and 1 groups
+        monkeypatch.setattr(_gb_fit, "default_n_groups", lambda n=n_groups: n)
+        with dask.config.set(scheduler="sync"):
+            models.append(GradientBoostingRegressor(**kw).fit(Xd, yd))
+    assert [m._fit_stats["groups"] for m in models] == [64, 3, 1]
+    for m in models[1:]:
+        for k in m.nodes_:
+            np.testing.assert_array_equal(m.nodes_[k], models[0].nodes_[k])
+        np.testing.assert_array_equal(m.validation_score_, models[0].validation_score_)
+
+
 # --------------------------------------------------------------------------------------------
 # early stopping, staged predictions, warm start, importances
 # --------------------------------------------------------------------------------------------

@@ -15,11 +15,13 @@ import dask
 import numpy as np
 from dask import delayed
 
+from dml._block_groups import (block_ranges, chain_steps, default_n_groups, finish_tree,
+                               range_reduce)
 from dml._blocks import block_rng, broadcast, compute, seed_from, tree_reduce
 from dml._graph import tree_add
 from dml.base import check_weights_not_all_zero
-from dml.ensemble import _gb_grow
-from dml.ensemble._gb_losses import make_loss, weighted_quantile
+from dml.ensemble import _gb_chain, _gb_grow
+from dml.ensemble._gb_losses import make_loss
 from dml.tree._binning import (MISSING, _compress, bin_kernel, combine_sketches,
                                edges_from_sketch, sketch_kernel)
 from dml.tree._model import _categorical_layout, _class_weights
@@ -264,10 +266,11 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
             tree_reduce([delayed(lambda p: p[0].shape[0])(p) for p in binned], sum))[0]
         es = n_rows > 10000
     vf = est.validation_fraction if es else None
-    prep = [delayed(prep_kernel, pure=False)(i, p, vf, seed) for i, p in enumerate(binned)]
-    prep = list(dask.persist(*prep))
-    (base,) = compute(tree_reduce([delayed(base_kernel, pure=False)(p, loss) for p in prep],
-                                  combine_base))
+    n_blocks = len(binned)
+    prep, starts = _prep_groups(binned, vf, seed)
+    base = compute(*[delayed(_base_group, pure=False)(p, loss, start, n_blocks)
+                     for p, start in zip(prep, starts)])
+    base = finish_tree(base, n_blocks, combine_base, _gb_chain._FANIN)
     check_weights_not_all_zero(base["wsum"], name)
     if base["n"] == 0:
         raise ValueError(f"{name}: no training rows are left after the validation split")
@@ -275,60 +278,46 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     if warm:
         baseline = est._baseline
         nodes = est.nodes_
-        raw0 = [delayed(raw_binned_kernel, pure=False)(p, broadcast(nodes), baseline,
-                                                      loss.n_outputs) for p in prep]
     else:
         baseline = loss.baseline(base["stats"])
         nodes = None
-        raw0 = [None] * len(prep)
     first = est.n_iter_ if warm else 0
-    state = [delayed(start_kernel, pure=False)(i, p, loss, baseline, r0, seed, est.subsample,
-                                              first)
-             for i, (p, r0) in enumerate(zip(prep, raw0))]
-    state = list(dask.persist(*state))
+    T = loss.n_outputs
+    carried = dask.persist(*[
+        delayed(_gb_chain.start_group, pure=False)(p, start, loss, baseline, broadcast(nodes),
+                                                   seed, est.subsample, first, T)
+        for p, start in zip(prep, starts)])
     params = _gb_grow.GrowParams(
         max_leaf_nodes=est.max_leaf_nodes, max_depth=est.max_depth,
         min_samples_leaf=est.min_samples_leaf, l2_regularization=est.l2_regularization,
         learning_rate=est.learning_rate, n_bins=n_bins, has_missing=has_missing,
         max_features=max(1, int(math.ceil(est.max_features * d))), seed=seed)
-    T = loss.n_outputs
+    driver = _gb_chain.Driver(
+        params=params, loss=loss, n_trees=T, first=first, max_iter=est.max_iter,
+        early_stopping=bool(es), validation=bool(vf), n_iter_no_change=est.n_iter_no_change,
+        tol=est.tol, record_start=not warm, n_blocks=n_blocks)
+    if warm:
+        driver.train_scores = list(est.train_score_)
+        driver.val_scores = list(est.validation_score_) if vf else []
+    group_args = [(start, n_blocks, loss, seed, est.subsample, T) for start in starts]
     all_trees = []
-    train_scores = list(est.train_score_) if warm else []
-    val_scores = list(est.validation_score_) if warm else []
-    importances = est._importance_sums if warm else np.zeros(d)
-    root, losses = _root_and_loss(prep, state, T, params.nb, loss)
-    if not warm:
-        train_scores.append(-losses[0] / losses[1])
-        if es and vf:
-            val_scores.append(-losses[2] / losses[3])
-        elif es:
-            val_scores = train_scores
-    n_iter = first
-    for rnd in range(first, est.max_iter):
-        trees, assign, unrouted, _ = _gb_grow.grow_round(prep, state, params, T, rnd, root)
-        assign = _gb_grow.finish_assign(prep, assign, trees, unrouted)
-        values = [tr.node_values() for tr in trees]
-        if loss.leaf_quantile is not None:
-            values = _refit_leaves(prep, state, assign, trees, values, loss, params)
-        for tr in trees:
-            importances += tr.importance
-        all_trees.append((trees, values))
-        vals = broadcast([np.asarray(v) for v in values])
-        state = [delayed(end_kernel, pure=False)(i, p, s, a, vals, loss, seed, est.subsample,
-                                                rnd + 1)
-                 for i, (p, s, a) in enumerate(zip(prep, state, assign))]
-        state = list(dask.persist(*state))
-        n_iter = rnd + 1
-        last = n_iter == est.max_iter
-        root, losses = _root_and_loss(prep, state, T, params.nb, loss, with_root=not last)
-        train_scores.append(-losses[0] / losses[1])
-        if es:
-            if vf:
-                val_scores.append(-losses[2] / losses[3])
-            else:
-                val_scores = train_scores
-            if _should_stop(val_scores, est.n_iter_no_change, est.tol):
-                break
+    submissions = 0
+    while not driver.done:
+        n_steps = _chain_length(driver, loss, bool(es))
+        carried, dstate = chain_steps(prep, carried, driver, _gb_chain.group_step, group_args,
+                                      n_steps, _gb_chain.finish, "gbt-chain")
+        *carried, dstate = dask.persist(*carried, dstate)
+        (driver,) = compute(dstate)
+        submissions += 1
+        all_trees.extend(driver.finished)
+        driver.finished = []
+    importances = (est._importance_sums if warm else np.zeros(d)) + driver.importances
+    n_iter = driver.rnd
+    train_scores = driver.train_scores
+    val_scores = (driver.val_scores if vf else train_scores) if es else []
+    # Growth statistics (waves per round, graph submissions) for benchmarks and docs.
+    est._fit_stats = {"waves": list(driver.waves), "submissions": submissions,
+                      "groups": len(prep)}
     new_nodes = _flatten(all_trees, edges) if all_trees else None
     est.nodes_ = _concat_nodes(nodes, new_nodes) if new_nodes is not None else (
         nodes if nodes is not None else _flatten([], edges))
@@ -351,35 +340,40 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     return est
 
 
-def _root_and_loss(prep, state, T, nb, loss, with_root=True):
-    """Histograms of the next round's roots and the current loss sums, in one computation."""
-    ls = tree_reduce([delayed(loss_kernel, pure=False)(p, s, loss) for p, s in zip(prep, state)],
-                     tree_add)
-    if not with_root:
-        return None, compute(ls)[0]
-    slot_map = np.zeros((T, 1), dtype=np.int32) + np.arange(T, dtype=np.int32)[:, None]
-    zeros = [delayed(_gb_grow.init_assign, pure=False)(p, T) for p in prep]
-    parts = [delayed(_gb_grow.hist_kernel, pure=False)(p, s, a, slot_map, T, nb)
-             for p, s, a in zip(prep, state, zeros)]
-    root, losses = compute(tree_reduce(parts, _gb_grow.sum_hists), ls)
-    return root, losses
+#: Most steps (waves, ends of rounds) submitted as one graph: a longer chain is a bigger graph
+#: to build and, after early stopping, more idle steps.
+MAX_STEPS = 48
 
 
-def _refit_leaves(prep, state, assign, trees, values, loss, params):
-    """Absolute error / quantile: each leaf's value becomes the quantile of its residuals."""
-    tr = trees[0]
-    leaf_map = _gb_grow.leaf_of_rows(tr)
-    parts = [delayed(resid_kernel, pure=False)(p, s, a, leaf_map)
-             for p, s, a in zip(prep, state, assign)]
-    (sk,) = compute(tree_reduce(parts, combine_resid))
-    leaf_vals = {lf: weighted_quantile(v, w, loss.leaf_quantile) * params.learning_rate
-                 for lf, (v, w) in sk.items()}
-    out = values[0].copy()
-    for n in range(len(out)):
-        lf = int(leaf_map[n])
-        if lf != 0 and lf in leaf_vals:
-            out[n] = leaf_vals[lf]
-    return [out]
+def _chain_length(driver, loss, early_stopping):
+    """Steps for the next submission: about what the remaining rounds need (waves as in the
+    rounds so far, plus the end of each round), at most :data:`MAX_STEPS`."""
+    per_round = (float(np.mean(driver.waves[-10:])) if driver.waves else 6.0) + 1.0
+    if loss.leaf_quantile is not None:
+        per_round += 1
+    rounds = driver.max_iter - driver.rnd
+    if early_stopping:  # the fit may stop after any round
+        rounds = min(rounds, max(driver.n_iter_no_change, 2))
+    return int(min(MAX_STEPS, max(2, math.ceil(rounds * per_round) + 1)))
+
+
+def _prep_groups(binned, vf, seed):
+    """The binned blocks with their validation masks, held as groups of consecutive blocks,
+    one group per worker thread (every group runs the split search in every step; see
+    :mod:`dml.ensemble._gb_chain`). Returns the persisted groups and their first blocks."""
+    bounds = block_ranges(len(binned), max(1, default_n_groups() // 2))
+    groups = dask.persist(*[delayed(_prep_group, pure=False)(lo, vf, seed, *binned[lo:hi])
+                            for lo, hi in zip(bounds[:-1], bounds[1:])])
+    return list(groups), bounds[:-1]
+
+
+def _prep_group(start, vf, seed, *parts):
+    return tuple(prep_kernel(start + j, p, vf, seed) for j, p in enumerate(parts))
+
+
+def _base_group(prep, loss, start, n_blocks):
+    return range_reduce([base_kernel(p, loss) for p in prep], start, n_blocks, combine_base,
+                        _gb_chain._FANIN)
 
 
 #: Rows up to which the exact value counts of a feature are expanded to compute scikit-learn's

@@ -1,15 +1,15 @@
 """One boosting round: best-first growth of the round's trees from distributed gradient
-histograms, in a few *waves* (one graph submission each).
+histograms, in a few *waves* (steps of the chained graph of :mod:`dml.ensemble._gb_chain`).
 
 The workers keep, per block, the binned features and targets and a *state*: raw predictions,
 float32 gradients and hessians (already multiplied by the sample weight) and the mask of rows
-used this round. A wave routes the rows of newly split nodes to their children (a new,
-persisted node assignment per block) and returns the histograms (Σg, Σh, count per node,
+used this round. A wave routes the rows of newly split nodes to their children (a new node
+assignment per block) and returns the histograms (Σg, Σh, count per node,
 feature and bin) of the requested nodes, summed over the blocks in a fixed order.
 
 Best-first growth, as scikit-learn's ``TreeGrower``: the open node with the largest gain is
 split next; a child's best split is computed from its histogram as soon as the node is split.
-Doing one wave per split would cost a round trip per leaf, so each wave also *speculatively*
+Doing one wave per split would cost a wave per leaf, so each wave also *speculatively*
 expands the open nodes that may still be split (the ``max_leaf_nodes - leaves - 1`` best ones):
 their children's histograms are counted in the same pass. Splits are then committed in exactly
 scikit-learn's order; a speculative expansion that is never committed is discarded (its rows
@@ -21,12 +21,12 @@ count) is counted; the other is the parent's histogram minus it.
 """
 from __future__ import annotations
 
+import copy
 import heapq
 
 import numpy as np
-from dask import delayed, persist
 
-from dml._blocks import block_rng, broadcast, compute, tree_reduce
+from dml._blocks import block_rng
 from dml.ensemble import _gb_kernels
 from dml.tree import _kernels as _tree_kernels
 
@@ -47,7 +47,7 @@ def route_kernel(part, assign, route):
 
 
 def hist_kernel(part, state, assign, slot_map, S, nb):
-    _, g, h, use = state
+    g, h, use = state[1], state[2], state[3]
     return _gb_kernels.hist_dense(part[0], g, h, use, assign, slot_map, int(S), int(nb))
 
 
@@ -99,6 +99,16 @@ class _Tree:
                        (self.committed, False)):
             lst.append(v)
         return len(self.parent) - 1
+
+    def clone(self):
+        """A copy that can be advanced without changing this one (histograms are shared: they
+        are never modified in place)."""
+        new = copy.copy(self)
+        for k in ("parent", "depth", "G", "H", "N", "children", "split", "committed", "heap"):
+            setattr(new, k, list(getattr(self, k)))
+        new.hist = dict(self.hist)
+        new.importance = self.importance.copy()
+        return new
 
     # ---- split search ----
     def set_hist(self, node, hist):
@@ -256,75 +266,3 @@ def _route_arrays(trees, nodes_by_tree):
             mleft[ti, n] = ml
             left[ti, n], right[ti, n] = tr.children[n]
     return feature, thr, mleft, left, right
-
-
-def grow_round(prep, state, params: GrowParams, n_trees: int, rnd: int, root_hists):
-    """Grow the ``n_trees`` trees of boosting round ``rnd``.
-
-    ``root_hists`` (n_trees, d, B, 3) are the histograms of the roots (computed with the end of
-    the previous round). Returns the trees and the per-block node assignments (Delayed, the
-    routing of the last splits still to be applied by the caller via ``pending``).
-    """
-    trees = [_Tree(t, params, rnd) for t in range(n_trees)]
-    for t, tr in enumerate(trees):
-        tr.set_hist(0, root_hists[t])
-        if tr.split[0]:
-            heapq.heappush(tr.heap, (-tr.split[0][0], 0))
-    assign = [delayed(init_assign, pure=False)(p, n_trees) for p in prep]
-    unrouted = {}
-    n_waves = 0
-    while True:
-        reqs = {}
-        for t, tr in enumerate(trees):
-            if tr.done:
-                continue
-            new = unrouted.setdefault(t, [])
-            tr.advance(new)
-            if not tr.done:
-                reqs[t] = tr.requests(new)
-                if not reqs[t] and not tr.heap:
-                    tr.done = True
-        reqs = {t: r for t, r in reqs.items() if r}
-        if not reqs:
-            if all(tr.done for tr in trees):
-                break
-            raise RuntimeError("gradient boosting: growth stalled (a bug; please report it)")
-        n_waves += 1
-        counted = [(t, n) for t, r in reqs.items() for (n, src) in r if src is None]
-        M = max(len(tr.parent) for tr in trees)
-        slot_map = np.full((n_trees, M), -1, dtype=np.int32)
-        for s, (t, n) in enumerate(counted):
-            slot_map[t, n] = s
-        assign = _route(prep, assign, trees, unrouted)
-        unrouted = {}
-        parts = [delayed(hist_kernel, pure=False)(p, st, a, broadcast(slot_map), len(counted),
-                                                 params.nb)
-                 for p, st, a in zip(prep, state, assign)]
-        (total,) = compute(tree_reduce(parts, sum_hists))
-        for s, (t, n) in enumerate(counted):
-            trees[t].set_hist(n, total[s])
-        for t, r in reqs.items():
-            tr = trees[t]
-            for n, src in r:
-                if src is not None:
-                    parent, small = src
-                    tr.set_hist(n, tr.hist[parent] - tr.hist[small])
-    return trees, assign, unrouted, n_waves
-
-
-def _route(prep, assign, trees, unrouted):
-    todo = {t: ns for t, ns in unrouted.items() if ns}
-    if not todo:
-        return assign
-    params = broadcast(_route_arrays(trees, todo))
-    assign = [delayed(route_kernel, pure=False)(p, a, params) for p, a in zip(prep, assign)]
-    return list(persist(*assign))
-
-
-def finish_assign(prep, assign, trees, unrouted):
-    """Apply the routing still pending at the end of a round (lazy, not persisted)."""
-    todo = {t: ns for t, ns in unrouted.items() if ns}
-    if not todo:
-        return assign
-    params = broadcast(_route_arrays(trees, todo))
-    return [delayed(route_kernel, pure=False)(p, a, params) for p, a in zip(prep, assign)]
