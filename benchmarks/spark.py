@@ -11,6 +11,7 @@ import sys
 import warnings
 
 import numpy as np
+import scipy.sparse
 
 __all__ = ["session", "stop", "to_spark_frame", "describe", "MASTER", "DRIVER_MEMORY"]
 
@@ -68,6 +69,8 @@ def to_spark_frame(X: np.ndarray, y: np.ndarray | None, n_partitions: int):
     from pyspark.ml.feature import VectorAssembler
 
     spark = session()
+    if scipy.sparse.issparse(X):
+        return _sparse_frame(spark, X, y, n_partitions)
     cols = [f"x{j}" for j in range(X.shape[1])]
     pdf = pd.DataFrame(X, columns=cols, copy=False)
     if y is not None:
@@ -79,3 +82,24 @@ def to_spark_frame(X: np.ndarray, y: np.ndarray | None, n_partitions: int):
                  .transform(df).select(*keep).cache())
     assembled.count()  # materialise the cache now, not inside the first timed fit
     return assembled
+
+
+def _sparse_frame(spark, X, y, n_partitions: int):
+    """A cached DataFrame of ``SparseVector`` features (what HashingTF gives) from a CSR X."""
+    from pyspark.ml.linalg import SparseVector, VectorUDT
+    from pyspark.sql.types import DoubleType, StructField, StructType
+
+    X = scipy.sparse.csr_matrix(X)
+    d = X.shape[1]
+    rows = []
+    for i in range(X.shape[0]):
+        lo, hi = X.indptr[i], X.indptr[i + 1]
+        vec = SparseVector(d, X.indices[lo:hi].tolist(), X.data[lo:hi].tolist())
+        rows.append((vec,) if y is None else (vec, float(y[i])))
+    fields = [StructField("features", VectorUDT(), False)]
+    if y is not None:
+        fields.append(StructField("label", DoubleType(), False))
+    df = spark.createDataFrame(rows, StructType(fields)).repartition(n_partitions).cache()
+    del rows
+    df.count()  # materialise the cache now, not inside the first timed fit
+    return df
