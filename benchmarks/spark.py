@@ -85,21 +85,27 @@ def to_spark_frame(X: np.ndarray, y: np.ndarray | None, n_partitions: int):
 
 
 def _sparse_frame(spark, X, y, n_partitions: int):
-    """A cached DataFrame of ``SparseVector`` features (what HashingTF gives) from a CSR X."""
-    from pyspark.ml.linalg import SparseVector, VectorUDT
-    from pyspark.sql.types import DoubleType, StructField, StructType
+    """A cached DataFrame of ``SparseVector`` features (what HashingTF gives) from a CSR X.
 
-    X = scipy.sparse.csr_matrix(X)
-    d = X.shape[1]
-    rows = []
-    for i in range(X.shape[0]):
-        lo, hi = X.indptr[i], X.indptr[i + 1]
-        vec = SparseVector(d, X.indices[lo:hi].tolist(), X.data[lo:hi].tolist())
-        rows.append((vec,) if y is None else (vec, float(y[i])))
-    fields = [StructField("features", VectorUDT(), False)]
-    if y is not None:
-        fields.append(StructField("label", DoubleType(), False))
-    df = spark.createDataFrame(rows, StructType(fields)).repartition(n_partitions).cache()
-    del rows
+    Written to a temporary libsvm file and read by Spark's own libsvm source: building a
+    million SparseVector rows in Python would take far longer than any fit.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    from sklearn.datasets import dump_svmlight_file
+
+    # Kept until the run ends: Spark re-reads the file if it ever drops a cached partition.
+    folder = tempfile.mkdtemp(prefix="dml-bench-libsvm-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = os.path.join(folder, "data.libsvm")
+    labels = np.zeros(X.shape[0]) if y is None else np.asarray(y, dtype=np.float64)
+    dump_svmlight_file(scipy.sparse.csr_matrix(X), labels, path, zero_based=False)
+    df = (spark.read.format("libsvm").option("numFeatures", str(X.shape[1])).load(path)
+          .repartition(n_partitions))
+    if y is None:
+        df = df.select("features")
+    df = df.cache()
     df.count()  # materialise the cache now, not inside the first timed fit
     return df
