@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from benchmarks.registry import Arrays, Metric
 
@@ -97,16 +98,19 @@ class Dataset:
         from distributed import wait
 
         workers = sorted(self.client.scheduler_info()["workers"])
-        bounds = block_bounds(len(X), self.n_blocks)
+        bounds = block_bounds(X.shape[0], self.n_blocks)
         xs, ys = [], []
         for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
-            # Copies: a view would pickle (and keep alive) the whole parent array.
-            pieces = [np.ascontiguousarray(X[lo:hi])] + ([] if y is None else [y[lo:hi].copy()])
+            # Copies: a view would pickle (and keep alive) the whole parent array. A sparse X
+            # (scipy CSR) gives CSR blocks: slicing a CSR matrix copies.
+            xb = X[lo:hi] if sp.issparse(X) else np.ascontiguousarray(X[lo:hi])
+            pieces = [xb] + ([] if y is None else [y[lo:hi].copy()])
             futures = self.client.scatter(pieces, workers=[workers[i % len(workers)]],
                                           hash=False)
             self._futures += futures
+            meta = X[:0] if sp.issparse(X) else None
             xs.append(da.from_delayed(delayed(futures[0]), shape=(hi - lo, X.shape[1]),
-                                      dtype=X.dtype))
+                                      dtype=X.dtype, meta=meta))
             if y is not None:
                 ys.append(da.from_delayed(delayed(futures[1]), shape=(hi - lo, *y.shape[1:]),
                                           dtype=y.dtype))

@@ -11,6 +11,7 @@ import sys
 import warnings
 
 import numpy as np
+import scipy.sparse
 
 __all__ = ["session", "stop", "to_spark_frame", "describe", "MASTER", "DRIVER_MEMORY"]
 
@@ -68,6 +69,8 @@ def to_spark_frame(X: np.ndarray, y: np.ndarray | None, n_partitions: int):
     from pyspark.ml.feature import VectorAssembler
 
     spark = session()
+    if scipy.sparse.issparse(X):
+        return _sparse_frame(spark, X, y, n_partitions)
     cols = [f"x{j}" for j in range(X.shape[1])]
     pdf = pd.DataFrame(X, columns=cols, copy=False)
     if y is not None:
@@ -79,3 +82,30 @@ def to_spark_frame(X: np.ndarray, y: np.ndarray | None, n_partitions: int):
                  .transform(df).select(*keep).cache())
     assembled.count()  # materialise the cache now, not inside the first timed fit
     return assembled
+
+
+def _sparse_frame(spark, X, y, n_partitions: int):
+    """A cached DataFrame of ``SparseVector`` features (what HashingTF gives) from a CSR X.
+
+    Written to a temporary libsvm file and read by Spark's own libsvm source: building a
+    million SparseVector rows in Python would take far longer than any fit.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    from sklearn.datasets import dump_svmlight_file
+
+    # Kept until the run ends: Spark re-reads the file if it ever drops a cached partition.
+    folder = tempfile.mkdtemp(prefix="dml-bench-libsvm-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = os.path.join(folder, "data.libsvm")
+    labels = np.zeros(X.shape[0]) if y is None else np.asarray(y, dtype=np.float64)
+    dump_svmlight_file(scipy.sparse.csr_matrix(X), labels, path, zero_based=False)
+    df = (spark.read.format("libsvm").option("numFeatures", str(X.shape[1])).load(path)
+          .repartition(n_partitions))
+    if y is None:
+        df = df.select("features")
+    df = df.cache()
+    df.count()  # materialise the cache now, not inside the first timed fit
+    return df

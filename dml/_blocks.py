@@ -47,7 +47,7 @@ from dml._random import block_rng, seed_from
 
 __all__ = [
     "Blocks", "as_blocks", "default_block_rows", "compute_lengths", "column_names",
-    "with_known_rows", "register_fusable", "sparse_blocks", "SPARSE_META",
+    "with_known_rows", "register_fusable", "sparse_blocks", "empty_csr", "SPARSE_META",
     # re-exported from their own modules (see the module docstring)
     "BlockSpec", "MisalignedBlocksError", "extract_block", "check_x_layout", "is_numeric_dtype",
     "is_sparse", "is_sparse_dask", "to_csr",
@@ -76,19 +76,48 @@ def _sparse_rows(X) -> int:
     return max(1, int(BLOCK_BYTES // per_row))
 
 
-def sparse_blocks(X, chunks) -> da.Array:
-    """A Dask array whose blocks are scipy CSR matrices, cut from a local sparse matrix.
+def empty_csr(n_features: int, dtype=np.float64) -> sp.csr_matrix:
+    """A CSR matrix with no rows: the meta of a Dask array of CSR blocks, the block of an empty
+    partition."""
+    return sp.csr_matrix((0, int(n_features)), dtype=dtype)
+
+
+def sparse_blocks(X, chunks=None, *, kernel: Callable | None = None, args: tuple = (),
+                  n_features: int | None = None, dtype=None, lengths=None,
+                  name: str | None = None) -> da.Array:
+    """A Dask array whose blocks are scipy CSR matrices: the one form of sparse data in dml.
+
+    Two sources give it:
+
+    * a local sparse matrix ``X`` cut into row blocks of ``chunks`` rows (``X`` stays one graph
+      key, each block a row slice of it);
+    * a sequence ``X`` of delayed partitions (documents, lines of a libsvm file) and a
+      ``kernel(part, index, *args)`` that turns partition ``index`` into a CSR matrix of
+      ``n_features`` columns, mapped over the partitions as one graph layer (``args`` are shared
+      by every task: a large one is one key).
 
     Parameters
     ----------
-    X : scipy.sparse matrix or array, shape (n, d)
-    chunks : int or tuple of int
-        Rows per block (an int), or the row length of every block.
+    X : scipy.sparse matrix or array, or sequence of Delayed
+    chunks : int or tuple of int, optional
+        Local X: rows per block (an int), or the row length of every block.
+    kernel : callable, optional
+        Partitions: the partition → CSR function.
+    args : tuple, default=()
+        Partitions: the kernel's further arguments.
+    n_features : int, optional
+        Partitions: the number of columns of every block.
+    dtype : dtype, optional
+        Partitions: the dtype of the blocks' values.
+    lengths : array-like of int, optional
+        Partitions: the rows of each partition when known (else the row chunks are NaN).
+    name : str, optional
+        Partitions: the graph layer's name (default: after the kernel).
 
     Returns
     -------
     dask.array.Array
-        Row blocks of X as CSR (all columns in one block); its meta is a CSR matrix.
+        Row blocks as CSR (all columns in one block); its meta is an empty CSR matrix.
 
     Examples
     --------
@@ -97,11 +126,21 @@ def sparse_blocks(X, chunks) -> da.Array:
     >>> A.chunks, type(A.blocks[1].compute()).__name__
     (((4, 4, 2), (4,)), 'csr_matrix')
     """
-    X = to_csr(X)
-    rows = chunks if isinstance(chunks, int) else tuple(int(c) for c in chunks)
-    out = da.from_array(X, chunks=(rows, X.shape[1]), asarray=False, name=False,
-                        meta=X[:0])
-    return out
+    if kernel is None:
+        X = to_csr(X)
+        rows = chunks if isinstance(chunks, int) else tuple(int(c) for c in chunks)
+        return da.from_array(X, chunks=(rows, X.shape[1]), asarray=False, name=False,
+                             meta=X[:0])
+    name = name or new_name(f"{task_prefix(kernel)}-block")
+    deps: list = []
+    args = tuple(task_argument(broadcast(a), deps) for a in args)
+    layer = {}
+    for i, p in enumerate(X):
+        key = (name, i, 0)
+        layer[key] = Task(key, kernel, task_ref(p, deps), i, *args)
+    graph = layer_graph(name, layer, deps)
+    rows = (tuple(int(r) for r in lengths) if lengths is not None else (np.nan,) * len(X))
+    return da.Array(graph, name, (rows, (int(n_features),)), meta=empty_csr(n_features, dtype))
 
 
 # --------------------------------------------------------------------------------------------

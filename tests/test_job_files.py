@@ -22,7 +22,8 @@ JOB_FILES = sorted(JOBS.glob("*.yaml"))
 # Trained as written on an in-process cluster (seconds each); the others are trained on a small
 # copy (generated data shrunk to 4,000 rows, a forest of 5 trees, at most 3 epochs), everything
 # else as written.
-CHEAP = {"adult_nb.yaml", "adult_logistic.yaml", "adult_linear_svc.yaml", "synthetic_nb.yaml"}
+CHEAP = {"adult_nb.yaml", "adult_logistic.yaml", "adult_linear_svc.yaml", "synthetic_nb.yaml",
+         "text_libsvm_nb.yaml"}
 
 
 def readme_job() -> str:
@@ -114,7 +115,7 @@ def test_every_job_file_matches_the_json_schema():
     ({"scheduler": {"tls": {"ca_fil": "x"}}}, "scheduler.tls.ca_fil",
      "unknown field 'ca_fil'; did you mean 'ca_file'?"),
     ({"data": {"path": "x.csv", "format": "json"}}, "data.format",
-     "expected one of csv, tsv, parquet, got 'json'"),
+     "expected one of csv, tsv, parquet, libsvm, got 'json'"),
     ({"preprocessing": "sometimes"}, "preprocessing",
      "expected auto, none, false or null or a list of steps, got 'sometimes'"),
     ({"features": [1, 2]}, "features", "expected a list of column names"),
@@ -233,3 +234,45 @@ def test_example_jobs_do_not_need_network_or_secrets():
         if "path" in data:
             assert "://" not in data["path"], path.name
     assert os.sep not in yaml.safe_load(readme_job()).get("name", "")
+
+
+def _libsvm_glob(folder: Path) -> None:
+    """Two small libsvm files of sparse counts whose label follows the first half's mass."""
+    import scipy.sparse as sp
+    from sklearn.datasets import dump_svmlight_file
+
+    X = sp.random(120, 30, density=0.2, format="csr", random_state=0) * 5
+    y = (X[:, :15].sum(axis=1).A.ravel() > X[:, 15:].sum(axis=1).A.ravel()).astype(int)
+    folder.mkdir(parents=True, exist_ok=True)
+    for k in range(2):
+        rows = slice(60 * k, 60 * (k + 1))
+        dump_svmlight_file(X[rows], y[rows], str(folder / f"part{k}.svm"), zero_based=True)
+
+
+def test_libsvm_job_trains_on_sparse_blocks(tmp_path, capsys, inprocess_client):
+    _libsvm_glob(tmp_path / "data")
+    job = tmp_path / "job.yaml"
+    job.write_text("data: {path: data/part*.svm, options: {n_features: 30}}\n"
+                   "model: {name: multinomial_nb}\n"
+                   "split: {test_size: 0.25, random_state: 0}\n"
+                   "metrics: [accuracy, log_loss]\n")
+    code, out, err = run(capsys, "validate", job)
+    assert code == 0 and "sparse libsvm features" in out, err
+    code, out, err = run(capsys, "train", job, "--output", tmp_path / "out")
+    assert code == 0, err
+    report = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert report["rows"]["train"] + report["rows"]["evaluated"] == 120
+    assert report["metrics"]["accuracy"] > 0.6
+    model = dml.load(tmp_path / "out" / "model.dml")
+    assert model[-1].n_features_in_ == 30
+
+
+def test_libsvm_job_rejects_columns(tmp_path, capsys):
+    _libsvm_glob(tmp_path / "data")
+    job = tmp_path / "job.yaml"
+    job.write_text("data: {path: data/part*.svm}\ntarget: label\nfeatures: [a, b]\n"
+                   "preprocessing: [standard_scaler: null]\nmodel: {name: multinomial_nb}\n")
+    code, out, err = run(capsys, "validate", job)
+    assert code != 0
+    assert "libsvm data has one label, named y" in err
+    assert err.count("libsvm data has no named columns") == 2

@@ -43,6 +43,7 @@ EXPECTED_FIGURES = {
     "04-clustering.ipynb": 3,      # elbow + gap, silhouette, cluster plot
     "05-neural-network.ipynb": 3,  # sample digits, per-epoch curves, learning curve
     "06-kernel-features.ipynb": 3,  # the circles, accuracies, decision boundary
+    "07-text-classification.ipynb": 2,  # accuracies, confusion matrix
 }
 
 #: Notebooks that read the real data sets (MovieLens, UCI Adult) with dml.datasets' loaders: run

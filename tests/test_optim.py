@@ -471,3 +471,21 @@ def test_notebook_progress_renders_an_html_bar():
     assert '<progress value="3" max="4"' in page and "epoch 3/4" in page
     assert "objective 0.5" in page and "val 0.75" in page
     assert "&lt;MLP&gt;" in page and "<MLP>" not in page
+
+
+def test_large_averaged_models_take_one_round_per_epoch():
+    """Averaging rounds cost O(parameters) per stream: a model of LARGE_MODEL_PARAMS or more
+    (a linear model on hashed text) runs one round per epoch, a small one several."""
+    from dml.optim.engine import AVERAGE_ROUNDS, LARGE_MODEL_PARAMS
+    from dml.optim.schedules import Optimal
+    from dml.optim.streams import make_streams
+
+    layout = make_streams(np.array([4096, 4096, 4096]), 32, None)
+    cfg = SGDConfig(schedule=Optimal(), batch_size=32)
+    assert cfg.combine_mode == "average"
+    small = cfg.steps_per_round(layout, 100)
+    assert small == -(-max(layout.steps(s) for s in range(layout.n_streams)) // AVERAGE_ROUNDS)
+    assert cfg.steps_per_round(layout, LARGE_MODEL_PARAMS) is None
+    # Summed updates keep their short rounds whatever the size.
+    summed = SGDConfig(schedule=Optimal(), batch_size=32, combine="sum")
+    assert summed.steps_per_round(layout, LARGE_MODEL_PARAMS) is not None

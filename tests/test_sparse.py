@@ -149,6 +149,30 @@ def test_naive_bayes_dense_and_sparse_give_the_same_model(kind):
         np.testing.assert_allclose(getattr(a, attr), getattr(b, attr), rtol=1e-12, atol=1e-12)
 
 
+def test_naive_bayes_sparse_sums_with_many_classes_and_missing_classes_per_block():
+    """Per-block class sums stay sparse (the used columns only); blocks that lack some of the
+    classes, more classes than the dense one-hot path takes, and NaN counts ignored all reduce
+    to scikit-learn's counts."""
+    rng = np.random.default_rng(3)
+    n, d, k = 300, 50, 20
+    X = sp.random(n, d, density=0.1, format="csr", random_state=3) * 4
+    X.data = np.floor(X.data)
+    y = np.sort(rng.integers(0, k, n))  # sorted: each block holds a few classes only
+    w = rng.uniform(0.5, 2.0, n)
+    m = nb.MultinomialNB().fit(*dask_xy(X, y, 7, w))
+    r = skb.MultinomialNB().fit(X, y, sample_weight=w)
+    for attr in NB_ATTRS:
+        np.testing.assert_allclose(getattr(m, attr), getattr(r, attr), rtol=1e-10, atol=1e-12,
+                                   err_msg=attr)
+    Xn = X.copy()
+    Xn.data[::7] = np.nan
+    m = nb.MultinomialNB(missing="ignore").fit(*dask_xy(Xn, y, 3))
+    Xz = Xn.copy()
+    Xz.data[::7] = 0.0
+    r = skb.MultinomialNB().fit(Xz, y)
+    np.testing.assert_allclose(m.feature_count_, r.feature_count_, rtol=1e-12)
+
+
 def test_complement_nb_dense_equals_scikit_learn():
     X, y = counts()
     Xd = X.toarray()

@@ -16,3 +16,4 @@ from benchmarks.workloads import pca  # noqa: F401
 from benchmarks.workloads import gmm  # noqa: F401
 from benchmarks.workloads import knn  # noqa: F401
 from benchmarks.workloads import gbt  # noqa: F401
+from benchmarks.workloads import text  # noqa: F401

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dml.cli._data import (build_preprocessing, check_columns, evaluate_frame, fit_pipeline,
-                           generate, read_data)
+from dml.cli._data import (build_preprocessing, check_columns, evaluate_arrays, evaluate_frame,
+                           fit_arrays, fit_pipeline, generate, n_rows, read_data, read_libsvm)
 from dml.cli._errors import EXIT_USAGE, CLIError, JobError
 from dml.cli._job import has_glob, input_files, load_job, resolve_path
 
@@ -196,6 +196,9 @@ def _job_data(job):
     Reads only what Dask needs to know the columns (a sample of the first file, or the
     generator's metadata); no cluster is needed.
     """
+    if job.libsvm:
+        # Sparse features without names: nothing to check before the cluster reads the files.
+        return None, [], None
     df = generate(job) if job.generator else read_data(job.data_path, job.data_format,
                                                        job.data_options)
     features = check_columns(job, df)
@@ -218,8 +221,9 @@ def cmd_validate(args) -> int:
         except CLIError as exc:  # an unreadable job file: reported with the others
             failed.append(JobError(str(exc)))
             continue
-        print(f"{path}: valid ({job.model_name} on {job.describe_data()}, target "
-              f"{job.target!r}, {len(features)} feature column(s))")
+        what = ("sparse libsvm features" if job.libsvm else
+                f"target {job.target!r}, {len(features)} feature column(s)")
+        print(f"{path}: valid ({job.model_name} on {job.describe_data()}, {what})")
     if failed:
         raise JobError([m for exc in failed for m in exc.messages])
     return 0
@@ -243,18 +247,26 @@ def cmd_train(args) -> int:
                          ([] if job.no_preprocessing else
                           [registry.target("column_transformer")]))
         seed = None
+        data = read_libsvm(job.data_path, job.data_options) if job.libsvm else (df,)
         if job.test_size is not None:
             seed = seed_from(job.random_state)
-            train, test = train_test_split(df, test_size=job.test_size, random_state=seed,
-                                           blockwise=True)
+            parts = train_test_split(*data, test_size=job.test_size, random_state=seed,
+                                     blockwise=True)
+            train, test = parts[0::2], parts[1::2]
         else:
-            train = test = df
+            train = test = data
         status(f"fitting {job.model_name} on {job.describe_data()} ...")
         start = time.perf_counter()
-        pipeline = fit_pipeline(job, train, features, dtypes)
-        fit_seconds = time.perf_counter() - start
-        metrics, n_test, n_train = evaluate_frame(pipeline, test, features, job.target, names,
-                                                  count=train.shape[0])
+        if job.libsvm:
+            pipeline = fit_arrays(job, *train)
+            fit_seconds = time.perf_counter() - start
+            metrics, n_test = evaluate_arrays(pipeline, *test, names)
+            n_train = n_rows(train[1])
+        else:
+            pipeline = fit_pipeline(job, train[0], features, dtypes)
+            fit_seconds = time.perf_counter() - start
+            metrics, n_test, n_train = evaluate_frame(pipeline, test[0], features, job.target,
+                                                      names, count=train[0].shape[0])
     if n_test == 0:
         raise CLIError("the evaluation set is empty: the data has too few rows for "
                        f"split.test_size={job.test_size}")

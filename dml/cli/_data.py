@@ -9,12 +9,18 @@ from dml.cli._errors import JobError
 from dml.cli._job import Job, Step
 from dml.cli._schema import Errors
 
-__all__ = ["read_data", "generate", "arrays_to_frame", "check_columns", "build_preprocessing",
-           "fit_pipeline", "evaluate_frame"]
+__all__ = ["read_data", "read_libsvm", "generate", "arrays_to_frame", "check_columns",
+           "build_preprocessing", "fit_pipeline", "fit_arrays", "evaluate_frame",
+           "evaluate_arrays", "n_rows"]
 
 
 def read_data(path: str, fmt: str | None, options: dict):
     from dml import datasets
+
+    if fmt == "libsvm":
+        raise JobError("libsvm files hold sparse features without column names: train on them "
+                       "with a job file (data: {path: ..., format: libsvm}); dml evaluate and "
+                       "dml predict read CSV/TSV/Parquet tables")
 
     if fmt == "csv":
         return datasets.read_csv(path, **options)
@@ -23,6 +29,15 @@ def read_data(path: str, fmt: str | None, options: dict):
     if fmt == "parquet":
         return datasets.read_parquet(path, **options)
     return datasets.read_table(path, **options)
+
+
+def read_libsvm(path: str, options: dict):
+    """libsvm files as (X, y): a Dask array of CSR row blocks and the labels, read on the
+    workers by :func:`dml.datasets.read_svmlight` (one pass to count rows and columns)."""
+    from dml import datasets
+
+    X, y = datasets.read_svmlight(path, **options)[:2]
+    return X, y
 
 
 def _frame_block(xb, yb, columns, target):
@@ -231,6 +246,21 @@ def fit_pipeline(job: Job, train, features: list[str], dtypes):
     return Pipeline([("preprocess", ct), ("model", model)])
 
 
+def fit_arrays(job: Job, X, y):
+    """Fit the job's model (or its search) on arrays, e.g. the sparse X of libsvm data; returns
+    ``Pipeline([("model", model)])`` like :func:`fit_pipeline` with ``preprocessing: none``."""
+    from sklearn.pipeline import Pipeline
+
+    from dml import registry
+
+    model = registry.get(job.model_name)(**job.model_params)
+    if job.search:
+        model, job.search_summary = _search_model(job, model, X, y)
+    else:
+        model.fit(X, y)
+    return Pipeline([("model", model)])
+
+
 def _search_model(job: Job, model, X, y):
     """Fit ``model`` by the job's cross-validated search; returns (best model, summary)."""
     from dml.model_selection import GridSearchCV, RandomizedSearchCV
@@ -318,3 +348,29 @@ def evaluate_frame(model, df, features: list[str], target: str, names: list[str]
     if n == 0:
         return {}, 0, count
     return score_predictions(names, y_true, y_pred, proba, classes=classes), n, count
+
+
+def n_rows(a) -> int:
+    """Rows of a Dask array, counted from its blocks when a split left them unknown."""
+    if any(c != c for c in a.chunks[0]):
+        a = a.compute_chunk_sizes()
+    return int(a.shape[0])
+
+
+def evaluate_arrays(model, X, y, names: list[str]):
+    """Metrics of ``model`` on aligned Dask arrays X, y (one pass; predictions stay on the
+    workers). Returns ``(metrics, n_rows)``."""
+    import dask
+
+    from dml.model_selection import metric_info, score_predictions
+
+    classes = getattr(model, "classes_", None)
+    needs_proba = any(metric_info(n).response != "predict" for n in names) and \
+        classes is not None
+    y_pred = model.predict(X)
+    proba = model.predict_proba(X) if needs_proba else None
+    y, y_pred, proba = dask.persist(y, y_pred, proba)
+    n = n_rows(y)
+    if n == 0:
+        return {}, 0
+    return score_predictions(names, y, y_pred, proba, classes=classes), n

@@ -55,10 +55,21 @@ class Job:
     scheduler: dict = field(default_factory=dict)
     output: Path | None = None
 
+    @property
+    def libsvm(self) -> bool:
+        """Sparse libsvm data: X and y arrays instead of a dataframe of named columns."""
+        return self.data_format == "libsvm" or (
+            self.data_format is None and self.data_path is not None
+            and self.data_path.lower().rstrip("*").endswith(LIBSVM_SUFFIXES))
+
     def describe_data(self) -> str:
         if self.generator:
             return self.generator
         return self.data_path or ""
+
+
+#: File name endings read as libsvm when data.format is not given.
+LIBSVM_SUFFIXES = (".libsvm", ".svm", ".svmlight")
 
 
 def _is_url(path: str) -> bool:
@@ -133,10 +144,17 @@ def load_job(path, *, output: str | None = None) -> Job:
 
     if "target" in doc:
         job.target = doc["target"] if doc["target"] is not BAD else None
-    elif job.generator is None and not _bad(doc.get("data")):
+    elif job.generator is None and not job.libsvm and not _bad(doc.get("data")):
         c.error("target", "missing: name the label column")
     else:
         job.target = "y"
+    if job.libsvm:
+        if job.target != "y":
+            c.error("target", f"libsvm data has one label, named y; got {job.target!r}")
+        for key in ("features", "preprocessing"):
+            if key in doc and doc[key] not in ("none", False, None):
+                c.error(key, "libsvm data has no named columns: leave out features and "
+                             "preprocessing (the model trains on the sparse features as read)")
     features = doc.get("features")
     if isinstance(features, list):
         job.features = features

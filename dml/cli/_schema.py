@@ -24,7 +24,7 @@ __all__ = ["Field", "JOB_SCHEMA", "check", "json_schema", "reference_markdown", 
            "BAD", "GENERATORS", "FORMATS"]
 
 GENERATORS = ("make_classification", "make_regression", "make_blobs", "make_counts")
-FORMATS = ("csv", "tsv", "parquet")
+FORMATS = ("csv", "tsv", "parquet", "libsvm")
 
 
 class _Bad:
@@ -116,13 +116,15 @@ JOB_SCHEMA = Field("job", "map", "A dml job: data, preprocessing, model, split a
                            "or generated data", required=True, variants=(
         _variant("str", what="a path"),
         Field("", "map", fields=(
-            Field("path", "str", "CSV/TSV/Parquet file, glob or Parquet directory, relative to "
-                                 "the job file ($VARIABLES expanded; URLs such as s3://... "
-                                 "when the filesystem package is installed)"),
-            Field("format", "enum", "file format", choices=FORMATS,
-                  default="from the file extension"),
+            Field("path", "str", "CSV/TSV/Parquet/libsvm file, glob or Parquet directory, "
+                                 "relative to the job file ($VARIABLES expanded; URLs such as "
+                                 "s3://... when the filesystem package is installed)"),
+            Field("format", "enum", "file format; libsvm gives sparse features (no columns: "
+                                    "no features or preprocessing, the label is y)",
+                  choices=FORMATS, default="from the file extension (.libsvm/.svm: libsvm)"),
             Field("options", "dict", "keyword arguments of the reader (dask read_csv / "
-                                     "read_parquet), e.g. {blocksize: 16MB}"),
+                                     "read_parquet / dml.datasets.read_svmlight), e.g. "
+                                     "{blocksize: 16MB} or {n_features: 1048576}"),
             Field("generator", "enum", "instead of path: a dml.datasets generator; the features "
                                        "are x0, x1, ... and the label column y",
                   choices=GENERATORS),

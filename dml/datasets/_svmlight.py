@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from dask._task_spec import Task, TaskRef
 from dask.highlevelgraph import HighLevelGraph
 
+from dml._blocks import empty_csr
 from dml._graph import compute, map_delayed, new_name
 from dml._param_validation import Integral, Interval, StrOptions, validate
 
@@ -373,8 +374,10 @@ def _arrays(ranges, lengths, dtype, query_id, shift, n_features):
         return HighLevelGraph({parse: layer, name: keys}, {parse: set(), name: {parse}})
 
     xname, yname, qname = new_name("svmlight-X"), new_name("svmlight-y"), new_name("svmlight-qid")
+    # X and y come out of one parse task per range, so X is built here beside y rather than by
+    # sparse_blocks' kernel map (which would parse every range twice); same form, same meta.
     X = da.Array(piece(xname, 0, True), xname, (lengths, (n_features,)),
-                 meta=sp.csr_matrix((0, n_features), dtype=dtype))
+                 meta=empty_csr(n_features, dtype))
     y = da.Array(piece(yname, 1, False), yname, (lengths,), dtype=np.float64)
     if not query_id:
         return X, y

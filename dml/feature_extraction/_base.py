@@ -7,7 +7,8 @@ from sklearn.utils._param_validation import Interval as _SkInterval
 
 from dml._param_validation import Interval
 from dml.base import DaskEstimatorMixin
-from dml.feature_extraction._documents import Documents, sparse_blocks
+from dml._blocks import sparse_blocks
+from dml.feature_extraction._documents import Documents
 
 __all__ = ["dml_constraints", "SparseProducerMixin"]
 
@@ -31,5 +32,5 @@ class SparseProducerMixin(DaskEstimatorMixin):
     def _sparse_output(self, docs: Documents, kernel: Callable, *args, n_features: int, dtype):
         if docs.parts is None:
             return kernel(docs.local, None, *args)
-        return sparse_blocks(docs.parts, kernel, *args, n_features=n_features, dtype=dtype,
-                             lengths=docs.known_lengths())
+        return sparse_blocks(docs.parts, kernel=kernel, args=args, n_features=n_features,
+                             dtype=dtype, lengths=docs.known_lengths())

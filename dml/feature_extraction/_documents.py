@@ -1,4 +1,4 @@
-"""Collections of documents cut into partitions, and Dask arrays of sparse row blocks.
+"""Collections of documents cut into partitions.
 
 The producers of sparse features (:mod:`dml.feature_extraction`, :func:`dml.datasets.read_svmlight`)
 share two mechanisms, kept here:
@@ -7,16 +7,15 @@ share two mechanisms, kept here:
   one-column Dask DataFrame), a Dask Bag or a 1-D Dask array of documents and returns
   :class:`Documents`: one delayed partition per row block, plus the rows of each block when they
   are known without reading the data.
-* :func:`sparse_blocks` maps a kernel that turns one partition into a ``scipy.sparse`` CSR
-  matrix over the partitions, as one graph layer, and returns a Dask array whose blocks are those
-  matrices (row chunks labelled with their lengths when known).
+* their kernels turn one partition into a ``scipy.sparse`` CSR matrix, mapped over the
+  partitions by :func:`dml._blocks.sparse_blocks` (the one mechanism that makes Dask arrays of
+  CSR blocks).
 
 Every kernel starts with :func:`document_list`, which checks that what a partition holds are
 text documents and says which one is not (partition and position), on the worker that reads it.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import dask.array as da
@@ -24,14 +23,11 @@ import dask.bag as db
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
-from dask._task_spec import Task
 from dask.delayed import Delayed
 
-from dml._graph import (broadcast, compute, layer_graph, map_delayed, new_name, task_argument,
-                        task_prefix, task_ref)
+from dml._graph import compute, map_delayed
 
-__all__ = ["Documents", "as_documents", "document_list", "sparse_blocks", "empty_csr"]
+__all__ = ["Documents", "as_documents", "document_list"]
 
 #: Document types of ``input="content"`` (what scikit-learn's vectorizers decode).
 _TEXT_TYPES = (str, bytes)
@@ -139,28 +135,3 @@ def document_list(part, index: int | None = None, *, check_text: bool = True) ->
                         "document must be str or bytes (convert them, e.g. "
                         "docs.astype(str)).")
     return docs
-
-
-def empty_csr(n_features: int, dtype) -> sp.csr_matrix:
-    """A CSR matrix with no rows (the block of an empty partition)."""
-    return sp.csr_matrix((0, n_features), dtype=dtype)
-
-
-def sparse_blocks(parts: Sequence, kernel: Callable, *args, n_features: int, dtype,
-                  lengths: np.ndarray | None, name: str | None = None) -> da.Array:
-    """A Dask array whose block ``i`` is ``kernel(parts[i], i, *args)``, a CSR matrix.
-
-    ``args`` are shared by every task (a Delayed or a large object is one graph key). Row
-    chunks are ``lengths`` when given, else unknown (NaN).
-    """
-    name = name or new_name(f"{task_prefix(kernel)}-block")
-    deps: list = []
-    args = tuple(task_argument(broadcast(a), deps) for a in args)
-    layer = {}
-    for i, p in enumerate(parts):
-        key = (name, i, 0)
-        layer[key] = Task(key, kernel, task_ref(p, deps), i, *args)
-    graph = layer_graph(name, layer, deps)
-    rows = (tuple(int(r) for r in lengths) if lengths is not None else
-            (np.nan,) * len(parts))
-    return da.Array(graph, name, (rows, (int(n_features),)), meta=empty_csr(n_features, dtype))

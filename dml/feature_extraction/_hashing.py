@@ -6,7 +6,8 @@ from sklearn.feature_extraction import FeatureHasher as _SkFeatureHasher
 from dml._typing import Any, ArrayLike, Self
 from dml.base import fit_context
 from dml.feature_extraction._base import SparseProducerMixin, dml_constraints
-from dml.feature_extraction._documents import as_documents, document_list, empty_csr
+from dml._blocks import empty_csr
+from dml.feature_extraction._documents import as_documents, document_list
 
 __all__ = ["FeatureHasher"]
 

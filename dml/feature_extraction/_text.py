@@ -27,7 +27,8 @@ from dml._graph import map_delayed, tree_reduce
 from dml._typing import Any, ArrayLike, Self
 from dml.base import fit_context
 from dml.feature_extraction._base import SparseProducerMixin, dml_constraints
-from dml.feature_extraction._documents import as_documents, document_list, empty_csr
+from dml._blocks import empty_csr
+from dml.feature_extraction._documents import as_documents, document_list
 from dml.feature_extraction._tfidf import idf_from_counts, tfidf_dtype
 
 __all__ = ["HashingVectorizer", "CountVectorizer", "TfidfVectorizer"]

@@ -11,7 +11,7 @@ from dml._graph import map_delayed, tree_add, tree_reduce
 from dml._typing import Any, ArrayLike, Self
 from dml.base import check_is_fitted, fit_context
 from dml.feature_extraction._base import SparseProducerMixin, dml_constraints
-from dml.feature_extraction._documents import sparse_blocks
+from dml._blocks import sparse_blocks
 
 __all__ = ["TfidfTransformer", "idf_from_counts", "tfidf_dtype"]
 
@@ -174,5 +174,6 @@ class TfidfTransformer(SparseProducerMixin, _SkTfidfTransformer):
                              f"{self.n_features_in_} features as input.")
         rows = X.chunks[0]
         lengths = None if any(np.isnan(r) for r in rows) else np.asarray(rows, dtype=np.int64)
-        return sparse_blocks(_blocks_of(X), _tfidf_block, self, n_features=X.shape[1],
+        return sparse_blocks(_blocks_of(X), kernel=_tfidf_block, args=(self,),
+                             n_features=X.shape[1],
                              dtype=tfidf_dtype(X.dtype), lengths=lengths)

@@ -389,7 +389,8 @@ def _split_partition(part, seed, test_size, test, partition_info=None):
 
 
 def _split_block(block, seed, test_size, test, block_id=None):
-    mask = _test_mask(len(block), seed, block_id[0], test_size)
+    # shape[0], not len(): a CSR block (sparse X) has no len.
+    mask = _test_mask(block.shape[0], seed, block_id[0], test_size)
     return block[mask if test else ~mask]
 
 

@@ -9,7 +9,7 @@ from dml._blocks import BlockSpec
 from dml._param_validation import Integral, Interval, Real
 from dml.naive_bayes._base import _BaseDiscreteNB
 from dml.naive_bayes._kernels import (_categorical_block, _categorical_combine, _count_block,
-                                      _count_combine, _feature_label)
+                                      _count_combine, _feature_label, dense_counts)
 
 __all__ = ["MultinomialNB", "ComplementNB", "BernoulliNB", "CategoricalNB"]
 
@@ -21,12 +21,12 @@ class _CountNB(_BaseDiscreteNB):
     _non_negative = False
 
     def _reduce(self, blocks):
-        return blocks.map_reduce(_count_block, self._binarize_at, self._non_negative,
-                                 type(self).__name__, self.missing, combine=_count_combine,
-                                 with_index=True)
+        return dense_counts(blocks.map_reduce(
+            _count_block, self._binarize_at, self._non_negative, type(self).__name__,
+            self.missing, combine=_count_combine, with_index=True))
 
     def _combine(self, parts):
-        return _count_combine(parts)
+        return dense_counts(_count_combine(parts))
 
     def _empty_stats(self, classes, d):
         L = len(classes)

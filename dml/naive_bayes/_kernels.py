@@ -437,12 +437,69 @@ def _sparse_count_block(index, X, y, w, binarize, non_negative, estimator, missi
     wf = np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
     class_count = (counts.astype(np.float64) if w is None else
                    np.bincount(inverse, weights=wf, minlength=L))
-    # Y is the (weighted) one-hot label matrix as a sparse (L, n) matrix: Y @ X costs O(nnz).
-    Y = sp.csr_matrix((wf, (inverse, np.arange(n))), shape=(L, n))
-    fc = (Y @ X).toarray()
-    miss = np.zeros((L, X.shape[1])) if nan is None else (Y @ nan).toarray()
+    # The sums stay sparse (L × d CSR): with hashed text d is 2^20 and a dense L × d result per
+    # block would cost more to build, send and add than counting itself; the client densifies
+    # the reduced sums once (:func:`dense_counts`).
+    fc = _class_sums(X, inverse, wf, L)
+    miss = None if nan is None else _class_sums(nan, inverse, wf, L)
     return {"classes": classes, "class_count": class_count, "feature_count": fc,
             "missing_count": miss}
+
+
+def _class_sums(X, inverse, wf, L):
+    """Per-class weighted column sums of a CSR block as an (L, d) CSR with sorted indices.
+
+    Only the k columns the block uses are summed (X re-indexed onto them): every step is O(nnz)
+    or O(k), except one O(d) boolean scan, where a product over all d columns would allocate
+    O(d) accumulators per block.
+    """
+    n, d = X.shape
+    used = np.zeros(d, dtype=bool)
+    used[X.indices] = True
+    cols = np.flatnonzero(used).astype(X.indices.dtype)
+    k = len(cols)
+    remap = np.empty(d, dtype=X.indices.dtype)
+    remap[cols] = np.arange(k, dtype=X.indices.dtype)
+    Xc = sp.csr_matrix((X.data, remap[X.indices], X.indptr), shape=(n, k))
+    if L <= _ONEHOT_CLASSES:
+        # The (weighted) one-hot labels as a dense (n, L) matrix: Xc.T @ Y is one pass over
+        # the stored entries per class (scikit-learn's product), with an (L, k) dense result.
+        Y = np.where(inverse[:, None] == np.arange(L), wf[:, None], 0.0)
+        values = np.ascontiguousarray(np.asarray(Xc.T @ Y).T)
+        return sp.csr_matrix((values.ravel(), np.tile(cols, L), np.arange(L + 1) * k),
+                             shape=(L, d))
+    # Many classes: Y as a sparse (L, n) one-hot matrix, Y @ Xc costs O(nnz).
+    Y = sp.csr_matrix((wf, (inverse, np.arange(n))), shape=(L, n))
+    out = (Y @ Xc).tocsr()
+    out = sp.csr_matrix((out.data, cols[out.indices], out.indptr), shape=(L, d))
+    out.sort_indices()  # sorted rows add in O(nnz) (scipy's merge of canonical CSR)
+    return out
+
+
+def _add_rows(out, idx, part):
+    """``out[idx] += part`` for a dense or CSR ``part`` (None: zeros); ``out`` is an array, a
+    CSR matrix or a shape tuple standing for zeros (so may ``part`` be, from a lower level of
+    the reduction tree)."""
+    if part is None or isinstance(part, tuple):
+        return out
+    if sp.issparse(part):
+        # Row i of part becomes row idx[i] (idx increases: both label sets are sorted), so the
+        # stored entries keep their order and only the row pointers change: O(nnz), no O(d)
+        # work (a selection product would allocate O(d) accumulators).
+        L = out[0] if isinstance(out, tuple) else out.shape[0]
+        lengths = np.zeros(L, dtype=part.indptr.dtype)
+        lengths[idx] = np.diff(part.indptr)
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(part.indptr.dtype)
+        moved = sp.csr_matrix((part.data, part.indices, indptr), shape=(L, part.shape[1]))
+        if isinstance(out, tuple):
+            return moved
+        return (out + moved) if sp.issparse(out) else np.add(out, moved.toarray(), out=out)
+    if isinstance(out, tuple):
+        out = np.zeros(out)
+    elif sp.issparse(out):
+        out = out.toarray()
+    out[idx] += part
+    return out
 
 
 def _count_combine(parts):
@@ -451,12 +508,25 @@ def _count_combine(parts):
         return None
     classes = _union([p["classes"] for p in parts], "y")
     L, d = len(classes), parts[0]["feature_count"].shape[1]
-    out = {"classes": classes, "class_count": np.zeros(L), "feature_count": np.zeros((L, d)),
-           "missing_count": np.zeros((L, d))}
+    # The (L, d) tuples stand for zeros not yet allocated: sums of sparse parts stay sparse.
+    out = {"classes": classes, "class_count": np.zeros(L), "feature_count": (L, d),
+           "missing_count": (L, d)}
     for p in parts:
         idx = _positions(classes, p["classes"])
-        for k in ("class_count", "feature_count", "missing_count"):
-            out[k][idx] += p[k]
+        out["class_count"][idx] += p["class_count"]
+        for k in ("feature_count", "missing_count"):
+            out[k] = _add_rows(out[k], idx, p[k])
+    return out
+
+
+def dense_counts(stats):
+    """The reduced statistics of :func:`_count_combine` with dense (L, d) count arrays."""
+    if stats is None:
+        return None
+    out = dict(stats)
+    for k in ("feature_count", "missing_count"):
+        v = out[k]
+        out[k] = np.zeros(v) if isinstance(v, tuple) else v.toarray() if sp.issparse(v) else v
     return out
 
 

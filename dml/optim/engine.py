@@ -71,7 +71,8 @@ from dml.optim.training import (DivergedError, EpochResult, TrainConfig, diverge
 
 __all__ = ["SGDConfig", "initial_state", "train", "final_params", "epoch_plan", "run_round",
            "make_epoch_fn", "evaluate_score", "local_sgd_steps", "stream_steps_run",
-           "apply_round", "StreamRunner", "SYNC_STEPS", "AVERAGE_ROUNDS", "round_blocks"]
+           "apply_round", "StreamRunner", "SYNC_STEPS", "AVERAGE_ROUNDS",
+           "LARGE_MODEL_PARAMS", "round_blocks"]
 
 
 #: Global steps per round (all streams together) when ``local_steps`` is automatic and the
@@ -81,6 +82,11 @@ SYNC_STEPS = 256
 #: Rounds per epoch when ``local_steps`` is automatic and the parameters are averaged: the
 #: average is stable with long rounds; a few per epoch help the first epoch.
 AVERAGE_ROUNDS = 4
+#: Parameters from which an averaged fit runs one round per epoch instead: every round costs
+#: each stream O(parameters) (its private copy, its weighted share, the reduction), which for a
+#: linear model on hashed text (2^20 weights) outweighs the round's steps on sparse rows. The
+#: rule depends only on the model's size, so a sparse X and its dense copy still give one model.
+LARGE_MODEL_PARAMS = 2 ** 16
 
 COMBINES = ("auto", "sum", "average")
 
@@ -136,14 +142,17 @@ class SGDConfig:
             return self.combine
         return "average" if isinstance(self.schedule, Optimal) else "sum"
 
-    def steps_per_round(self, layout: StreamLayout) -> int | None:
-        """Stream steps per round for ``layout`` (None: the whole epoch in one round)."""
+    def steps_per_round(self, layout: StreamLayout, n_params: int = 0) -> int | None:
+        """Stream steps per round for ``layout`` (None: the whole epoch in one round) of a model
+        with ``n_params`` parameters."""
         if self.local_steps == "epoch" or layout.n_streams <= 1:
             # One stream: rounds would change nothing but the number of round trips.
             return None
         if self.local_steps is not None:
             return int(self.local_steps)
         if self.combine_mode == "average":
+            if n_params >= LARGE_MODEL_PARAMS:
+                return None
             longest = max(layout.steps(s) for s in range(layout.n_streams))
             return max(1, -(-longest // AVERAGE_ROUNDS))
         return max(1, -(-SYNC_STEPS // layout.n_streams))
@@ -289,7 +298,8 @@ def _stream_result(problem, payload, parts, s, plan: RoundPlan):
         out_slots = {k: (v - slots_in[k]) if k in _ITERATE_SLOTS else weight * v
                      for k, v in slots.items()}
     else:
-        out_params = weight * params
+        params *= weight  # a private copy: scaled in place, no second O(parameters) array
+        out_params = params
         out_slots = {k: weight * v for k, v in slots.items()}
     return {
         "params": out_params,
@@ -512,7 +522,7 @@ ROUNDS_PER_SUBMIT = 32
 def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: TrainConfig):
     """The ``epoch_fn`` of :func:`~dml.optim.training.run_epochs` for stream SGD on ``data``."""
     layout = make_streams(data.lengths, config.batch_size, config.stream_steps)
-    rounds = round_plans(layout, config.steps_per_round(layout))
+    rounds = round_plans(layout, config.steps_per_round(layout, problem.n_params))
     mode = config.combine_mode if layout.n_streams > 1 else "average"
     runner = StreamRunner(data.train.parts, layout, data.persisted, groups=data.train.groups)
     n_train = data.n_train

@@ -501,7 +501,7 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
     layouts = [group_layout(lengths[:, g], block_index[:, g], cfg) for g in range(n_groups)]
     if len({lay.starts for lay in layouts}) != 1:
         raise StreamMismatch("the groups' own fits cut their blocks into different streams")
-    steps_per_round = cfg.steps_per_round(layouts[0])
+    steps_per_round = cfg.steps_per_round(layouts[0], problem.n_params)
     plans = [round_plans(lay, steps_per_round) for lay in layouts]
     mode = cfg.combine_mode if layouts[0].n_streams > 1 else "average"
     runner = StreamRunner(blocks.parts, layouts[0], data.persisted)
