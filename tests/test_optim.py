@@ -489,3 +489,18 @@ def test_large_averaged_models_take_one_round_per_epoch():
     # Summed updates keep their short rounds whatever the size.
     summed = SGDConfig(schedule=Optimal(), batch_size=32, combine="sum")
     assert summed.steps_per_round(layout, LARGE_MODEL_PARAMS) is not None
+    # Only models whose steps cost less than their parameters: a large linear model, not a
+    # network (its steps cost a multiple of its parameters; rounds keep its first epoch good).
+    from dml.linear_model._problem import LinearProblem
+    from dml.neural_network._problem import MLPProblem
+    from dml.optim.engine import round_cost_params
+
+    assert LinearProblem.steps_cheaper_than_params and not MLPProblem.steps_cheaper_than_params
+
+    class Big:
+        n_params = LARGE_MODEL_PARAMS
+        steps_cheaper_than_params = False
+
+    assert round_cost_params(Big()) == 0
+    Big.steps_cheaper_than_params = True
+    assert round_cost_params(Big()) == LARGE_MODEL_PARAMS

@@ -313,7 +313,8 @@ def test_every_loss_of_the_compiled_kernel_matches_its_own_fit(loss, monkeypatch
 
 
 def test_search_with_sample_weight_equals_weighted_own_fits(inprocess_client):
-    """fit params reach the grid: each fold's models see their rows' weights."""
+    """fit params reach the grid: each fold's models see their rows' weights, and its
+    scorer the test rows' weights."""
     from dml.model_selection import take_rows
 
     X, y = make_classification(n_samples=900, n_features=5, random_state=2)
@@ -327,7 +328,10 @@ def test_search_with_sample_weight_equals_weighted_own_fits(inprocess_client):
         for k, (train, test) in enumerate(cv.split(X, y)):
             own = SGDClassifier(**dict(est.get_params(), **params)).fit(
                 take_rows(Xd, train), y[train], sample_weight=sw[train])
-            expected = float((np.asarray(own.predict(X[test])) == y[test]).mean())
+            # Weighted accuracy: the search passes fit's sample_weight to the scorer, as
+            # scikit-learn's does.
+            expected = float(np.average(np.asarray(own.predict(X[test])) == y[test],
+                                        weights=sw[test]))
             assert s.cv_results_[f"split{k}_test_score"][i] == pytest.approx(expected, abs=1e-12)
     # The weights matter here: without them the scores differ.
     plain = GridSearchCV(est, {"alpha": [1e-3, 1e-1]}, cv=cv, scoring="accuracy").fit(X, y)

@@ -70,6 +70,8 @@ class LinearProblem(Problem):
         Name for error messages.
     """
 
+    steps_cheaper_than_params = True
+
     def __init__(self, n_features: int, loss: Loss, *, task: str = "regression",
                  n_outputs: int = 1, fit_intercept: bool = True, classes=None,
                  class_weight=None, estimator: str = "estimator"):

@@ -72,7 +72,7 @@ from dml.optim.training import (DivergedError, EpochResult, TrainConfig, diverge
 __all__ = ["SGDConfig", "initial_state", "train", "final_params", "epoch_plan", "run_round",
            "make_epoch_fn", "evaluate_score", "local_sgd_steps", "stream_steps_run",
            "apply_round", "StreamRunner", "SYNC_STEPS", "AVERAGE_ROUNDS",
-           "LARGE_MODEL_PARAMS", "round_blocks"]
+           "LARGE_MODEL_PARAMS", "round_blocks", "round_cost_params"]
 
 
 #: Global steps per round (all streams together) when ``local_steps`` is automatic and the
@@ -519,10 +519,16 @@ def _chain_result(mode, started, top, n_groups, *results):
 ROUNDS_PER_SUBMIT = 32
 
 
+def round_cost_params(problem) -> int:
+    """The parameter count that decides the rounds per epoch (0: not a model whose rounds cost
+    more than its steps)."""
+    return problem.n_params if problem.steps_cheaper_than_params else 0
+
+
 def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: TrainConfig):
     """The ``epoch_fn`` of :func:`~dml.optim.training.run_epochs` for stream SGD on ``data``."""
     layout = make_streams(data.lengths, config.batch_size, config.stream_steps)
-    rounds = round_plans(layout, config.steps_per_round(layout, problem.n_params))
+    rounds = round_plans(layout, config.steps_per_round(layout, round_cost_params(problem)))
     mode = config.combine_mode if layout.n_streams > 1 else "average"
     runner = StreamRunner(data.train.parts, layout, data.persisted, groups=data.train.groups)
     n_train = data.n_train

@@ -36,6 +36,11 @@ __all__ = ["Problem"]
 
 class Problem:
     n_params: int = 0
+    #: True when a step costs far less than the parameter vector (a linear model's step on
+    #: sparse rows touches only their non-zero columns): averaged fits of such models with many
+    #: parameters then take one round per epoch, see ``SGDConfig.steps_per_round``. A network's
+    #: step already costs a multiple of its parameters, so it keeps its rounds.
+    steps_cheaper_than_params = False
     penalised = None
     stochastic = False
     dtype = np.float64

@@ -40,7 +40,8 @@ from dask import delayed
 from dml._blocks import block_rng, tree_add
 from dml.optim.data import TrainingData
 from dml.optim._stacked_kernels import loss_code, sgd_segment
-from dml.optim.engine import _ITERATE_SLOTS, SGDConfig, StreamRunner, round_blocks
+from dml.optim.engine import (_ITERATE_SLOTS, SGDConfig, StreamRunner, round_blocks,
+                              round_cost_params)
 from dml.optim.optimizers import SGD
 from dml.optim.penalties import StackedPenalty
 from dml.optim.schedules import StackedRate
@@ -501,7 +502,7 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
     layouts = [group_layout(lengths[:, g], block_index[:, g], cfg) for g in range(n_groups)]
     if len({lay.starts for lay in layouts}) != 1:
         raise StreamMismatch("the groups' own fits cut their blocks into different streams")
-    steps_per_round = cfg.steps_per_round(layouts[0], problem.n_params)
+    steps_per_round = cfg.steps_per_round(layouts[0], round_cost_params(problem))
     plans = [round_plans(lay, steps_per_round) for lay in layouts]
     mode = cfg.combine_mode if layouts[0].n_streams > 1 else "average"
     runner = StreamRunner(blocks.parts, layouts[0], data.persisted)
