@@ -255,13 +255,13 @@ class BaggingRegressor(_BaggingBase, RegressorMixin, BaseEstimator):
     max_samples : int or float, default 1.0
         Sample size per member (a fraction of the rows when a float), drawn with replacement.
     random_state : None, int, RandomState or Generator
+        Seeds the samples and the members' own random states.
     verbose : int, default 0
         Above 0: a progress line on stderr as each member finishes (plain lines when stderr is
         not a terminal); every member is also logged at INFO on the ``dml.ensemble`` logger.
     progress : None, False, "text", "notebook", callable or object, default None
         Progress display (see :mod:`dml.optim.progress`); a callable gets ``{"epoch": members
         finished, "unit": "member"}``.
-        Seeds the samples and the members' own random states.
 
     Examples
     --------
