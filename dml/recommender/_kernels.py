@@ -65,17 +65,19 @@ def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0=0, i0=0):
 
 
 @kernel(nogil=True)
-def sq_error_cell(u, i, r, P, Q, bu, bi, mu):
+def sq_error_cell(u, i, r, P, Q, bu, bi, mu, u0, i0):
     """Σ (r − μ − b_u − b_i − p_u·q_i)² over a cell's ratings (dense indices, all known).
 
-    One pass without temporaries: NumPy's version gathers 2k floats per rating first and took
-    longer than the SGD pass itself.
+    Rating t reads rows ``u[t] - u0`` of P, bu and ``i[t] - i0`` of Q, bi (0, 0 for the
+    whole factor matrices, the block's first user and item for its blocks). One pass without
+    temporaries: NumPy's version gathers 2k floats per rating first and took longer than the
+    SGD pass itself.
     """
     k = P.shape[1]
     sq = 0.0
     for t in range(r.shape[0]):
-        a = u[t]
-        b = i[t]
+        a = u[t] - u0
+        b = i[t] - i0
         dot = 0.0
         for f in range(k):
             dot += P[a, f] * Q[b, f]
