@@ -157,6 +157,8 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         None when they were not kept (see ``remember_seen``).
     history_ : list of dict
         Per epoch: objective, train_rmse, validation_rmse (with validation_data), seconds.
+        DSGD submits its epochs to the cluster in chains (see docs/recommender.md); the first
+        epoch of a chain carries the whole chain's seconds.
 
     Notes
     -----

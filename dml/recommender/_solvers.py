@@ -37,6 +37,8 @@ driver's product of 1.05s and 0.5s (1 without it). Unlike the paper, an epoch th
 the objective is kept, not undone: halving is enough to recover, and a rejected epoch
 would leave a hole in ``history_``.
 
+Epochs are chained on the cluster, the bold driver included (see :class:`DSGDSolver`).
+
 ALS
 ---
 Per user block (its cells accumulated one after the other, so out of core only one cell is
