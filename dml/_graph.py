@@ -29,7 +29,7 @@ from dask.highlevelgraph import HighLevelGraph
 __all__ = ["is_dask", "tree_add", "tree_reduce", "tree_depth", "reduce_levels", "map_delayed",
            "compute", "broadcast",
            "new_name", "task_prefix", "layer_graph", "task_argument", "task_ref",
-           "INLINE_BYTES"]
+           "LinkedTasks", "INLINE_BYTES"]
 
 
 def is_dask(obj) -> bool:
@@ -151,6 +151,52 @@ def task_ref(obj, deps: list):
         return None
     deps.append(obj)
     return TaskRef(obj.key)
+
+
+class LinkedTasks:
+    """One graph of tasks that read each other's results, built task by task and computed in
+    one submission: the chained iterations of k-means (:mod:`dml.cluster._chain`) and the
+    chained DSGD epochs of matrix factorisation (:mod:`dml.recommender._solvers`).
+
+    A loop that runs one step per client round trip pays, per step, the graph's construction,
+    its submission and the gathering of the results. Written as linked tasks, where a step's
+    task takes the previous step's task results as arguments, consecutive steps cost one
+    scheduler hop each. :meth:`add` returns the new task's reference, which later tasks take as
+    an argument; :meth:`arg` turns a ``Delayed`` (persisted data, a broadcast parameter) into
+    one; :meth:`compute` computes one task and everything it depends on.
+
+    Examples
+    --------
+    >>> from operator import add, mul
+    >>> chain = LinkedTasks("example")
+    >>> x = chain.add(("x", 0), add, 1, 2)
+    >>> for t in range(1, 4):
+    ...     x = chain.add(("x", t), mul, x, 2)
+    >>> chain.compute(x)
+    24
+    """
+
+    def __init__(self, prefix: str):
+        self.name = new_name(prefix)
+        self.layer: dict = {}
+        self.deps: list = []
+
+    def arg(self, obj):
+        """``obj`` as a task argument (see :func:`task_argument`)."""
+        return task_argument(obj, self.deps)
+
+    def add(self, key: tuple, func: Callable, *args) -> TaskRef:
+        """A task ``func(*args)`` under ``(name, *key)``; returns its reference."""
+        full = (self.name, *key)
+        if full in self.layer:
+            raise ValueError(f"LinkedTasks: the key {key!r} is already used")
+        self.layer[full] = Task(full, func, *args)
+        return TaskRef(full)
+
+    def compute(self, ref: TaskRef):
+        """The result of the task ``ref`` (computing what it needs of the graph)."""
+        graph = layer_graph(self.name, self.layer, self.deps)
+        return compute(Delayed(ref.key, graph, layer=self.name))[0]
 
 
 def map_delayed(func: Callable, parts: Sequence[Delayed], *args, name: str | None = None,

@@ -25,12 +25,10 @@ let the scheduler load later iterations' blocks early.
 from __future__ import annotations
 
 import numpy as np
-from dask.delayed import Delayed
-from dask.task_spec import Task, TaskRef
 
-from dml._graph import broadcast, layer_graph, new_name, task_argument, task_ref
+from dml._graph import LinkedTasks, broadcast
 from dml.cluster import _lloyd
-from dml.cluster._prepared import Prepared, compute, tree_combine
+from dml.cluster._prepared import Prepared, tree_combine
 
 __all__ = ["ITERS_PER_SUBMIT", "next_centres", "run_chain"]
 
@@ -118,26 +116,18 @@ def run_chain(data: Prepared, runs, n_iters: int) -> list:
     in the form :func:`dml.cluster._kmeans.lloyd` applies; fewer than ``n_iters`` entries when
     every run converged or a cluster became empty.
     """
-    deps: list = []
-    name = new_name("lloyd-chain")
+    chain = LinkedTasks("lloyd-chain")
     groups = [list(g) for g in data.groups]
     n_blocks = len(data.parts)
-    refs = [[task_ref(data.parts[i], deps) for i in g] for g in groups]
-    state0 = task_argument(broadcast([(r.centres, r.n_iter, r.done) for r in runs]), deps)
+    refs = [[chain.arg(data.parts[i]) for i in g] for g in groups]
+    state0 = chain.arg(broadcast([(r.centres, r.n_iter, r.done) for r in runs]))
     config = ([r.tol for r in runs], [r.max_iter for r in runs], data.d, data.dtype)
-    layer: dict = {}
     previous: list = []
+    links: list = []
     for t in range(n_iters):
-        keys = []
-        for g, own in enumerate(refs):
-            key = (name, t, g)
-            layer[key] = Task(key, _link, len(own), state0 if t == 0 else None, config, groups,
+        previous = [chain.add((t, g), _link, len(own), state0 if t == 0 else None, config, groups,
                               n_blocks, *own, *previous)
-            keys.append(TaskRef(key))
-        previous = keys
-    last = (name, "collect")
-    layer[last] = Task(last, _collect, n_iters, len(groups), groups, n_blocks,
-                       *[TaskRef((name, t, g)) for t in range(n_iters)
-                         for g in range(len(groups))])
-    (out,) = compute(Delayed(last, layer_graph(name, layer, deps), layer=name))
-    return out
+                    for g, own in enumerate(refs)]
+        links += previous
+    return chain.compute(chain.add(("collect",), _collect, n_iters, len(groups), groups,
+                                   n_blocks, *links))

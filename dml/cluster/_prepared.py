@@ -128,7 +128,14 @@ def input_placement(parts) -> list[str] | None:
     try:
         from distributed import futures_of, wait
 
-        futures = {f.key: f for p in parts for f in futures_of(p)}
+        # The blocks of one collection share its graph, and futures_of walks a whole graph:
+        # once per distinct graph, not once per block (quadratic at hundreds of blocks). The
+        # graphs are kept in the dict so that no id is reused while it is built.
+        graphs: dict = {}
+        for p in parts:
+            g = p.__dask_graph__()
+            graphs.setdefault(id(g), (g, p))
+        futures = {f.key: f for _, p in graphs.values() for f in futures_of(p)}
         if not futures:
             return None
         wait(list(futures.values()))  # still computing: their place is not known yet

@@ -9,6 +9,7 @@ they are written as files under a shared spill directory and tasks receive their
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -209,6 +210,31 @@ def _seen_block(cells, lo, hi):
     return counts, i[order]
 
 
+def _row_workers(B: int) -> list[str] | None:
+    """The worker each user block's cells are made on: block b on worker b mod W of the
+    current distributed cluster (addresses sorted), or None without one.
+
+    A DSGD sub-epoch trains the B cells (b, b + s): one per user block, so they run on
+    different workers instead of waiting for each other on one, and a user block's factors
+    stay on its worker from task to task (only item blocks travel). Placement only decides
+    where tasks run, never what they compute.
+    """
+    from dml.runtime import active_client
+
+    client = active_client()
+    if client is None or dask.base.get_scheduler() != client.get:
+        return None
+    try:
+        try:
+            workers = client.scheduler_info(n_workers=-1)["workers"]
+        except TypeError:  # older distributed: no n_workers argument
+            workers = client.scheduler_info()["workers"]
+    except Exception:  # noqa: BLE001 - an optimisation only: let the scheduler place them
+        return None
+    workers = sorted(workers)
+    return [workers[b % len(workers)] for b in range(B)] if workers else None
+
+
 def build_cells(parts, val, users, items, ub, ib, spill, remember):
     """The B² cells of the ratings, persisted on the workers (``spill`` None) or written as
     files under ``spill``; returns (cells, val, n_u, n_i, seen) with the ratings per user and
@@ -232,8 +258,13 @@ def build_cells(parts, val, users, items, ub, ib, spill, remember):
         split = [dask.delayed(_split_partition, pure=True, nout=B * B)(p, d_users, d_items, ub,
                                                                        ib, B)
                  for p in parts]
-        cells = [dask.delayed(_gather_cell, pure=True)([sp[c] for sp in split])
-                 for c in range(B * B)]
+        rows = _row_workers(B)
+        cells = []
+        for c in range(B * B):
+            where = (dask.annotate(workers=[rows[c // B]], allow_other_workers=True)
+                     if rows else contextlib.nullcontext())
+            with where:
+                cells.append(dask.delayed(_gather_cell, pure=True)([sp[c] for sp in split]))
         counts = [counts_of(cells[c], c) for c in range(B * B)]
         seen = seen_of(cells)
         cells, val, counts, seen = dask.persist(cells, val, counts, seen)

@@ -11,6 +11,14 @@ import numpy as np
 from dml._numba import kernel
 
 
+#: Ratings whose (u, i, r) :func:`sgd_cell` gathers ahead of their updates. A visiting order
+#: is a random permutation of the cell, so each rating's three values sit on three cache lines
+#: nowhere near the previous rating's; read inside the update loop they were fetched one after
+#: another (about 150 ns per rating). A tight gather loop lets the CPU fetch many at once: the
+#: same updates in the same order, four to six times faster.
+GATHER = 256
+
+
 @kernel(nogil=True)
 def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0=0, i0=0):
     """SGD updates in ``order``; P/Q/bu/bi are modified in place. Returns Σ e² (pre-update).
@@ -22,41 +30,54 @@ def sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0=0, i0=0):
     user and item: offsetting here spares a task two index arrays the size of its cell).
     """
     k = P.shape[1]
+    n = order.shape[0]
+    ga = np.empty(GATHER, np.int64)
+    gb = np.empty(GATHER, np.int64)
+    gr = np.empty(GATHER, np.float64)
     sq = 0.0
-    for t in order:
-        a = u[t] - u0
-        b = i[t] - i0
-        pred = mu
-        if use_bias:
-            pred += bu[a] + bi[b]
-        for f in range(k):
-            pred += P[a, f] * Q[b, f]
-        e = r[t] - pred
-        sq += e * e
-        if use_bias:
-            bu[a] += lr * (e - reg * bu[a])
-            bi[b] += lr * (e - reg * bi[b])
-        for f in range(k):
-            pf = P[a, f]
-            qf = Q[b, f]
-            P[a, f] = pf + lr * (e * qf - reg * pf)
-            # The old p_u in the q update.
-            Q[b, f] = qf + lr * (e * pf - reg * qf)
+    for start in range(0, n, GATHER):
+        m = min(GATHER, n - start)
+        for j in range(m):
+            t = order[start + j]
+            ga[j] = u[t] - u0
+            gb[j] = i[t] - i0
+            gr[j] = r[t]
+        for j in range(m):
+            a = ga[j]
+            b = gb[j]
+            pred = mu
+            if use_bias:
+                pred += bu[a] + bi[b]
+            for f in range(k):
+                pred += P[a, f] * Q[b, f]
+            e = gr[j] - pred
+            sq += e * e
+            if use_bias:
+                bu[a] += lr * (e - reg * bu[a])
+                bi[b] += lr * (e - reg * bi[b])
+            for f in range(k):
+                pf = P[a, f]
+                qf = Q[b, f]
+                P[a, f] = pf + lr * (e * qf - reg * pf)
+                # The old p_u in the q update.
+                Q[b, f] = qf + lr * (e * pf - reg * qf)
     return sq
 
 
 @kernel(nogil=True)
-def sq_error_cell(u, i, r, P, Q, bu, bi, mu):
+def sq_error_cell(u, i, r, P, Q, bu, bi, mu, u0, i0):
     """Σ (r − μ − b_u − b_i − p_u·q_i)² over a cell's ratings (dense indices, all known).
 
-    One pass without temporaries: NumPy's version gathers 2k floats per rating first and took
-    longer than the SGD pass itself.
+    Rating t reads rows ``u[t] - u0`` of P, bu and ``i[t] - i0`` of Q, bi (0, 0 for the
+    whole factor matrices, the block's first user and item for its blocks). One pass without
+    temporaries: NumPy's version gathers 2k floats per rating first and took longer than the
+    SGD pass itself.
     """
     k = P.shape[1]
     sq = 0.0
     for t in range(r.shape[0]):
-        a = u[t]
-        b = i[t]
+        a = u[t] - u0
+        b = i[t] - i0
         dot = 0.0
         for f in range(k):
             dot += P[a, f] * Q[b, f]

@@ -42,7 +42,7 @@ from dml.optim.state import TrainState
 from dml.optim.training import TrainConfig, run_epochs
 from dml.recommender._cells import (as_ids, bounds, build_cells, id_stats, lookup, merge_stats,
                                     predict_frame, val_partition)
-from dml.recommender._solvers import ALSSolver, DSGDSolver, sq_val
+from dml.recommender._solvers import EPOCHS_PER_SUBMIT, ALSSolver, DSGDSolver, sq_val
 
 __all__ = ["MatrixFactorization"]
 
@@ -157,6 +157,8 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         None when they were not kept (see ``remember_seen``).
     history_ : list of dict
         Per epoch: objective, train_rmse, validation_rmse (with validation_data), seconds.
+        DSGD submits its epochs to the cluster in chains (see docs/recommender.md); the first
+        epoch of a chain carries the whole chain's seconds.
 
     Notes
     -----
@@ -396,8 +398,17 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
             P[:] = 0.0  # ALS starts with the user step, which does not read P
             solver = ALSSolver(cells, val, weighted=self.weighted_reg, **common)
         else:
-            solver = DSGDSolver(cells, val, learning_rate=self.learning_rate,
-                                lr_decay=self.lr_decay, bold_driver=self.bold_driver, **common)
+            # Epochs chain on the cluster, except where the client needs every epoch's factors:
+            # callbacks and the tol rule may end the fit after any epoch, and out of core the
+            # held-out rows would stay in the workers' memory for a whole chain.
+            per_epoch = bool(self.callbacks) or self.tol is not None or (
+                spill is not None and val is not None)
+            solver = DSGDSolver(
+                cells, val, learning_rate=self.learning_rate, lr_decay=self.lr_decay,
+                bold_driver=self.bold_driver, epochs_per_submit=1 if per_epoch else
+                EPOCHS_PER_SUBMIT, max_iter=int(self.n_epochs),
+                checkpoint_every=self.checkpoint_every if self.checkpoint_dir else None,
+                **common)
         state = TrainState(params=np.zeros(0), seed=seed, arrays={
             "P": P, "Q": Q, "bu": np.zeros(nu), "bi": np.zeros(ni)})
         config = TrainConfig(

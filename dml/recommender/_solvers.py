@@ -37,6 +37,8 @@ driver's product of 1.05s and 0.5s (1 without it). Unlike the paper, an epoch th
 the objective is kept, not undone: halving is enough to recover, and a rejected epoch
 would leave a hole in ``history_``.
 
+Epochs are chained on the cluster, the bold driver included (see :class:`DSGDSolver`).
+
 ALS
 ---
 Per user block (its cells accumulated one after the other, so out of core only one cell is
@@ -51,15 +53,18 @@ from __future__ import annotations
 
 import math
 import struct
+from operator import getitem
 
 import dask
 import numpy as np
 
 from dml._blocks import block_rng
+from dml._graph import LinkedTasks, broadcast
 from dml.optim.training import EpochResult
 from dml.recommender import _kernels
 
-__all__ = ["DSGDSolver", "ALSSolver", "als_half_step", "read_cell_file", "write_cell_file"]
+__all__ = ["DSGDSolver", "ALSSolver", "als_half_step", "read_cell_file", "write_cell_file",
+           "objective", "EPOCHS_PER_SUBMIT"]
 
 #: Bold driver: step factor after an epoch that lowered / raised the training objective.
 BOLD_GROW = 1.05
@@ -138,18 +143,24 @@ def sq_val(v, P, Q, bu, bi, mu):
 
 def _sq_error(cell, P, Q, bu, bi, mu):
     u, i, r = cell_data(cell)
-    return float(_kernels.sq_error_cell(u, i, r, P, Q, bu, bi, mu))
+    return float(_kernels.sq_error_cell(u, i, r, P, Q, bu, bi, mu, 0, 0))
+
+
+def block_penalty(w, F, b) -> float:
+    """One block's share of the penalty sum: Σ_rows w (‖f‖² + b²)."""
+    return float(w @ ((F * F).sum(axis=1) + b * b))
+
+
+def objective(sse, penalties, reg: float, n: int) -> float:
+    """(Σ e² + λ Σ penalty) / n from per-cell squared errors and per-block penalty shares.
+
+    Both sums are exact (``math.fsum``), so the value does not depend on the order in which
+    cells and blocks were evaluated, on a worker or on the client.
+    """
+    return (math.fsum(sse) + reg * math.fsum(penalties)) / n
 
 
 # ---------------------------------------------------------------- task functions
-def _sgd_task(cell, P, Q, bu, bi, u0, i0, mu, lr, reg, use_bias, seed, epoch, index):
-    P, Q, bu, bi = P.copy(), Q.copy(), bu.copy(), bi.copy()
-    u, i, r = cell_data(cell)
-    order = block_rng(seed, "mf/order", epoch, index).permutation(len(r))
-    _kernels.sgd_cell(u, i, r, order, P, Q, bu, bi, mu, lr, reg, use_bias, u0, i0)
-    return P, Q, bu, bi
-
-
 def _solve(A, rhs):
     try:
         return np.linalg.solve(A, rhs[..., None])[..., 0]
@@ -251,17 +262,123 @@ class _CellSolver:
         P, Q, bu, bi, sq, vs = dask.compute(P, Q, bu, bi, sq, vs)
         st.arrays = {"P": P, "Q": Q, "bu": bu, "bi": bi}
         wu, wi = self._penalty_weights()
-        pen = wu @ ((P * P).sum(axis=1) + bu * bu) + wi @ ((Q * Q).sum(axis=1) + bi * bi)
-        sse = math.fsum(sq)
-        info = {"train_rmse": math.sqrt(sse / self.n)}
+        ub, ib = self.ub, self.ib
+        pen = [block_penalty(w[lo:hi], F[lo:hi], b[lo:hi])
+               for w, F, b, bounds in ((wu, P, bu, ub), (wi, Q, bi, ib))
+               for lo, hi in zip(bounds[:-1], bounds[1:])]
+        return objective(sq, pen, self.reg, self.n), self._info(sq, vs)
+
+    def _info(self, sse, vs):
+        """The history fields of an epoch: train and validation RMSE."""
+        info = {"train_rmse": math.sqrt(math.fsum(sse) / self.n)}
         if vs is not None:
             m = sum(v[1] for v in vs)
             info["validation_rmse"] = math.sqrt(math.fsum(v[0] for v in vs) / max(m, 1))
-        return (sse + self.reg * pen) / self.n, info
+        return info
+
+
+#: Keys of the bold driver's state in ``TrainState.extra`` (checkpointed with it).
+_GAIN, _PREVIOUS = "mf_step_gain", "mf_previous_objective"
+
+
+def bold_driver_step(learning_rate, lr_decay, driver: dict, epoch: int, lr_scale=1.0) -> float:
+    """The step of ``epoch`` (0-based): ``η₀ · gain / (1 + lr_decay · epoch)``."""
+    return learning_rate * driver.get(_GAIN, 1.0) / (1.0 + lr_decay * epoch) * lr_scale
+
+
+def bold_driver_adapt(driver: dict, objective_value: float, enabled: bool) -> dict:
+    """The driver state after an epoch with this objective: the gain × 1.05 when the objective
+    fell below the previous epoch's, × 0.5 when not (unless ``enabled`` is false)."""
+    driver = dict(driver)
+    prev = driver.get(_PREVIOUS)
+    if enabled and prev is not None:
+        driver[_GAIN] = driver.get(_GAIN, 1.0) * (
+            BOLD_GROW if objective_value < prev else BOLD_SHRINK)
+    driver[_PREVIOUS] = float(objective_value)
+    return driver
+
+
+# ---------------------------------------------------------------- chained DSGD epochs
+#: DSGD epochs submitted as one graph, at most (see :class:`DSGDSolver`).
+EPOCHS_PER_SUBMIT = 32
+#: ... and at most about this many tasks per graph (an epoch is 4 B² + 1 tasks, more with
+#: validation data), so that many blocks do not make one huge graph.
+TASKS_PER_SUBMIT = 20_000
+
+
+def _sgd_link(cell, user, item, driver, u0, i0, mu, reg, use_bias, seed, epoch, index):
+    """One cell's SGD in a chained epoch. ``user`` = (P_b, b_u) and ``item`` = (Q_c, b_i) are
+    the blocks as the previous task on them left them; ``driver["step"]`` is the epoch's step
+    (from the previous epoch's evaluation, or the client's for the first epoch of a chain)."""
+    # Copies: the inputs are results other tasks may still read (validation, evaluation).
+    P, bu = user[0].copy(), user[1].copy()
+    Q, bi = item[0].copy(), item[1].copy()
+    u, i, r = cell_data(cell)
+    order = block_rng(seed, "mf/order", epoch, index).permutation(len(r))
+    _kernels.sgd_cell(u, i, r, order, P, Q, bu, bi, mu, driver["step"], reg, use_bias, u0, i0)
+    return (P, bu), (Q, bi)
+
+
+def _eval_link(cell, user, item, u0, i0, mu, weights):
+    """A cell's Σ e² after the epoch; the diagonal cell (b, b), given ``weights`` = (w_u, w_i)
+    of block b, adds the penalty shares of user block b and item block b."""
+    (P, bu), (Q, bi) = user, item
+    u, i, r = cell_data(cell)
+    out = {"sse": float(_kernels.sq_error_cell(u, i, r, P, Q, bu, bi, mu, u0, i0)),
+           "penalty": []}
+    if weights is not None:
+        out["penalty"] = [block_penalty(weights[0], P, bu), block_penalty(weights[1], Q, bi)]
+    return out
+
+
+def _decide_link(driver, settings, epoch, *evals):
+    """The epoch's objective from its cells' evaluations, then the bold driver: the state and
+    the step the next epoch's tasks read. The client replays the same two functions."""
+    learning_rate, lr_decay, enabled, reg, n, lr_scale = settings
+    sse = [e["sse"] for e in evals]
+    pen = [p for e in evals for p in e["penalty"]]
+    state = bold_driver_adapt(driver["state"], objective(sse, pen, reg, n), enabled)
+    return {"state": state, "sse": sse, "penalty": pen,
+            "step": bold_driver_step(learning_rate, lr_decay, state, epoch + 1, lr_scale)}
+
+
+def _val_link(v, mu, n_blocks, *blocks):
+    """Squared error and count of one held-out part (``blocks``: the B user then B item
+    blocks after the epoch)."""
+    users, items = blocks[:n_blocks], blocks[n_blocks:]
+    P, bu = (np.concatenate([b[k] for b in users]) for k in (0, 1))
+    Q, bi = (np.concatenate([b[k] for b in items]) for k in (0, 1))
+    return sq_val(v, P, Q, bu, bi, mu)
+
+
+def _collect_link(n_epochs, n_val, n_blocks, *refs):
+    """Per epoch its decision and validation errors, and the factors after the last epoch."""
+    decides, refs = refs[:n_epochs], refs[n_epochs:]
+    vals = [list(refs[k * n_val:(k + 1) * n_val]) for k in range(n_epochs)]
+    blocks = refs[n_epochs * n_val:]
+    users, items = blocks[:n_blocks], blocks[n_blocks:]
+    arrays = {name: np.concatenate([b[k] for b in side])
+              for side, names in ((users, ("P", "bu")), (items, ("Q", "bi")))
+              for k, name in enumerate(names)}
+    return list(decides), vals, arrays
 
 
 class DSGDSolver(_CellSolver):
     """Distributed SGD over the B × B cells with a bold-driver step size (module docstring).
+
+    Epochs run in *chains*: up to :data:`EPOCHS_PER_SUBMIT` of them are submitted as one graph
+    (:class:`~dml._graph.LinkedTasks`), in which a cell's task reads its user and item blocks
+    from the tasks that last updated them, one evaluation task per cell computes its squared
+    error after the epoch, and one decision task per epoch turns those into the objective and
+    the bold driver's next step, which the next epoch's tasks read. An epoch thus costs
+    B + 2 scheduler hops and no round trip through the client; the factors travel between
+    workers block by block and reach the client once per chain. The client then *replays*
+    the chain epoch by epoch (history, stopping rule, checkpoints) with the same functions
+    and checks that each step the workers used is the one it computes.
+
+    A chain ends where the client needs the factors: at a checkpoint, and after every epoch
+    when callbacks or the ``tol`` stopping rule may end the fit there (``epochs_per_submit``
+    1). The model does not depend on how epochs were chained.
 
     Parameters
     ----------
@@ -273,48 +390,110 @@ class DSGDSolver(_CellSolver):
         Adapt the step after every epoch: × 1.05 when the training objective fell, × 0.5 when it
         rose. The current factor and the last objective are kept in ``state.extra`` (so they
         are checkpointed).
+    epochs_per_submit : int, default=EPOCHS_PER_SUBMIT
+        Longest chain.
+    max_iter : int, optional
+        The fit's last epoch: no chain runs past it.
+    checkpoint_every : int, optional
+        Chains end at multiples of it (when the fit writes checkpoints).
     **common
         See :class:`_CellSolver`.
     """
 
-    def __init__(self, cells, val, *, learning_rate, lr_decay, bold_driver, **common):
+    def __init__(self, cells, val, *, learning_rate, lr_decay, bold_driver,
+                 epochs_per_submit=EPOCHS_PER_SUBMIT, max_iter=None, checkpoint_every=None,
+                 **common):
         super().__init__(cells, val, **common)
         self.learning_rate = float(learning_rate)
         self.lr_decay = float(lr_decay)
         self.bold_driver = bool(bold_driver)
+        self.epochs_per_submit = int(epochs_per_submit)
+        self.max_iter = max_iter
+        self.checkpoint_every = checkpoint_every
+        self._replay: list = []
+
+    @staticmethod
+    def _driver(st) -> dict:
+        return {k: st.extra[k] for k in (_GAIN, _PREVIOUS) if k in st.extra}
 
     def step_size(self, st) -> float:
         """The step of the epoch ``st`` is about to run."""
-        gain = st.extra.get("mf_step_gain", 1.0)
-        return self.learning_rate * gain / (1.0 + self.lr_decay * st.epoch) * st.lr_scale
+        return bold_driver_step(self.learning_rate, self.lr_decay, self._driver(st), st.epoch,
+                                st.lr_scale)
 
     def adapt(self, st, objective: float) -> None:
         """Bold driver: update the step gain from this epoch's objective and the previous one."""
-        prev = st.extra.get("mf_previous_objective")
-        if self.bold_driver and prev is not None:
-            gain = st.extra.get("mf_step_gain", 1.0)
-            st.extra["mf_step_gain"] = gain * (BOLD_GROW if objective < prev else BOLD_SHRINK)
-        st.extra["mf_previous_objective"] = float(objective)
+        st.extra.update(bold_driver_adapt(self._driver(st), objective, self.bold_driver))
+
+    def chain_length(self, st) -> int:
+        """Epochs the next chain runs from ``st``."""
+        n = self.epochs_per_submit
+        if self.max_iter is not None:
+            n = min(n, self.max_iter - st.epoch)
+        if self.checkpoint_every:
+            n = min(n, self.checkpoint_every - st.epoch % self.checkpoint_every)
+        n_val = 0 if self.val is None else len(self.val)
+        n = min(n, TASKS_PER_SUBMIT // (4 * self.B ** 2 + 1 + n_val))
+        return max(n, 1)
 
     def epoch(self, st) -> EpochResult:
-        A, B, ub, ib = st.arrays, self.B, self.ub, self.ib
-        lr = self.step_size(st)
-        Pb = [A["P"][ub[b]:ub[b + 1]] for b in range(B)]
-        Qb = [A["Q"][ib[c]:ib[c + 1]] for c in range(B)]
-        bub = [A["bu"][ub[b]:ub[b + 1]] for b in range(B)]
-        bib = [A["bi"][ib[c]:ib[c + 1]] for c in range(B)]
-        shifts = block_rng(self.seed, "mf/strata", st.epoch).permutation(B)
-        for s in shifts:
-            for b in range(B):
-                c = (b + int(s)) % B
-                out = dask.delayed(_sgd_task, pure=True, nout=4)(
-                    self.cells[b * B + c], Pb[b], Qb[c], bub[b], bib[c], ub[b], ib[c], self.mu,
-                    lr, self.reg, self.use_bias, self.seed, st.epoch, b * B + c)
-                Pb[b], Qb[c], bub[b], bib[c] = out
-        cat = dask.delayed(np.concatenate, pure=True)
-        obj, info = self._finish(st, cat(Pb), cat(Qb), cat(bub), cat(bib))
+        if not self._replay:
+            self._replay = self._run_chain(st, self.chain_length(st))
+        step, decide, vals, arrays = self._replay.pop(0)
+        if step != self.step_size(st):
+            raise RuntimeError("MatrixFactorization: the chained DSGD epochs used another step "
+                               "than the client's replay computes; this is a bug in dml, "
+                               "please report it")
+        obj = objective(decide["sse"], decide["penalty"], self.reg, self.n)
         self.adapt(st, obj)
-        return EpochResult(objective=obj, learning_rate=lr, info=info)
+        if arrays is not None:
+            st.arrays = arrays
+        return EpochResult(objective=obj, learning_rate=step, info=self._info(decide["sse"], vals))
+
+    def _run_chain(self, st, n_epochs):
+        """``n_epochs`` epochs from ``st`` as one graph; per epoch (step, decision, validation
+        errors, the factors after it for the last epoch and None before)."""
+        A, B, ub, ib = st.arrays, self.B, self.ub, self.ib
+        chain = LinkedTasks("dsgd-epoch")
+        cells = [chain.arg(c) for c in self.cells]
+        val = [] if self.val is None else [chain.arg(v) for v in self.val]
+        # A block is one graph key (or embedded when small), fetched by the task that needs it.
+        users = [chain.arg(broadcast((A["P"][lo:hi], A["bu"][lo:hi])))
+                 for lo, hi in zip(ub[:-1], ub[1:])]
+        items = [chain.arg(broadcast((A["Q"][lo:hi], A["bi"][lo:hi])))
+                 for lo, hi in zip(ib[:-1], ib[1:])]
+        wu, wi = self._penalty_weights()
+        weights = [chain.arg(broadcast((wu[ub[b]:ub[b + 1]], wi[ib[b]:ib[b + 1]])))
+                   for b in range(B)]
+        settings = (self.learning_rate, self.lr_decay, self.bold_driver, self.reg, self.n,
+                    st.lr_scale)
+        driver = {"state": self._driver(st), "step": self.step_size(st)}
+        decides, vals = [], []
+        for k in range(n_epochs):
+            epoch = st.epoch + k
+            for s in block_rng(self.seed, "mf/strata", epoch).permutation(B):
+                for b in range(B):
+                    c = (b + int(s)) % B
+                    x = b * B + c
+                    out = chain.add(("sgd", epoch, x), _sgd_link, cells[x], users[b], items[c],
+                                    driver, ub[b], ib[c], self.mu, self.reg, self.use_bias,
+                                    self.seed, epoch, x)
+                    users[b] = chain.add(("user", epoch, x), getitem, out, 0)
+                    items[c] = chain.add(("item", epoch, x), getitem, out, 1)
+            evals = [chain.add(("eval", epoch, b * B + c), _eval_link, cells[b * B + c],
+                               users[b], items[c], ub[b], ib[c], self.mu,
+                               weights[b] if b == c else None)
+                     for b in range(B) for c in range(B)]
+            driver = chain.add(("decide", epoch), _decide_link, driver, settings, epoch, *evals)
+            decides.append(driver)
+            vals.append([chain.add(("val", epoch, j), _val_link, v, self.mu, B, *users, *items)
+                         for j, v in enumerate(val)])
+        out = chain.add(("collect",), _collect_link, n_epochs, len(val), B, *decides,
+                        *[v for row in vals for v in row], *users, *items)
+        decided, val_sums, arrays = chain.compute(out)
+        steps = [self.step_size(st)] + [d["step"] for d in decided[:-1]]
+        return [(steps[k], decided[k], val_sums[k] if self.val is not None else None,
+                 arrays if k == n_epochs - 1 else None) for k in range(n_epochs)]
 
 
 class ALSSolver(_CellSolver):
