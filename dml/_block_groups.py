@@ -23,7 +23,7 @@ import numpy as np
 from dask._task_spec import Task, TaskRef
 from dask.delayed import Delayed
 
-from dml._graph import (broadcast, layer_graph, new_name, reduce_levels, task_argument,
+from dml._graph import (LinkedTasks, broadcast, layer_graph, new_name, reduce_levels, task_argument,
                         task_prefix, task_ref, tree_depth, tree_reduce)
 
 #: Fan-in of the reduction tree the groups align with (``tree_reduce``'s default).
@@ -240,38 +240,30 @@ def chain_steps(fixed: Sequence[Delayed], carried: Sequence[Delayed], state, ste
     """
     if n_steps < 1:
         raise ValueError("chain_steps needs at least one step")
-    name = new_name(prefix)
-    deps: list = []
-    fixed_refs = [task_ref(f, deps) for f in fixed]
-    carried_refs = [task_ref(c, deps) for c in carried]
-    state_ref = task_argument(broadcast(state), deps)
-    states = [state_ref] * len(carried_refs)
-    layer: dict = {}
+    chain = LinkedTasks(prefix)
+    fixed_refs = [task_ref(f, chain.deps) for f in fixed]
+    carried_refs = [task_ref(c, chain.deps) for c in carried]
+    states = [chain.arg(broadcast(state))] * len(carried_refs)
     partials: list = []
+    group_refs: list = []
     for t in range(n_steps):
         new_partials = []
+        group_refs = []
         for g in range(len(carried_refs)):
-            gkey = (name, "group", t, g)
-            layer[gkey] = Task(gkey, step, fixed_refs[g], carried_refs[g], states[g],
-                               group_args[g], *partials)
+            gref = chain.add(("group", t, g), step, fixed_refs[g], carried_refs[g], states[g],
+                             group_args[g], *partials)
+            group_refs.append(gref)
             # The next step's task indexes this output itself (no task of its own): the
             # carried data and state never leave the worker.
-            carried_refs[g] = Task(None, _step_output, TaskRef(gkey), 0)
-            states[g] = Task(None, _step_output, TaskRef(gkey), 1)
-            pkey = (name, "partial", t, g)
-            layer[pkey] = Task(pkey, _step_output, TaskRef(gkey), 2)
-            new_partials.append(TaskRef(pkey))
+            carried_refs[g] = Task(None, _step_output, gref, 0)
+            states[g] = Task(None, _step_output, gref, 1)
+            new_partials.append(chain.add(("partial", t, g), _step_output, gref, 2))
         partials = new_partials
-    ckeys = []
-    for g in range(len(carried_refs)):
-        key = (name, "carried", g)
-        layer[key] = Task(key, _step_output, TaskRef((name, "group", n_steps - 1, g)), 0)
-        ckeys.append(key)
-    rkey = (name, "finish")
-    layer[rkey] = Task(rkey, finish, states[0], *partials)
-    graph = layer_graph(name, layer, deps)
-    return ([Delayed(k, graph, layer=name) for k in ckeys],
-            Delayed(rkey, graph, layer=name))
+    carried_out = [chain.add(("carried", g), _step_output, gref, 0)
+                   for g, gref in enumerate(group_refs)]
+    result = chain.add(("finish",), finish, states[0], *partials)
+    *carried_delayed, result_delayed = chain.delayed(*carried_out, result)
+    return carried_delayed, result_delayed
 
 
 # ---------------------------------------------------------------- any contiguous ranges

@@ -195,8 +195,12 @@ class LinkedTasks:
 
     def compute(self, ref: TaskRef):
         """The result of the task ``ref`` (computing what it needs of the graph)."""
+        return compute(self.delayed(ref)[0])[0]
+
+    def delayed(self, *refs: TaskRef) -> list[Delayed]:
+        """The tasks ``refs`` as Delayed objects of one graph (to persist or compute later)."""
         graph = layer_graph(self.name, self.layer, self.deps)
-        return compute(Delayed(ref.key, graph, layer=self.name))[0]
+        return [Delayed(r.key, graph, layer=self.name) for r in refs]
 
 
 def map_delayed(func: Callable, parts: Sequence[Delayed], *args, name: str | None = None,
