@@ -213,7 +213,7 @@ def split_rows_kernel(merged, first_slot, feat_sel, depth, n_root, spec: GrowSpe
                      feat_sel, depth, spec)
     ident = np.broadcast_to(np.arange(F, dtype=np.int64), (S, F)).copy()
     keys, vals = _kernels.hist_sparse(bins, ys, wts, np.zeros((1, 1), dtype=np.uint8), False,
-                                      local.astype(np.int32)[:, None], ident, int(spec.nb),
+                                      local.astype(np.int32).reshape(-1, 1), ident, int(spec.nb),
                                       int(spec.n_channels), bool(spec.classify))
     s_i, loc = np.divmod(keys, F * (spec.nb + 1))
     return split_level(s_i, loc, vals, feat_sel, depth, n_root, spec)
