@@ -9,11 +9,16 @@ Per level, for all open nodes of all trees being grown together:
    ``(slot, feature, bin, class)`` indices, the weighted class counts (classification) or
    ``(w, w·y, w·y²)`` (regression) of its rows in every open node; the block results are summed
    in the fixed tree order;
-3. *split* (client): the best split of every open node, vectorised over nodes, features and bins.
+3. *split*: the best split of every open node, vectorised over nodes, features and bins.
 
 When every node sees every feature (``max_features`` = all, e.g. a single tree), only the smaller
-child of a pair of open siblings is counted; the other is the parent's histogram minus it.
-With per-node feature sampling the siblings draw different features, so both are counted.
+child of a pair of open siblings is counted; the other is the parent's histogram minus it, and
+the split is found on the client, which keeps the parents' histograms. With per-node feature
+sampling the siblings draw different features, so both are counted; then each key range of the
+merged histograms is split on a worker (:func:`split_kernel`) and only the chosen splits travel.
+At deep levels, when a node's rows are a smaller message than the blocks' histograms of it
+(:func:`_rows_are_smaller`), the blocks send the rows and the split is found straight from them
+(:func:`split_rows_kernel`).
 
 Missing values (bin :data:`~dml.tree._binning.MISSING`): for every candidate threshold both
 directions are scored and the missing rows go to the child with the higher gain (the learned
