@@ -575,25 +575,26 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
                 assign = list(persist(*assign))
         to_count = [key for key in pending if key not in derived]
         M_nodes = max(len(tr.left) for tr in trees)
-        feat_of = {}
-        if all_feats:
-            for key in pending:
-                feat_of[key] = np.arange(d)
-        else:
-            # One generator per (tree, level); its nodes draw in node order.
-            by_tree = {}
-            for (t, n) in pending:
-                by_tree.setdefault(t, []).append(n)
-            for t, ns in by_tree.items():
-                rng = block_rng(spec.seed, "features", int(tree_ids[t]), level)
-                draws = np.sort(np.argsort(rng.random((len(ns), d)), axis=1)
-                                [:, :spec.max_features], axis=1)
-                for n, row in zip(sorted(ns), draws):
-                    feat_of[(t, n)] = row
         slot_map = np.full((n_trees, M_nodes), -1, dtype=np.int32)
-        for s_, (t, n) in enumerate(to_count):
-            slot_map[t, n] = s_
-        feat_sel = np.stack([feat_of[key] for key in to_count])
+        if all_feats:
+            feat_sel = np.broadcast_to(np.arange(d), (len(to_count), d)).copy()
+        else:
+            # One generator per (tree, level); its nodes draw in node order. Every pending node
+            # is counted here (to_count is pending).
+            t_arr = np.fromiter((t for t, _ in pending), np.int64, len(pending))
+            n_arr = np.fromiter((n for _, n in pending), np.int64, len(pending))
+            order = np.lexsort((n_arr, t_arr))
+            trees_here, counts = np.unique(t_arr, return_counts=True)
+            draws = []
+            for t, c in zip(trees_here.tolist(), counts.tolist()):
+                rng = block_rng(spec.seed, "features", int(tree_ids[t]), level)
+                draws.append(np.sort(np.argsort(rng.random((c, d)), axis=1)
+                                     [:, :spec.max_features], axis=1))
+            feat_sel = np.empty((len(pending), spec.max_features), dtype=np.int64)
+            feat_sel[order] = np.concatenate(draws)
+        t_c = np.fromiter((t for t, _ in to_count), np.int64, len(to_count))
+        n_c = np.fromiter((n for _, n in to_count), np.int64, len(to_count))
+        slot_map[t_c, n_c] = np.arange(len(to_count), dtype=np.int32)
         args = [broadcast(slot_map), broadcast(feat_sel), nb, C, spec.classify]
         # Slot ranges: whole slots per range, so the concatenated ranges are the sorted result.
         R = MERGE_RANGES
@@ -629,7 +630,7 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
             loc = np.concatenate([hists[kk][0] for kk in keys]) if P else np.zeros(0, np.int64)
             vals = np.concatenate([hists[kk][1] for kk in keys]) if P else np.zeros((0, C))
             s_i = np.repeat(np.arange(P), lens)
-            feat_p = np.stack([feat_of[kk] for kk in keys])
+            feat_p = np.broadcast_to(np.arange(d), (P, d)).copy()
             res = [split_level(s_i, loc, vals, feat_p, depth_p, nroot_p, spec)]
             offsets = [0]
         else:
