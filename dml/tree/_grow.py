@@ -152,10 +152,10 @@ def _call_hist_ranges(part, assign, boot, key_bounds, *args):
                  for i in range(len(key_bounds) - 1))
 
 
-#: A deep node's rows (its slot, bins of its features, target, weight) take about
-#: ``F + 20`` bytes per row; its histogram ``8 · (C + 1)`` bytes per occupied (feature, bin)
-#: cell, of which there are up to ``F`` per row. Below a few hundred rows per node the rows are
-#: the smaller message, and :func:`_rows_are_smaller` sends them instead.
+#: A node's rows (slot, bins of its features, target, weight) take about ``F + 20`` bytes per
+#: row; each block's histogram of it ``8 · (C + 1)`` bytes per occupied (feature, bin) cell, up
+#: to ``F`` per row of the block. Once nodes have few rows per block, the rows are the smaller
+#: message and :func:`_rows_are_smaller` sends them instead.
 ROW_BYTES_EXTRA = 20
 
 
@@ -186,8 +186,10 @@ def combine_rows(parts):
 
 def split_rows_kernel(merged, first_slot, feat_sel, depth, n_root, spec: GrowSpec):
     """:func:`split_level` for one slot range of a level whose rows were merged instead of
-    their histograms: the histograms are counted here from the rows, with the same kernel the
-    blocks use (a cell sums its rows in block order, then row order)."""
+    their histograms. Gini and squared error without categorical features: one numba pass from
+    each node's rows to its best split (:func:`dml.tree._kernels.best_from_rows`); otherwise
+    the histograms are counted here with the blocks' kernel. Either way a node's sums run over
+    its rows in block order, then row order."""
     slot, bins, ys, wts = merged
     S, F = feat_sel.shape
     local = slot.astype(np.int64) - first_slot
