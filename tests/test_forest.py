@@ -193,7 +193,7 @@ def test_rows_and_histogram_levels_grow_the_same_forest(client, monkeypatch):
     X_tr, _, y_tr, _ = _data(n=900)
     w = np.random.default_rng(0).integers(1, 3, len(y_tr)).astype(float)
     Xd = da.from_array(X_tr, chunks=(150, -1))
-    params = dict(n_estimators=5, max_depth=7, random_state=2)
+    params = dict(n_estimators=3, max_depth=6, random_state=2)
     default = RandomForestClassifier(**params).fit(Xd, y_tr, sample_weight=w)
     fits = {}
     for name, extra in (("rows", -10**9), ("histograms", 10**9)):
@@ -204,7 +204,7 @@ def test_rows_and_histogram_levels_grow_the_same_forest(client, monkeypatch):
     # Regression: with an integer target the sums of w·y and w·y² are exact too. (With a real
     # target the two forms sum in different orders, and exact ties between candidates, common
     # in small nodes, can then resolve either way.)
-    reg = dict(n_estimators=3, max_depth=6, max_features=0.5, random_state=0)
+    reg = dict(n_estimators=2, max_depth=5, max_features=0.5, random_state=0)
     yr = np.round(X_tr[:, 0] * 3) + np.round(X_tr[:, 1])
     monkeypatch.setattr(_grow, "ROW_BYTES_EXTRA", -10**9)
     rows = RandomForestRegressor(**reg).fit(Xd, yr)
