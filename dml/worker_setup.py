@@ -78,6 +78,10 @@ def _signatures():
             (trees, "merge_sum", (i1, f2, i1)),
             (trees, "best_candidates", (i1, i1, f2, f2, f3, f1, i64, b)),
             (trees, "split_scores", (f2, f2, f2, b1, f1, i64, b)),                 # categorical
+            (trees, "rows_by_slot", (u2, f1, u2, b, i32_2, i2)),
+            (trees, "order_by_slot", (i1, i64)),
+            (trees, "best_from_rows", (i1, u2, i1, f1, i64, i64, i64, b, i64, b)),  # classes
+            (trees, "best_from_rows", (i1, u2, f1, f1, i64, i64, i64, b, i64, b)),  # regression
         ],
         "stacked_sgd": [
             ("dml.optim._stacked_kernels", "sgd_segment",

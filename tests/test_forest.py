@@ -182,3 +182,51 @@ def test_bagging_regressor_and_sample_size():
     assert bag.score(X, y) > 0.8
     with pytest.raises(ValueError, match="max_samples"):
         BaggingRegressor(max_samples=0).fit(X, y)
+
+
+def test_rows_and_histogram_levels_grow_the_same_forest(client, monkeypatch):
+    # Deep levels send each node's rows instead of its histograms when they are the smaller
+    # message. With integer weights every sum is exact, so forcing either form at every level
+    # must grow the same forest as the default choice.
+    from dml.tree import _grow
+
+    X_tr, _, y_tr, _ = _data(n=900)
+    w = np.random.default_rng(0).integers(1, 3, len(y_tr)).astype(float)
+    Xd = da.from_array(X_tr, chunks=(150, -1))
+    params = dict(n_estimators=3, max_depth=6, random_state=2)
+    default = RandomForestClassifier(**params).fit(Xd, y_tr, sample_weight=w)
+    fits = {}
+    for name, extra in (("rows", -10**9), ("histograms", 10**9)):
+        monkeypatch.setattr(_grow, "ROW_BYTES_EXTRA", extra)
+        fits[name] = RandomForestClassifier(**params).fit(Xd, y_tr, sample_weight=w)
+    _assert_same_nodes(fits["rows"].nodes_, default.nodes_)
+    _assert_same_nodes(fits["histograms"].nodes_, default.nodes_)
+    # Regression: with an integer target the sums of w·y and w·y² are exact too. (With a real
+    # target the two forms sum in different orders, and exact ties between candidates, common
+    # in small nodes, can then resolve either way.)
+    reg = dict(n_estimators=2, max_depth=5, max_features=0.5, random_state=0)
+    yr = np.round(X_tr[:, 0] * 3) + np.round(X_tr[:, 1])
+    monkeypatch.setattr(_grow, "ROW_BYTES_EXTRA", -10**9)
+    rows = RandomForestRegressor(**reg).fit(Xd, yr)
+    monkeypatch.setattr(_grow, "ROW_BYTES_EXTRA", 10**9)
+    hist = RandomForestRegressor(**reg).fit(Xd, yr)
+    _assert_same_nodes(rows.nodes_, hist.nodes_)
+
+
+def test_forest_from_rows_with_fractional_weights_is_the_same_on_any_cluster(client,
+                                                                              monkeypatch):
+    # Fractional weights: a node's rows are summed in block order, then row order, whatever
+    # worker holds them, so the distributed fit equals the single-threaded one.
+    import dask
+
+    from dml.tree import _grow
+
+    monkeypatch.setattr(_grow, "ROW_BYTES_EXTRA", -10**9)
+    X_tr, _, y_tr, _ = _data(n=700)
+    w = np.random.default_rng(1).random(len(y_tr)) + 0.1
+    params = dict(n_estimators=4, max_depth=6, random_state=5)
+    Xd = da.from_array(X_tr, chunks=(100, -1))
+    ours = RandomForestClassifier(**params).fit(Xd, y_tr, sample_weight=w)
+    with dask.config.set(scheduler="sync"):
+        local = RandomForestClassifier(**params).fit(Xd, y_tr, sample_weight=w)
+    _assert_same_nodes(ours.nodes_, local.nodes_)

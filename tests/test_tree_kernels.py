@@ -230,3 +230,41 @@ def test_fused_best_splits_equal_numpy_path(crit):
     assert fused[0].any()
     for a, b in zip(fused[:7], ref[:7]):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("crit", ["gini", "squared_error"])
+def test_split_from_rows_equals_histogram_path(crit):
+    # Deep levels send rows instead of histograms; the fused pass from the rows to the best
+    # split must give what counting their histograms and scanning them gives (integer weights:
+    # every sum is exact, so bit for bit). The histogram path runs when some feature is
+    # categorical; marking one that no node uses changes nothing else.
+    from dml.tree._grow import GrowSpec, split_rows_kernel
+
+    rng = np.random.default_rng(7)
+    S, d, F, nb, m = 40, 9, 3, 12, 3000
+    classify = crit == "gini"
+    C = 2 if classify else 3
+    slot = np.sort(rng.integers(0, S, m)).astype(np.int32) + 5  # the range starts at slot 5
+    bins = rng.integers(0, nb, (m, F)).astype(np.uint8)
+    bins[rng.random((m, F)) < 0.05] = MISSING
+    ys = rng.integers(0, 2, m).astype(np.intp) if classify else rng.integers(-3, 4, m) * 1.0
+    wts = rng.integers(1, 4, m).astype(np.float64)
+    # Blocks' rows arrive concatenated, each block grouped by slot: shuffle two "blocks".
+    half = m // 2
+    order = np.r_[np.argsort(slot[:half], kind="stable"), half + np.argsort(slot[half:],
+                                                                           kind="stable")]
+    merged = (slot[order], bins[order], ys[order], wts[order])
+    feat_sel = np.sort(np.argsort(rng.random((S, d - 1)), axis=1)[:, :F], axis=1)
+    depth = np.full(S, 3)
+    kw = dict(classify=classify, n_channels=C, criterion=crit, max_depth=None,
+              min_samples_split=2, min_samples_leaf=3, min_impurity_decrease=0.0,
+              max_features=F, n_bins=np.full(d, nb), edges=None, seed=0)
+    is_cat = np.zeros(d, bool)
+    fused = split_rows_kernel(merged, 5, feat_sel, depth, np.full(S, 500.0),
+                              GrowSpec(is_cat=is_cat, **kw))
+    is_cat[d - 1] = True  # never selected
+    ref = split_rows_kernel(merged, 5, feat_sel, depth, np.full(S, 500.0),
+                            GrowSpec(is_cat=is_cat, **kw))
+    assert len(fused[1]) > S // 2
+    for a, b in zip(fused[:12], ref[:12]):
+        assert np.array_equal(a, b)

@@ -9,11 +9,16 @@ Per level, for all open nodes of all trees being grown together:
    ``(slot, feature, bin, class)`` indices, the weighted class counts (classification) or
    ``(w, w·y, w·y²)`` (regression) of its rows in every open node; the block results are summed
    in the fixed tree order;
-3. *split* (client): the best split of every open node, vectorised over nodes, features and bins.
+3. *split*: the best split of every open node, vectorised over nodes, features and bins.
 
 When every node sees every feature (``max_features`` = all, e.g. a single tree), only the smaller
-child of a pair of open siblings is counted; the other is the parent's histogram minus it.
-With per-node feature sampling the siblings draw different features, so both are counted.
+child of a pair of open siblings is counted; the other is the parent's histogram minus it, and
+the split is found on the client, which keeps the parents' histograms. With per-node feature
+sampling the siblings draw different features, so both are counted; then each key range of the
+merged histograms is split on a worker (:func:`split_kernel`) and only the chosen splits travel.
+At deep levels, when a node's rows are a smaller message than the blocks' histograms of it
+(:func:`_rows_are_smaller`), the blocks send the rows and the split is found straight from them
+(:func:`split_rows_kernel`).
 
 Missing values (bin :data:`~dml.tree._binning.MISSING`): for every candidate threshold both
 directions are scored and the missing rows go to the child with the higher gain (the learned
@@ -147,6 +152,98 @@ def _call_hist_ranges(part, assign, boot, key_bounds, *args):
                  for i in range(len(key_bounds) - 1))
 
 
+#: A node's rows (slot, bins of its features, target, weight) take about ``F + 20`` bytes per
+#: row; each block's histogram of it ``8 · (C + 1)`` bytes per occupied (feature, bin) cell, up
+#: to ``F`` per row of the block. Once nodes have few rows per block, the rows are the smaller
+#: message and :func:`_rows_are_smaller` sends them instead.
+ROW_BYTES_EXTRA = 20
+
+
+def _call_rows_ranges(part, assign, boot, slot_bounds, slot_map, feat_sel):
+    """The entries of the requested slots as rows (see :func:`dml.tree._kernels.rows_by_slot`),
+    cut at ``slot_bounds`` into ``len(slot_bounds) - 1`` pieces ``(slot, bins, y, w)``."""
+    xb, y, w = part
+    slots = _kernels.slots_of_rows(assign, slot_map)
+    has_boot = boot is not None
+    bt = boot if has_boot else np.zeros((1, 1), dtype=np.uint8)
+    slot, rows, wts, bins = _kernels.rows_by_slot(
+        xb, np.asarray(w, dtype=np.float64), bt, has_boot, slots,
+        np.ascontiguousarray(feat_sel, dtype=np.int64))
+    ys = y[rows]
+    cut = np.searchsorted(slot, slot_bounds)
+    return tuple((slot[cut[i]:cut[i + 1]], bins[cut[i]:cut[i + 1]], ys[cut[i]:cut[i + 1]],
+                  wts[cut[i]:cut[i + 1]]) for i in range(len(slot_bounds) - 1))
+
+
+def combine_rows(parts):
+    """Concatenate the rows of several blocks in block order (the parts' order): grouped by
+    slot later, by a stable sort (:func:`split_rows_kernel`), within a slot they are in block
+    order, then row order."""
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
+
+
+def split_rows_kernel(merged, first_slot, feat_sel, depth, n_root, spec: GrowSpec):
+    """:func:`split_level` for one slot range of a level whose rows were merged instead of
+    their histograms. Gini and squared error without categorical features: one numba pass from
+    each node's rows to its best split (:func:`dml.tree._kernels.best_from_rows`); otherwise
+    the histograms are counted here with the blocks' kernel. Either way a node's sums run over
+    its rows in block order, then row order."""
+    slot, bins, ys, wts = merged
+    S, F = feat_sel.shape
+    local = slot.astype(np.int64) - first_slot
+    order = _kernels.order_by_slot(local, S)
+    # Gathered once: the scans below then read each slot's rows sequentially.
+    local, bins, ys, wts = local[order], bins[order], ys[order], wts[order]
+    crit = spec.criterion
+    if crit in ("gini", "squared_error") and not np.any(spec.is_cat):
+        # One pass from the rows to each node's best split (no histogram cells in between).
+        tot, kb, pb, g1, g2, Lb, Mb = _kernels.best_from_rows(
+            local, bins, ys, np.ascontiguousarray(wts, dtype=np.float64), S, int(spec.nb),
+            int(spec.n_channels), bool(spec.classify), max(spec.min_samples_leaf, 0),
+            crit == "squared_error")
+        n_root = np.where(np.isnan(n_root), node_weight(tot, crit), n_root)
+        splittable, _ = _can_split_many(tot, depth, spec)
+        sel = np.nonzero(splittable & (kb >= 0))[0]
+        C = tot.shape[1]
+        gain = np.full(len(sel), -np.inf)
+        k = np.zeros(len(sel), dtype=np.int64)
+        p = np.zeros(len(sel), dtype=np.int64)
+        mleft = np.zeros(len(sel), dtype=bool)
+        left = np.zeros((len(sel), C))
+        _finish_splits(np.arange(len(sel)), g1[sel], g2[sel], kb[sel], pb[sel], Lb[sel],
+                       Mb[sel], tot[sel], crit, gain, k, p, mleft, left)
+        right = tot[sel] - left
+        valid = np.isfinite(gain) & (gain / n_root[sel] + _EPS >= spec.min_impurity_decrease)
+        return _pack(tot, sel, valid, gain, k, p, mleft, left, right, [None] * len(sel),
+                     feat_sel, depth, spec)
+    ident = np.broadcast_to(np.arange(F, dtype=np.int64), (S, F)).copy()
+    keys, vals = _kernels.hist_sparse(bins, ys, wts, np.zeros((1, 1), dtype=np.uint8), False,
+                                      local.astype(np.int32).reshape(-1, 1), ident, int(spec.nb),
+                                      int(spec.n_channels), bool(spec.classify))
+    s_i, loc = np.divmod(keys, F * (spec.nb + 1))
+    return split_level(s_i, loc, vals, feat_sel, depth, n_root, spec)
+
+
+def _rows_are_smaller(trees, pending, roots, spec: GrowSpec, F: int, n_blocks: int) -> bool:
+    """Whether this level's rows are a smaller message than its histograms, by each node's
+    expected row count (its weight's share of its tree's root times the rows of the data),
+    spread evenly over the blocks: every block sends its own histogram of a node, with up to
+    ``F`` cells per row and at most ``F · (nb + 1)``. Depends only on the grown nodes, so the
+    choice (which only changes the order in which a node's rows are summed, see
+    :func:`split_rows_kernel`) is the same on any cluster."""
+    if spec.n_rows is None or not len(pending):
+        return False
+    t_idx = np.fromiter((t for t, _ in pending), np.int64, len(pending))
+    w = node_weight(np.stack([trees[t].stats[n] for t, n in pending]), spec.criterion)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(roots[t_idx] > 0, w / roots[t_idx], 0.0) * spec.n_rows
+    per_block = np.minimum(r / n_blocks * F, F * (spec.nb + 1))
+    cells = n_blocks * per_block * 8 * (spec.n_channels + 1)
+    return float((r * (F + ROW_BYTES_EXTRA)).sum()) < float(cells.sum())
+
+
 # --------------------------------------------------------------------------------------------
 # client side
 # --------------------------------------------------------------------------------------------
@@ -156,10 +253,17 @@ class GrowSpec:
 
     def __init__(self, *, classify, n_channels, criterion, max_depth, min_samples_split,
                  min_samples_leaf, min_impurity_decrease, max_features, n_bins, is_cat, edges,
-                 seed):
+                 seed, n_rows=None):
         self.__dict__.update(locals())
         del self.__dict__["self"]
         self.nb = int(max(1, np.max(n_bins))) if len(n_bins) else 1
+
+    def lite(self) -> GrowSpec:
+        """A copy without the bin edges, which :func:`split_level` does not need: small enough
+        to travel inside every split task."""
+        out = object.__new__(GrowSpec)
+        out.__dict__.update(self.__dict__, edges=None)
+        return out
 
 
 class _Tree:
@@ -320,6 +424,20 @@ def _best_splits(s_i, k_i, b_i, vals, M, tot, feat_sel, spec: GrowSpec, n_root):
     return valid, gain, k, p, mleft, left, right, cats
 
 
+def _finish_splits(sl, g1, g2, kb, pb, Lb, Mb, tot, crit, gain, k, p, mleft, left):
+    """Fill the outputs of nodes ``sl`` from their best candidates: gains ``g1``/``g2``
+    (missing rows right/left), feature ``kb``, bin ``pb``, left statistics ``Lb`` and missing
+    bin ``Mb``. Missing rows go to the better side, or on a tie to the heavier child."""
+    gain[sl] = np.maximum(g1, g2)
+    k[sl], p[sl] = kb, pb
+    use_left = g2 > g1
+    tie = (g2 == g1) | ~(node_weight(Mb, crit) > 0)
+    heavier_left = node_weight(Lb, crit) >= node_weight(tot[sl] - Lb - Mb, crit)
+    ml = np.where(tie, heavier_left, use_left)
+    mleft[sl] = ml
+    left[sl] = np.where(ml[:, None], Lb + Mb, Lb)
+
+
 def _best_splits_fused(s_i, k_i, b_i, vals, M, tot, spec: GrowSpec, n_root):
     """:func:`_best_splits` without categorical features, for gini and squared error: the
     candidate scan is one numba pass (:func:`dml.tree._kernels.best_candidates`) instead of
@@ -339,18 +457,68 @@ def _best_splits_fused(s_i, k_i, b_i, vals, M, tot, spec: GrowSpec, n_root):
             np.ascontiguousarray(weighted_impurity(tot, crit)), max(spec.min_samples_leaf, 0),
             crit == "squared_error")
         sl = s_i[best]
-        gain[sl] = np.maximum(g1, g2)
-        k[sl], p[sl] = k_i[best], b_i[best]
-        Mb = M[sl, k_i[best]]
-        use_left = g2 > g1
-        tie = (g2 == g1) | ~(node_weight(Mb, crit) > 0)
-        heavier_left = node_weight(Lb, crit) >= node_weight(tot[sl] - Lb - Mb, crit)
-        ml = np.where(tie, heavier_left, use_left)
-        mleft[sl] = ml
-        left[sl] = np.where(ml[:, None], Lb + Mb, Lb)
+        _finish_splits(sl, g1, g2, k_i[best], b_i[best], Lb, M[sl, k_i[best]], tot, crit,
+                       gain, k, p, mleft, left)
     right = tot - left
     valid = np.isfinite(gain) & (gain / n_root + _EPS >= spec.min_impurity_decrease)
     return valid, gain, k, p, mleft, left, right, [None] * S
+
+
+def split_level(s_i, loc, vals, feat_sel, depth, n_root, spec: GrowSpec):
+    """The splits of ``P`` nodes from their sparse histograms.
+
+    ``s_i, loc, vals``: the occupied cells, sorted by node ``s_i`` (0..P-1) and local key
+    ``loc = k · (nb + 1) + bin`` (``k`` indexes the node's row of ``feat_sel``); ``depth``,
+    ``n_root`` (per node; NaN: the node is a root and its own weight is the reference) as in
+    :func:`grow_trees`. Nodes are independent of each other except for the running sums of
+    :func:`_best_splits`, so the caller fixes how nodes are grouped.
+
+    Returns ``(tot, idx, feature, bin, missing_left, gain, left_impurity, right_impurity,
+    left_splittable, right_splittable, left, right, cats)``: ``tot`` (P, C) the node totals,
+    then one entry per node ``idx`` that is split.
+    """
+    C, nb = spec.n_channels, spec.nb
+    B = nb + 1
+    P = len(feat_sel)
+    k_i, b_i = np.divmod(loc, B)
+    tot = np.zeros((P, C))
+    z = k_i == 0
+    for c in range(C):
+        tot[:, c] = np.bincount(s_i[z], weights=vals[z, c], minlength=P)
+    miss = b_i == nb
+    F = feat_sel.shape[1]
+    Mh = np.zeros((P, F, C))
+    Mh[s_i[miss], k_i[miss]] = vals[miss]
+    nm = ~miss
+    n_root = np.where(np.isnan(n_root), node_weight(tot, spec.criterion), n_root)
+    splittable, _ = _can_split_many(tot, depth, spec)
+    sel = np.nonzero(splittable)[0]
+    ent = nm & splittable[s_i]
+    remap = np.full(P, -1)
+    remap[sel] = np.arange(len(sel))
+    valid, gain, k, p, mleft, left, right, cats = _best_splits(
+        remap[s_i[ent]], k_i[ent], b_i[ent], vals[ent], Mh[sel], tot[sel], feat_sel[sel],
+        spec, n_root[sel])
+    return _pack(tot, sel, valid, gain, k, p, mleft, left, right, cats, feat_sel, depth, spec)
+
+
+def _pack(tot, sel, valid, gain, k, p, mleft, left, right, cats, feat_sel, depth, spec):
+    """:func:`split_level`'s result from the splits of nodes ``sel``."""
+    depth_sel = depth[sel] + 1
+    l_ok, l_imp = _can_split_many(left, depth_sel, spec)
+    r_ok, r_imp = _can_split_many(right, depth_sel, spec)
+    vj = np.nonzero(valid)[0]
+    return (tot, sel[vj], feat_sel[sel[vj], k[vj]], p[vj], mleft[vj], gain[vj], l_imp[vj],
+            r_imp[vj], l_ok[vj], r_ok[vj], left[vj], right[vj], [cats[j] for j in vj])
+
+
+def split_kernel(merged, first_key, feat_sel, depth, n_root, spec: GrowSpec):
+    """:func:`split_level` on a worker, for one key range of a level's merged histograms
+    (global keys from ``first_key``: the range's first node)."""
+    keys, vals = merged
+    FB = feat_sel.shape[1] * (spec.nb + 1)
+    s_i, loc = np.divmod(keys - first_key, FB)
+    return split_level(s_i, loc, vals, feat_sel, depth, n_root, spec)
 
 
 def _split_node_hist(keys, vals, n_slots, FB):
@@ -410,39 +578,53 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
                 assign = list(persist(*assign))
         to_count = [key for key in pending if key not in derived]
         M_nodes = max(len(tr.left) for tr in trees)
-        feat_of = {}
-        if all_feats:
-            for key in pending:
-                feat_of[key] = np.arange(d)
-        else:
-            # One generator per (tree, level); its nodes draw in node order.
-            by_tree = {}
-            for (t, n) in pending:
-                by_tree.setdefault(t, []).append(n)
-            for t, ns in by_tree.items():
-                rng = block_rng(spec.seed, "features", int(tree_ids[t]), level)
-                draws = np.sort(np.argsort(rng.random((len(ns), d)), axis=1)
-                                [:, :spec.max_features], axis=1)
-                for n, row in zip(sorted(ns), draws):
-                    feat_of[(t, n)] = row
         slot_map = np.full((n_trees, M_nodes), -1, dtype=np.int32)
-        for s_, (t, n) in enumerate(to_count):
-            slot_map[t, n] = s_
-        feat_sel = np.stack([feat_of[key] for key in to_count])
+        if all_feats:
+            feat_sel = np.broadcast_to(np.arange(d), (len(to_count), d)).copy()
+        else:
+            # One generator per (tree, level); its nodes draw in node order. Every pending node
+            # is counted here (to_count is pending).
+            t_arr = np.fromiter((t for t, _ in pending), np.int64, len(pending))
+            n_arr = np.fromiter((n for _, n in pending), np.int64, len(pending))
+            order = np.lexsort((n_arr, t_arr))
+            trees_here, counts = np.unique(t_arr, return_counts=True)
+            draws = []
+            for t, c in zip(trees_here.tolist(), counts.tolist()):
+                rng = block_rng(spec.seed, "features", int(tree_ids[t]), level)
+                draws.append(np.sort(np.argsort(rng.random((c, d)), axis=1)
+                                     [:, :spec.max_features], axis=1))
+            feat_sel = np.empty((len(pending), spec.max_features), dtype=np.int64)
+            feat_sel[order] = np.concatenate(draws)
+        t_c = np.fromiter((t for t, _ in to_count), np.int64, len(to_count))
+        n_c = np.fromiter((n for _, n in to_count), np.int64, len(to_count))
+        slot_map[t_c, n_c] = np.arange(len(to_count), dtype=np.int32)
         args = [broadcast(slot_map), broadcast(feat_sel), nb, C, spec.classify]
         # Slot ranges: whole slots per range, so the concatenated ranges are the sorted result.
         R = MERGE_RANGES
-        key_bounds = (np.linspace(0, len(to_count), R + 1).astype(np.int64) * (F * B))
+        bounds = np.linspace(0, len(to_count), R + 1).astype(np.int64)
+        key_bounds = bounds * (F * B)
         key_bounds[-1] = np.iinfo(np.int64).max
-        parts = [delayed(_call_hist_ranges, pure=True, nout=R)(p, a, bt, key_bounds, *args)
-                 for p, a, bt in zip(binned, assign, boots)]
-        merged = compute(*[tree_reduce([pt[r] for pt in parts], combine_sparse)
-                           for r in range(R)])
-        keys_ = np.concatenate([m[0] for m in merged])
-        vals_ = np.concatenate([m[1] for m in merged])
+        use_rows = not subtract and level > 0 and _rows_are_smaller(
+            trees, pending, roots, spec, F, len(binned))
+        if use_rows:
+            parts = [delayed(_call_rows_ranges, pure=True, nout=R)(
+                p, a, bt, bounds, args[0], args[1]) for p, a, bt in zip(binned, assign, boots)]
+            merged = [tree_reduce([pt[r] for pt in parts], combine_rows) for r in range(R)]
+        else:
+            parts = [delayed(_call_hist_ranges, pure=True, nout=R)(p, a, bt, key_bounds, *args)
+                     for p, a, bt in zip(binned, assign, boots)]
+            merged = [tree_reduce([pt[r] for pt in parts], combine_sparse) for r in range(R)]
         keys = pending
         P = len(keys)
+        depth_p = np.array([trees[t].depth[n] for (t, n) in keys], dtype=np.int64)
+        nroot_p = (roots[[t for (t, _) in keys]] if n_root is None
+                   else np.full(P, float(n_root)))
+        if level == 0 and n_root is None:
+            nroot_p[:] = np.nan  # the roots' own weights, known once counted
         if subtract:
+            merged = compute(*merged)
+            keys_ = np.concatenate([m[0] for m in merged])
+            vals_ = np.concatenate([m[1] for m in merged])
             hists = dict(zip(to_count, _split_node_hist(keys_, vals_, len(to_count), F * B)))
             for key, (parent, small) in derived.items():
                 hists[key] = _minus(parent, hists[small], crit)
@@ -451,21 +633,23 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
             loc = np.concatenate([hists[kk][0] for kk in keys]) if P else np.zeros(0, np.int64)
             vals = np.concatenate([hists[kk][1] for kk in keys]) if P else np.zeros((0, C))
             s_i = np.repeat(np.arange(P), lens)
+            feat_p = np.broadcast_to(np.arange(d), (P, d)).copy()
+            res = [split_level(s_i, loc, vals, feat_p, depth_p, nroot_p, spec)]
+            offsets = [0]
         else:
-            # Every pending node was counted (to_count is pending) and the merged keys are
-            # sorted by slot: the result is already the concatenation, no per-node split.
-            s_i, loc = np.divmod(keys_, F * B)
-            vals = vals_
-        k_i, b_i = np.divmod(loc, B)
-        feat_sel = np.stack([feat_of[kk] for kk in keys])
-        tot = np.zeros((P, C))
-        z = k_i == 0
-        for c in range(C):
-            tot[:, c] = np.bincount(s_i[z], weights=vals[z, c], minlength=P)
-        miss = b_i == nb
-        Mh = np.zeros((P, F, C))
-        Mh[s_i[miss], k_i[miss]] = vals[miss]
-        nm = ~miss
+            # Every pending node was counted (to_count is pending), so the slot ranges are node
+            # ranges: each range's splits are found on a worker, beside its merged histograms,
+            # and only the chosen splits travel to the client.
+            lite = broadcast(spec.lite())
+            offsets = bounds[:-1].tolist()
+            res = compute(*[
+                delayed(split_rows_kernel if use_rows else split_kernel, pure=True)(
+                    merged[r], int(bounds[r]) * (1 if use_rows else F * B),
+                                                 feat_sel[bounds[r]:bounds[r + 1]],
+                                                 depth_p[bounds[r]:bounds[r + 1]],
+                                                 nroot_p[bounds[r]:bounds[r + 1]], lite)
+                for r in range(R)])
+        tot = np.concatenate([r_[0] for r_ in res])
         if level == 0:
             for i, (t, n) in enumerate(keys):
                 trees[t].stats[0] = tot[i]
@@ -473,36 +657,21 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
                 roots[t] = w
                 trees[t].impurity[0] = (float(weighted_impurity(tot[i], crit)) / w
                                         if w > 0 else 0.0)
-        splittable, _ = _can_split_many(tot, [trees[t].depth[n] for (t, n) in keys], spec)
         new_split = np.zeros((n_trees, M_nodes), dtype=bool)
         next_pending = []
-        sel = np.nonzero(splittable)[0]
-        ent = nm & splittable[s_i]
-        remap = np.full(P, -1)
-        remap[sel] = np.arange(len(sel))
-        nroot = roots[[keys[i][0] for i in sel]] if n_root is None else np.full(len(sel),
-                                                                                 n_root)
-        valid, gain, k, p, mleft, left, right, cats = _best_splits(
-            remap[s_i[ent]], k_i[ent], b_i[ent], vals[ent], Mh[sel], tot[sel], feat_sel[sel],
-            spec, nroot)
-        depth_sel = np.array([trees[keys[i][0]].depth[keys[i][1]] for i in sel],
-                             dtype=np.int64) + 1
-        l_ok, l_imp = _can_split_many(left, depth_sel, spec)
-        r_ok, r_imp = _can_split_many(right, depth_sel, spec)
-        wl, wr = node_weight(left, crit), node_weight(right, crit)
-        vj = np.nonzero(valid)[0]
         # Python scalars, read once: NumPy scalar indexing per split dominated this loop (tens
         # of thousands of splits per level at depth 10+ of 50 trees). Same values.
-        sel_l = sel[vj].tolist()
-        f_l = feat_sel[sel[vj], k[vj]].tolist()
-        dep_l = depth_sel[vj].tolist()
-        ml_l = mleft[vj].tolist()
-        pos_l = p[vj].tolist()
-        gain_l = gain[vj].tolist()
-        limp_l, rimp_l = l_imp[vj].tolist(), r_imp[vj].tolist()
-        lok_l, rok_l = l_ok[vj].tolist(), r_ok[vj].tolist()
+        sel_l = np.concatenate([r_[1] + o for r_, o in zip(res, offsets)]).tolist()
+        f_l, pos_l, ml_l, gain_l, limp_l, rimp_l, lok_l, rok_l = (
+            np.concatenate([r_[c] for r_ in res]).tolist() for c in range(2, 10))
+        left = np.concatenate([r_[10] for r_ in res])
+        right = np.concatenate([r_[11] for r_ in res])
+        cats = [c_ for r_ in res for c_ in r_[12]]
+        wl, wr = node_weight(left, crit), node_weight(right, crit)
+        dep_l = (depth_p[sel_l] + 1).tolist()
         is_cat = np.asarray(spec.is_cat, dtype=bool).tolist()
-        for q, j in enumerate(vj.tolist()):
+        for q in range(len(sel_l)):
+            j = q
             i = sel_l[q]
             t, n = keys[i]
             tr = trees[t]

@@ -48,34 +48,10 @@ def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
     sums : ndarray of float64, shape (len(keys), C)
         Their channel sums.
     """
-    n, T = slots_of.shape
     S, F = feat_sel.shape
     B = nb + 1
-    # Counting sort of the (row, tree) entries by slot; within a slot the rows stay in
-    # increasing order (a slot belongs to one tree), the summation order of the NumPy version.
-    count = np.zeros(S + 1, dtype=np.int64)
-    for r in range(n):
-        for t in range(T):
-            s = slots_of[r, t]
-            if s >= 0:
-                wt = w[r] * boot[r, t] if has_boot else w[r]
-                if wt > 0:
-                    count[s + 1] += 1
-    for s in range(S):
-        count[s + 1] += count[s]
+    count, rows, wts = _group_by_slot(w, boot, has_boot, slots_of, S)
     m = count[S]
-    rows = np.empty(m, dtype=np.int64)
-    wts = np.empty(m, dtype=np.float64)
-    fill = count[:S].copy()
-    for r in range(n):
-        for t in range(T):
-            s = slots_of[r, t]
-            if s >= 0:
-                wt = w[r] * boot[r, t] if has_boot else w[r]
-                if wt > 0:
-                    rows[fill[s]] = r
-                    wts[fill[s]] = wt
-                    fill[s] += 1
     # One slot at a time into a small dense grid (features × bins × channels); only the cells
     # touched are read out, sorted, and reset.
     cap = min(m * F, S * F * B)
@@ -137,6 +113,65 @@ def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
             out += 1
     # Contiguous leading slices: no copy (the unused tail is freed with the result).
     return keys[:out], sums[:out]
+
+
+@kernel(nogil=True)
+def _group_by_slot(w, boot, has_boot, slots_of, S):
+    """Counting sort of the (row, tree) entries of positive weight by slot.
+
+    Returns ``count`` (S + 1: slot ``s`` holds entries ``count[s]:count[s + 1]``), the entries'
+    rows and weights (``w · boot``). Within a slot the rows stay in increasing order (a slot
+    belongs to one tree): the summation order of the NumPy formulation.
+    """
+    n, T = slots_of.shape
+    count = np.zeros(S + 1, dtype=np.int64)
+    for r in range(n):
+        for t in range(T):
+            s = slots_of[r, t]
+            if s >= 0:
+                wt = w[r] * boot[r, t] if has_boot else w[r]
+                if wt > 0:
+                    count[s + 1] += 1
+    for s in range(S):
+        count[s + 1] += count[s]
+    m = count[S]
+    rows = np.empty(m, dtype=np.int64)
+    wts = np.empty(m, dtype=np.float64)
+    fill = count[:S].copy()
+    for r in range(n):
+        for t in range(T):
+            s = slots_of[r, t]
+            if s >= 0:
+                wt = w[r] * boot[r, t] if has_boot else w[r]
+                if wt > 0:
+                    rows[fill[s]] = r
+                    wts[fill[s]] = wt
+                    fill[s] += 1
+    return count, rows, wts
+
+
+@kernel(nogil=True)
+def rows_by_slot(xb, w, boot, has_boot, slots_of, feat_sel):
+    """The entries of every requested slot as rows: for nodes whose rows take fewer bytes than
+    their histograms (deep levels), the rows travel and the histograms are built where they
+    are merged (:func:`hist_sparse` on the result, with ``feat_sel`` the identity).
+
+    Returns ``slot`` (int32), ``rows`` (int64) and ``wts`` (float64) per entry, sorted by slot
+    (rows increasing within a slot), and ``bins`` (uint8, entries × F): each entry's bins of
+    its slot's features ``feat_sel[slot]``.
+    """
+    S, F = feat_sel.shape
+    count, rows, wts = _group_by_slot(w, boot, has_boot, slots_of, S)
+    m = count[S]
+    slot = np.empty(m, dtype=np.int32)
+    bins = np.empty((m, F), dtype=np.uint8)
+    for s in range(S):
+        for e in range(count[s], count[s + 1]):
+            slot[e] = s
+            r = rows[e]
+            for k in range(F):
+                bins[e, k] = xb[r, feat_sel[s, k]]
+    return slot, rows, wts, bins
 
 
 @kernel(nogil=True)
@@ -360,3 +395,143 @@ def best_candidates(s_i, k_i, vals, tot, M, parent, msl, squared_error):
                 Lb[nn, c] = L[c]
     nn += 1
     return best[:nn].copy(), g1b[:nn].copy(), g2b[:nn].copy(), Lb[:nn].copy()
+
+
+@kernel(nogil=True)
+def best_from_rows(slot, bins, y, w, S, nb, C, classify, msl, squared_error):
+    """Totals and best candidate split of every slot, straight from its rows.
+
+    The rows (grouped by ``slot``; ``bins`` (rows × F) the bins of the slot's features, ``y``,
+    ``w``) are counted one slot and feature
+    at a time into a small dense grid whose occupied non-missing bins are then scanned in
+    order, as :func:`best_candidates` scans the cells of a merged histogram: the same
+    candidates, scored by the same :func:`_side_gain`, ties to the first (lowest feature, then
+    bin). Sums run over the rows in their order, so with integer weights (counts, bootstrap
+    multiplicities) every number equals the histogram path's.
+
+    Returns
+    -------
+    tot : ndarray of float64, shape (S, C)
+    k, b : ndarray of int64, shape (S,)
+        Feature (column of ``bins``) and bin of each slot's best candidate (-1: none).
+    g1, g2 : ndarray of float64, shape (S,)
+        Its gains with the missing rows right and left (-inf: not a valid split).
+    Lb, Mb : ndarray of float64, shape (S, C)
+        Its left statistics (missing rows excluded) and its feature's missing bin.
+    """
+    m, F = bins.shape
+    B = nb + 1
+    tot = np.zeros((S, C), dtype=np.float64)
+    bk = np.full(S, -1, dtype=np.int64)
+    bb = np.zeros(S, dtype=np.int64)
+    g1b = np.full(S, -np.inf)
+    g2b = np.full(S, -np.inf)
+    Lb = np.zeros((S, C), dtype=np.float64)
+    Mb = np.zeros((S, C), dtype=np.float64)
+    grid = np.zeros((B, C), dtype=np.float64)
+    seen = np.zeros(B, dtype=np.bool_)
+    touched = np.empty(B, dtype=np.int64)
+    L = np.empty(C, dtype=np.float64)
+    left = np.empty(C, dtype=np.float64)
+    right = np.empty(C, dtype=np.float64)
+    e0 = 0
+    while e0 < m:
+        s = slot[e0]
+        e1 = e0
+        while e1 < m and slot[e1] == s:
+            e1 += 1
+        for e in range(e0, e1):
+            if classify:
+                tot[s, np.int64(y[e])] += w[e]
+            else:
+                yr = np.float64(y[e])
+                wy = w[e] * yr
+                tot[s, 0] += w[e]
+                tot[s, 1] += wy
+                tot[s, 2] += wy * yr
+        _, parent = _weight_impurity(tot[s], squared_error)
+        gbest = -np.inf
+        for k in range(F):
+            nt = 0
+            for e in range(e0, e1):
+                b = np.int64(bins[e, k])
+                if b == _MISSING:
+                    b = nb
+                if not seen[b]:
+                    seen[b] = True
+                    touched[nt] = b
+                    nt += 1
+                if classify:
+                    grid[b, np.int64(y[e])] += w[e]
+                else:
+                    yr = np.float64(y[e])
+                    wy = w[e] * yr
+                    grid[b, 0] += w[e]
+                    grid[b, 1] += wy
+                    grid[b, 2] += wy * yr
+            if nt <= 32:
+                for i in range(1, nt):
+                    v = touched[i]
+                    j = i - 1
+                    while j >= 0 and touched[j] > v:
+                        touched[j + 1] = touched[j]
+                        j -= 1
+                    touched[j + 1] = v
+            else:
+                j = 0
+                for b in range(B):
+                    if seen[b]:
+                        touched[j] = b
+                        j += 1
+            Mv = grid[nb]
+            has_m, _ = _weight_impurity(Mv, squared_error)
+            for c in range(C):
+                L[c] = 0.0
+            first = True
+            for i in range(nt):
+                b = touched[i]
+                if b == nb:
+                    continue
+                for c in range(C):
+                    L[c] = grid[b, c] if first else L[c] + grid[b, c]
+                first = False
+                g1 = _side_gain(L, Mv, tot[s], False, parent, msl, squared_error, left, right)
+                g2 = -np.inf
+                if has_m > 0:
+                    g2 = _side_gain(L, Mv, tot[s], True, parent, msl, squared_error, left,
+                                    right)
+                g = g1 if g1 >= g2 else g2
+                if bk[s] < 0 or g > gbest:
+                    gbest = g
+                    bk[s] = k
+                    bb[s] = b
+                    g1b[s] = g1
+                    g2b[s] = g2
+                    for c in range(C):
+                        Lb[s, c] = L[c]
+                        Mb[s, c] = Mv[c]
+            for i in range(nt):
+                b = touched[i]
+                seen[b] = False
+                for c in range(C):
+                    grid[b, c] = 0.0
+        e0 = e1
+    return tot, bk, bb, g1b, g2b, Lb, Mb
+
+
+@kernel(nogil=True)
+def order_by_slot(slot, S):
+    """A stable counting sort of ``slot`` (values 0..S-1): the positions of the entries grouped
+    by slot, in their original order within a slot."""
+    m = slot.shape[0]
+    count = np.zeros(S + 1, dtype=np.int64)
+    for e in range(m):
+        count[slot[e] + 1] += 1
+    for s in range(S):
+        count[s + 1] += count[s]
+    order = np.empty(m, dtype=np.int64)
+    for e in range(m):
+        s = slot[e]
+        order[count[s]] = e
+        count[s] += 1
+    return order

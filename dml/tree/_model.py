@@ -213,7 +213,7 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
                           else msl),
         min_impurity_decrease=est.min_impurity_decrease,
         max_features=resolve_max_features(max_features, d), n_bins=n_bins,
-        is_cat=categorical, edges=edges, seed=seed)
+        is_cat=categorical, edges=edges, seed=seed, n_rows=int(n_rows))
     all_trees, importances, oob_parts = [], [], []
     for start in range(0, n_trees, per_pass):
         ids = np.arange(start, min(n_trees, start + per_pass))
