@@ -11,6 +11,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import silhouette_samples
 from sklearn.metrics import silhouette_score as sk_silhouette_score
 
+import dml._graph as graph_module
 import dml.cluster._chain as chain_module
 import dml.cluster._kmeans as kmeans_module
 import dml.cluster._prepared as prepared_module
@@ -115,10 +116,11 @@ class CountingCompute:
 def test_elbow_fits_all_k_together(monkeypatch):
     X, _ = blobs(n=800, centers=4, std=1.0, seed=6)
     counter = CountingCompute(kmeans_module.compute)
-    # The driver's scheduler calls: in the driver and in its prepared-data module.
+    # The driver's scheduler calls: in the driver, in its prepared-data module and in the
+    # chains' graph builder (LinkedTasks).
     monkeypatch.setattr(kmeans_module, "compute", counter)
     monkeypatch.setattr(prepared_module, "compute", counter)
-    monkeypatch.setattr(chain_module, "compute", counter)
+    monkeypatch.setattr(graph_module, "compute", counter)
     curve = elbow(chunked(X, 3), n_clusters=range(1, 7), random_state=0)
     np.testing.assert_array_equal(curve.n_clusters, np.arange(1, 7))
     # k = 1: the total sum of squares.
