@@ -192,7 +192,7 @@ def cmd_demo(args) -> int:
     with connect(args) as client:
         prepare_workers(client, ["dml.datasets", "dml.metrics"] +
                          [registry.target(e.model) for e in DEMOS])
-        for index, entry in enumerate(DEMOS):
+        for entry in DEMOS:
             try:
                 registry.get(entry.model)
             except ImportError:
@@ -200,10 +200,7 @@ def cmd_demo(args) -> int:
                 continue
             status(f"demo: {entry.model} on {entry.data} "
                    f"({min(n, entry.max_rows or n)} rows) ...")
-            # Each row's own data seed: rows with the same data kind then submit different task
-            # keys. Re-submitting the keys the previous fit is still releasing once tripped an
-            # assertion inside distributed's scheduler (`assert ts.priority`, 2026.8.0).
-            rows.append(run_demo_entry(entry, n, chunks, seed=index))
+            rows.append(run_demo_entry(entry, n, chunks))
     columns = [("model", "model"), ("data", "data"), ("rows", "rows"),
                ("fit_seconds", "fit s"), ("accuracy", "accuracy"), ("f1_macro", "F1 (macro)"),
                ("rmse", "RMSE"), ("r2", "R2"), ("ari", "ARI"),
