@@ -20,7 +20,7 @@ from dml._block_groups import (block_ranges, chain_steps, default_n_groups, fini
 from dml._blocks import block_rng, broadcast, compute, seed_from, tree_reduce
 from dml._graph import tree_add
 from dml.base import check_weights_not_all_zero
-from dml.ensemble import _gb_chain, _gb_grow
+from dml.ensemble import _gb_categorical, _gb_chain, _gb_grow
 from dml.ensemble._gb_losses import make_loss
 from dml.tree._binning import (MISSING, _compress, bin_kernel, combine_sketches,
                                edges_from_sketch, sketch_kernel)
@@ -159,6 +159,7 @@ def raw_from_leaves(leaves, nodes, baseline, n_out, staged=False):
 def _flatten(trees_by_round, edges):
     """All trees (round-major, then output) as one dict of flat arrays, global node indices."""
     cl, cr, feat, thr, bthr, ml, val, wn, starts = [], [], [], [], [], [], [], [], [0]
+    ci, bits = [], []
     for trees, values in trees_by_round:
         for tr, v in zip(trees, values):
             keep = tr.final_nodes()
@@ -174,6 +175,12 @@ def _flatten(trees_by_round, edges):
                     thr.append(float(edges[f][b]) if b < len(edges[f]) else np.inf)
                     ml.append(m)
                     val.append(0.0)
+                    if n in tr.cat_left:  # categorical: the bins (category codes) going left
+                        thr[-1] = np.nan
+                        ci.append(len(bits))
+                        bits.append(tr.cat_left[n])
+                    else:
+                        ci.append(-1)
                 else:
                     cl.append(-1)
                     cr.append(-1)
@@ -182,6 +189,7 @@ def _flatten(trees_by_round, edges):
                     thr.append(np.nan)
                     ml.append(False)
                     val.append(float(v[n]))
+                    ci.append(-1)
                 wn.append(tr.H[n])
             starts.append(starts[-1] + len(keep))
     return {"children_left": np.asarray(cl, dtype=np.int64),
@@ -190,8 +198,8 @@ def _flatten(trees_by_round, edges):
             "threshold": np.asarray(thr, dtype=np.float64),
             "bin_threshold": np.asarray(bthr, dtype=np.int64),
             "missing_left": np.asarray(ml, dtype=bool),
-            "cat_index": np.full(len(cl), -1, dtype=np.int64),
-            "cat_bitsets": np.zeros((0, 256), dtype=bool),
+            "cat_index": np.asarray(ci, dtype=np.int64),
+            "cat_bitsets": np.asarray(bits, dtype=bool).reshape(-1, 256),
             "value": np.asarray(val, dtype=np.float64),
             "sum_hessians": np.asarray(wn, dtype=np.float64),
             "tree_start": np.asarray(starts, dtype=np.int64)}
@@ -205,6 +213,9 @@ def _concat_nodes(a, b):
     for k in a:
         if k == "tree_start":
             out[k] = np.concatenate([a[k], b[k][1:] + off])
+        elif k == "cat_index":
+            out[k] = np.concatenate([a[k], np.where(b[k] >= 0, b[k] + len(a["cat_bitsets"]),
+                                                    -1)])
         elif k in ("children_left", "children_right"):
             out[k] = np.concatenate([a[k], np.where(b[k] >= 0, b[k] + off, -1)])
         else:
@@ -229,11 +240,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     blocks = est._fit_blocks(X, y, sample_weight, numeric=False, allow_nan=True,
                              y_numeric=not classify, reset=not warm)
     categorical, categories = _categorical_layout(blocks, est.max_bins, name)
-    if categorical.any():
-        cols = [str(blocks.dtypes.index[j]) for j in np.flatnonzero(categorical)]
-        raise ValueError(f"{name}: categorical columns {cols} are not supported yet by the "
-                         "gradient-boosted trees; encode them (e.g. OrdinalEncoder, whose "
-                         "codes then split as numbers) or use dml's random forests")
+    is_cat = _gb_categorical.resolve(est.categorical_features, blocks, categorical, name)
     d = blocks.n_features
     if warm:
         if est.max_iter < est.n_iter_:
@@ -241,15 +248,27 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
                              f"n_iter_={est.n_iter_} rounds already fitted when warm_start=True")
         seed = est._seed
         edges, classes = est.bin_edges_, getattr(est, "classes_", None)
+        is_cat, categories = est.is_categorical_, est.categories_
     else:
         seed = seed_from(est.random_state)
         sk = blocks.map_reduce(sketch_kernel, categorical, categories, classify, name,
                                combine=combine_sketches)
-        edges = [bin_edges(*sk["sketch"][j], est.max_bins) for j in range(d)]
+        edges = []
+        for j in range(d):
+            if categorical[j]:  # pandas categories: the codes are the bins
+                edges.append(np.empty(0))
+            elif is_cat[j]:  # numeric codes: the sorted distinct values are the bins
+                categories[j] = _gb_categorical.coded_categories(
+                    sk["sketch"][j][0], est.max_bins, _gb_categorical.column_name(blocks, j),
+                    name)
+                edges.append(categories[j][:-1])
+            else:
+                edges.append(bin_edges(*sk["sketch"][j], est.max_bins))
         classes = None
         if classify:
             classes = _check_classes(sk["labels"], name)
-    n_bins = np.array([len(e) + 1 for e in edges], dtype=np.int64)
+    n_bins = np.array([len(categories[j]) if categorical[j] else len(edges[j]) + 1
+                       for j in range(d)], dtype=np.int64)
     cw = _class_weights(est.class_weight, classes, blocks, name) \
         if classify and getattr(est, "class_weight", None) is not None else None
     K = len(classes) if classify else 1
@@ -291,7 +310,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
         max_leaf_nodes=est.max_leaf_nodes, max_depth=est.max_depth,
         min_samples_leaf=est.min_samples_leaf, l2_regularization=est.l2_regularization,
         learning_rate=est.learning_rate, n_bins=n_bins, has_missing=has_missing,
-        max_features=max(1, int(math.ceil(est.max_features * d))), seed=seed)
+        max_features=max(1, int(math.ceil(est.max_features * d))), seed=seed, is_cat=is_cat)
     driver = _gb_chain.Driver(
         params=params, loss=loss, n_trees=T, first=first, max_iter=est.max_iter,
         early_stopping=bool(es), validation=bool(vf), n_iter_no_change=est.n_iter_no_change,
@@ -329,6 +348,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     est.bin_edges_ = edges
     est.n_bins_ = n_bins
     est.categorical_ = categorical
+    est.is_categorical_ = is_cat
     est.categories_ = categories
     est.has_missing_values_ = has_missing
     est.do_early_stopping_ = bool(es)
