@@ -216,7 +216,9 @@ class GradientBoostingRegressor(RegressorMixin, _GBBase, BaseEstimator):
                                     "loss='quantile' (the quantile to predict)")
 
     @fit_context
-    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None, *,
+            X_val: ArrayLike | None = None, y_val: ArrayLike | None = None,
+            sample_weight_val: ArrayLike | None = None) -> Self:
         """Fit the boosted trees (NumPy, pandas, Dask array or dataframe; y may be a column).
 
         Parameters
@@ -227,6 +229,14 @@ class GradientBoostingRegressor(RegressorMixin, _GBBase, BaseEstimator):
             The targets.
         sample_weight : array-like, dask array/Series or column name, optional
             Row weights (they multiply the gradients and hessians).
+        X_val, y_val : array-like, DataFrame or Dask collection, optional
+            A validation set for early stopping (the issue tracker's ``validation_data``;
+            scikit-learn's names): used instead of holding out ``validation_fraction`` of
+            the training rows. Both or neither; an error with ``early_stopping=False``;
+            unused when "auto" early stopping is off (at most 10,000 rows). Its blocks
+            need not match those of X.
+        sample_weight_val : array-like or Dask collection, optional
+            Weights of the validation rows.
 
         Returns
         -------
@@ -241,7 +251,8 @@ class GradientBoostingRegressor(RegressorMixin, _GBBase, BaseEstimator):
         >>> GradientBoostingRegressor(max_iter=5).fit(X, y).n_iter_
         5
         """
-        return fit_boosting(self, X, y, sample_weight, classify=False)
+        return fit_boosting(self, X, y, sample_weight, classify=False, X_val=X_val,
+                            y_val=y_val, sample_weight_val=sample_weight_val)
 
     def _out(self, raw):
         return self._loss_obj().inverse_link(raw)
@@ -350,7 +361,9 @@ class GradientBoostingClassifier(ClassifierMixin, _GBBase, BaseEstimator):
         self.random_state = random_state
 
     @fit_context
-    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None, *,
+            X_val: ArrayLike | None = None, y_val: ArrayLike | None = None,
+            sample_weight_val: ArrayLike | None = None) -> Self:
         """Fit the boosted trees (see :meth:`GradientBoostingRegressor.fit`).
 
         Parameters
@@ -361,6 +374,8 @@ class GradientBoostingClassifier(ClassifierMixin, _GBBase, BaseEstimator):
             The class labels.
         sample_weight : array-like, dask array/Series or column name, optional
             Row weights.
+        X_val, y_val, sample_weight_val : optional
+            A validation set for early stopping (see :meth:`GradientBoostingRegressor.fit`).
 
         Returns
         -------
@@ -375,7 +390,8 @@ class GradientBoostingClassifier(ClassifierMixin, _GBBase, BaseEstimator):
         >>> GradientBoostingClassifier(max_iter=5).fit(X, y).n_iter_
         5
         """
-        return fit_boosting(self, X, y, sample_weight, classify=True)
+        return fit_boosting(self, X, y, sample_weight, classify=True, X_val=X_val,
+                            y_val=y_val, sample_weight_val=sample_weight_val)
 
     def _proba(self, raw):
         return self._loss_obj().inverse_link(raw)

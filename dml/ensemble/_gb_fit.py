@@ -22,8 +22,9 @@ from dml._graph import tree_add
 from dml.base import check_weights_not_all_zero
 from dml.ensemble import _gb_categorical, _gb_chain, _gb_grow
 from dml.ensemble._gb_losses import make_loss
-from dml.tree._binning import (MISSING, _compress, bin_kernel, combine_sketches,
-                               edges_from_sketch, sketch_kernel)
+from dml.ensemble._gb_categorical import encode_coded
+from dml.tree._binning import (MISSING, _compress, as_float_block, bin_kernel,
+                               combine_sketches, edges_from_sketch, sketch_kernel)
 from dml.tree._model import _categorical_layout, _class_weights
 
 # --------------------------------------------------------------------------------------------
@@ -31,12 +32,13 @@ from dml.tree._model import _categorical_layout, _class_weights
 # --------------------------------------------------------------------------------------------
 
 
-def prep_kernel(index, part, validation_fraction, seed):
-    """Binned block plus its validation-row mask (an exact share of the block's rows)."""
+def prep_kernel(index, part, validation_fraction, seed, validation_block=False):
+    """Binned block plus its validation-row mask (an exact share of the block's rows; every
+    row of a block of the user's validation set)."""
     xb, y, w = part
     n = xb.shape[0]
-    is_val = np.zeros(n, dtype=bool)
-    if validation_fraction:
+    is_val = np.full(n, validation_block, dtype=bool)
+    if validation_fraction and not validation_block:
         k = int(round(validation_fraction * n))
         is_val[block_rng(seed, "validation", index).permutation(n)[:k]] = True
     return xb, y, w, is_val
@@ -233,10 +235,40 @@ def _should_stop(scores, n_iter_no_change, tol):
     return not any(s > reference for s in scores[-n_iter_no_change:])
 
 
-def fit_boosting(est, X, y, sample_weight, *, classify):
+def val_bin_kernel(xb, yb, wb, edges, categorical, categories, is_cat, classes, name):
+    """A block of the user's validation set binned as the training blocks (a category not
+    seen in training is missing; a class not seen in training is an error)."""
+    x = encode_coded(as_float_block(xb, categorical, categories, name), is_cat, categorical,
+                     categories)
+    if classes is not None:
+        unseen = np.setdiff1d(np.unique(yb), classes)
+        if unseen.size:
+            raise ValueError(f"{name}: y_val has labels {unseen.tolist()[:5]} that are not in "
+                             f"the training classes {classes.tolist()[:10]}")
+    return bin_kernel(x, yb, wb, edges, is_cat, categories, classes, None, name)
+
+
+def _check_validation_args(est, X_val, y_val, name):
+    """scikit-learn's rules: X_val and y_val come together, and need early stopping on."""
+    if X_val is None and y_val is None:
+        return False
+    if y_val is None:
+        raise ValueError(f"{name}: X_val is provided, but y_val was not provided.")
+    if X_val is None:
+        raise ValueError(f"{name}: y_val is provided, but X_val was not provided.")
+    if est.early_stopping is False:
+        raise ValueError(f"{name}: X_val and y_val are passed to fit while early_stopping is "
+                         "False; they are only used for early stopping, so set "
+                         "early_stopping to 'auto' or True (or leave them out).")
+    return True
+
+
+def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
+                 sample_weight_val=None):
     """Fit the boosted trees on the estimator's behalf; sets the fitted attributes."""
     name = type(est).__name__
     warm = est.warm_start and hasattr(est, "nodes_")
+    has_val = _check_validation_args(est, X_val, y_val, name)
     blocks = est._fit_blocks(X, y, sample_weight, numeric=False, allow_nan=True,
                              y_numeric=not classify, reset=not warm)
     categorical, categories = _categorical_layout(blocks, est.max_bins, name)
@@ -284,15 +316,26 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
         n_rows = n_known if n_known is not None else compute(
             tree_reduce([delayed(lambda p: p[0].shape[0])(p) for p in binned], sum))[0]
         es = n_rows > 10000
-    vf = est.validation_fraction if es else None
+    # A given validation set replaces the held-out share of the training rows (and is not
+    # used at all without early stopping, as scikit-learn's "auto" below 10,000 rows).
+    use_val = bool(es) and (has_val or est.validation_fraction is not None)
+    vf = est.validation_fraction if es and not has_val else None
+    n_train = len(binned)
+    if es and has_val:
+        val_blocks = est._fit_blocks(X_val, y_val, sample_weight_val, numeric=False,
+                                     allow_nan=True, y_numeric=not classify, reset=False)
+        binned = list(binned) + list(val_blocks.map_parts(
+            val_bin_kernel, edges, categorical, categories, is_cat, classes, name))
     n_blocks = len(binned)
-    prep, starts = _prep_groups(binned, vf, seed)
+    prep, starts = _prep_groups(binned, vf, seed, n_train)
     base = compute(*[delayed(_base_group, pure=False)(p, loss, start, n_blocks)
                      for p, start in zip(prep, starts)])
     base = finish_tree(base, n_blocks, combine_base, _gb_chain._FANIN)
     check_weights_not_all_zero(base["wsum"], name)
     if base["n"] == 0:
         raise ValueError(f"{name}: no training rows are left after the validation split")
+    if has_val and es and base["n_val"] == 0:
+        raise ValueError(f"{name}: X_val has no rows; pass a non-empty validation set")
     has_missing = base["missing"]
     if warm:
         baseline = est._baseline
@@ -313,11 +356,11 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
         max_features=max(1, int(math.ceil(est.max_features * d))), seed=seed, is_cat=is_cat)
     driver = _gb_chain.Driver(
         params=params, loss=loss, n_trees=T, first=first, max_iter=est.max_iter,
-        early_stopping=bool(es), validation=bool(vf), n_iter_no_change=est.n_iter_no_change,
+        early_stopping=bool(es), validation=use_val, n_iter_no_change=est.n_iter_no_change,
         tol=est.tol, record_start=not warm, n_blocks=n_blocks)
     if warm:
         driver.train_scores = list(est.train_score_)
-        driver.val_scores = list(est.validation_score_) if vf else []
+        driver.val_scores = list(est.validation_score_) if use_val else []
     group_args = [(start, n_blocks, loss, seed, est.subsample, T) for start in starts]
     all_trees = []
     submissions = 0
@@ -333,7 +376,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     importances = (est._importance_sums if warm else np.zeros(d)) + driver.importances
     n_iter = driver.rnd
     train_scores = driver.train_scores
-    val_scores = (driver.val_scores if vf else train_scores) if es else []
+    val_scores = (driver.val_scores if use_val else train_scores) if es else []
     # Growth statistics (waves per round, graph submissions) for benchmarks and docs.
     est._fit_stats = {"waves": list(driver.waves), "submissions": submissions,
                       "groups": len(prep)}
@@ -377,18 +420,22 @@ def _chain_length(driver, loss, early_stopping):
     return int(min(MAX_STEPS, max(2, math.ceil(rounds * per_round) + 1)))
 
 
-def _prep_groups(binned, vf, seed):
+def _prep_groups(binned, vf, seed, n_train):
     """The binned blocks with their validation masks, held as groups of consecutive blocks,
     one group per worker thread (every group runs the split search in every step; see
-    :mod:`dml.ensemble._gb_chain`). Returns the persisted groups and their first blocks."""
+    :mod:`dml.ensemble._gb_chain`). Blocks from ``n_train`` on are the user's validation set:
+    they are carried like the others (their raw predictions follow the rounds) but hold only
+    validation rows. Returns the persisted groups and their first blocks."""
     bounds = block_ranges(len(binned), max(1, default_n_groups() // 2))
-    groups = dask.persist(*[delayed(_prep_group, pure=False)(lo, vf, seed, *binned[lo:hi])
+    groups = dask.persist(*[delayed(_prep_group, pure=False)(lo, vf, seed, n_train,
+                                                             *binned[lo:hi])
                             for lo, hi in zip(bounds[:-1], bounds[1:])])
     return list(groups), bounds[:-1]
 
 
-def _prep_group(start, vf, seed, *parts):
-    return tuple(prep_kernel(start + j, p, vf, seed) for j, p in enumerate(parts))
+def _prep_group(start, vf, seed, n_train, *parts):
+    return tuple(prep_kernel(start + j, p, vf, seed, start + j >= n_train)
+                 for j, p in enumerate(parts))
 
 
 def _base_group(prep, loss, start, n_blocks):
