@@ -324,8 +324,8 @@ def test_clear_errors():
     X, y = _exact_data(n=200)
     df = pd.DataFrame(X, columns=list("abcde"))
     df["c"] = df["c"].astype("category")
-    with pytest.raises(ValueError, match="categorical columns \\['c'\\] are not supported"):
-        GradientBoostingRegressor(max_iter=2).fit(df, y)
+    with pytest.raises(ValueError, match="'category' dtype but are not in categorical_features"):
+        GradientBoostingRegressor(max_iter=2, categorical_features=[0]).fit(df, y)
     with pytest.raises(ValueError, match="y >= 0"):
         GradientBoostingRegressor(loss="poisson", max_iter=2).fit(X, y - 100)
     with pytest.raises(ValueError, match="quantile"):
