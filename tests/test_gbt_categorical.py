@@ -96,6 +96,26 @@ def test_categorical_classifier_equals_scikit_learn_with_unknown_categories():
                                        atol=1e-10)
 
 
+def test_pandas_categories_absent_from_training_are_unknown():
+    """Categories of the dtype that no training row has go where missing values go at
+    prediction (scikit-learn learns its categories from the data, so they are unknown to it)."""
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 10, 1500)
+    y = (rng.normal(size=12)[codes] + rng.normal(size=1500) * 0.5 > 0).astype(int)
+    cats = [f"c{i}" for i in range(12)]  # c10 and c11 are never used in training
+    df = pd.DataFrame({"a": pd.Categorical.from_codes(codes, categories=cats),
+                       "b": rng.normal(size=1500)})
+    df.loc[::9, "a"] = np.nan
+    kw = dict(max_iter=3, learning_rate=0.5, early_stopping=False, min_samples_leaf=10)
+    ours = GradientBoostingClassifier(**kw).fit(df, y)
+    ref = HistGradientBoostingClassifier(**kw).fit(df, y)
+    new = pd.DataFrame({"a": pd.Categorical.from_codes([10, 11, 3, -1, 0], categories=cats),
+                        "b": np.zeros(5)})
+    for Z in (df, new):
+        np.testing.assert_allclose(ours.predict_proba(Z), ref.predict_proba(Z), rtol=0,
+                                   atol=1e-10)
+
+
 def test_categorical_without_missing_values_in_training_follows_scikit_learn():
     """A categorical feature without missing values in training sends them (at prediction)
     to the child with more rows; weights and depth-limited growth as scikit-learn's."""

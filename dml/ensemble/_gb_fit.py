@@ -44,10 +44,16 @@ def prep_kernel(index, part, validation_fraction, seed, validation_block=False):
     return xb, y, w, is_val
 
 
-def base_kernel(part, loss):
+def base_kernel(part, loss, is_cat, count_seen):
+    """Baseline statistics, missing values per feature and the bins of the categorical features
+    present in X (``count_seen``: False for blocks of the user's validation set)."""
     xb, y, w, is_val = part
     tr = ~is_val
-    return {"stats": loss.baseline_stats(y[tr], w[tr]),
+    seen = np.zeros((xb.shape[1], 256), dtype=bool)
+    if count_seen:
+        for j in np.flatnonzero(is_cat):
+            seen[j] = np.bincount(xb[:, j], minlength=256) > 0
+    return {"stats": loss.baseline_stats(y[tr], w[tr]), "seen": seen,
             "missing": (xb[tr] == MISSING).any(axis=0), "n": int(tr.sum()),
             "wsum": float(w.sum()),
             "n_val": int(is_val.sum())}
@@ -61,6 +67,7 @@ def combine_base(parts):
     else:
         stats = tree_add(st)
     return {"stats": stats, "missing": np.logical_or.reduce([p["missing"] for p in parts]),
+            "seen": np.logical_or.reduce([p["seen"] for p in parts]),
             "n": sum(p["n"] for p in parts), "n_val": sum(p["n_val"] for p in parts),
             "wsum": sum(p["wsum"] for p in parts)}
 
@@ -328,7 +335,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
             val_bin_kernel, edges, categorical, categories, is_cat, classes, name))
     n_blocks = len(binned)
     prep, starts = _prep_groups(binned, vf, seed, n_train)
-    base = compute(*[delayed(_base_group, pure=False)(p, loss, start, n_blocks)
+    base = compute(*[delayed(_base_group, pure=False)(p, loss, start, n_blocks, n_train, is_cat)
                      for p, start in zip(prep, starts)])
     base = finish_tree(base, n_blocks, combine_base, _gb_chain._FANIN)
     check_weights_not_all_zero(base["wsum"], name)
@@ -353,7 +360,8 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
         max_leaf_nodes=est.max_leaf_nodes, max_depth=est.max_depth,
         min_samples_leaf=est.min_samples_leaf, l2_regularization=est.l2_regularization,
         learning_rate=est.learning_rate, n_bins=n_bins, has_missing=has_missing,
-        max_features=max(1, int(math.ceil(est.max_features * d))), seed=seed, is_cat=is_cat)
+        max_features=max(1, int(math.ceil(est.max_features * d))), seed=seed, is_cat=is_cat,
+        known_bins=base["seen"])
     driver = _gb_chain.Driver(
         params=params, loss=loss, n_trees=T, first=first, max_iter=est.max_iter,
         early_stopping=bool(es), validation=use_val, n_iter_no_change=est.n_iter_no_change,
@@ -420,13 +428,21 @@ def _chain_length(driver, loss, early_stopping):
     return int(min(MAX_STEPS, max(2, math.ceil(rounds * per_round) + 1)))
 
 
+#: Most blocks in one group. A group's step holds its blocks' old and new per-row state at once
+#: (raw scores, gradients, node assignments), so on data near the workers' memory one group of
+#: every block would need that state twice; bounded groups need it once plus a group's share.
+#: The model does not depend on the grouping (the block tree is fixed).
+MAX_GROUP_BLOCKS = 16
+
+
 def _prep_groups(binned, vf, seed, n_train):
     """The binned blocks with their validation masks, held as groups of consecutive blocks,
     one group per worker thread (every group runs the split search in every step; see
     :mod:`dml.ensemble._gb_chain`). Blocks from ``n_train`` on are the user's validation set:
     they are carried like the others (their raw predictions follow the rounds) but hold only
     validation rows. Returns the persisted groups and their first blocks."""
-    bounds = block_ranges(len(binned), max(1, default_n_groups() // 2))
+    n_groups = max(default_n_groups() // 2, -(-len(binned) // MAX_GROUP_BLOCKS))
+    bounds = block_ranges(len(binned), max(1, n_groups))
     groups = dask.persist(*[delayed(_prep_group, pure=False)(lo, vf, seed, n_train,
                                                              *binned[lo:hi])
                             for lo, hi in zip(bounds[:-1], bounds[1:])])
@@ -438,8 +454,9 @@ def _prep_group(start, vf, seed, n_train, *parts):
                  for j, p in enumerate(parts))
 
 
-def _base_group(prep, loss, start, n_blocks):
-    return range_reduce([base_kernel(p, loss) for p in prep], start, n_blocks, combine_base,
+def _base_group(prep, loss, start, n_blocks, n_train, is_cat):
+    return range_reduce([base_kernel(p, loss, is_cat, start + j < n_train)
+                         for j, p in enumerate(prep)], start, n_blocks, combine_base,
                         _gb_chain._FANIN)
 
 

@@ -70,7 +70,8 @@ class GrowParams:
     """Settings of the growth (plain attributes)."""
 
     def __init__(self, *, max_leaf_nodes, max_depth, min_samples_leaf, l2_regularization,
-                 learning_rate, n_bins, has_missing, max_features, seed, is_cat=None):
+                 learning_rate, n_bins, has_missing, max_features, seed, is_cat=None,
+                 known_bins=None):
         self.__dict__.update(locals())
         del self.__dict__["self"]
         if is_cat is None:
@@ -149,6 +150,12 @@ class _Tree:
             # No missing value of this feature in training: missing values met later (validation
             # rows, prediction) go to the child with more rows, as scikit-learn's.
             mleft = NL > self.N[node] - NL
+        if node in self.cat_left and p.known_bins is not None:
+            # A category absent from the training data (a pandas category never used, or one met
+            # only later) goes where missing values go, as scikit-learn's unknown categories.
+            left = self.cat_left[node].copy()
+            left[~p.known_bins[f]] = mleft
+            self.cat_left[node] = left
         self.split[node] = (gain, f, int(res[2]), mleft, res[4], res[5], NL)
 
     def _categorical_split(self, node, hist, mask, res):
