@@ -239,6 +239,15 @@ def test_validation_set_early_stopping_equals_scikit_learn():
     assert dk.n_iter_ == ref.n_iter_
     np.testing.assert_allclose(dk.validation_score_, ref.validation_score_, rtol=1e-12)
 
+    # Warm start continues the validation trajectory.
+    wkw = dict(kw, max_iter=3, warm_start=True, n_iter_no_change=50)
+    ours = GradientBoostingRegressor(**wkw).fit(X, y, X_val=Xv, y_val=yv)
+    ref = HistGradientBoostingRegressor(**wkw).fit(X, y, X_val=Xv, y_val=yv)
+    ours.set_params(max_iter=6).fit(X, y, X_val=Xv, y_val=yv)
+    ref.set_params(max_iter=6).fit(X, y, X_val=Xv, y_val=yv)
+    assert ours.n_iter_ == ref.n_iter_ == 6
+    np.testing.assert_allclose(ours.validation_score_, ref.validation_score_, rtol=1e-12)
+
     yc, yvc = (y > np.median(y)).astype(int), (yv > np.median(y)).astype(int)
     kw["class_weight"] = "balanced"  # applies to the training rows only, as scikit-learn's
     ref = HistGradientBoostingClassifier(**kw).fit(X, yc, X_val=Xv, y_val=yvc)
