@@ -22,7 +22,7 @@ import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 from dask import delayed
-from dask._task_spec import Task, TaskRef
+from dask._task_spec import Task, TaskRef, convert_legacy_graph
 from dask.delayed import Delayed, unpack_collections
 from dask.highlevelgraph import HighLevelGraph
 
@@ -127,9 +127,29 @@ def layer_graph(name: str, layer: dict, deps: Sequence) -> HighLevelGraph:
             g = HighLevelGraph.from_collections(d.__dask_layers__()[0], g, dependencies=())
         layers.update(g.layers)
         dependencies.update(g.dependencies)
-    layers[name] = layer
-    dependencies[name] = own
-    return HighLevelGraph(layers, dependencies)
+    if not layers:
+        return HighLevelGraph({name: layer}, {name: set()})
+    # Keep only the upstream tasks the new layer needs, by walking task dependencies (as the
+    # scheduler does): a layer-by-layer cull can leave tasks nothing here reads (a block task
+    # fused into a kernel task, say). distributed does not cull such graphs; if one of those
+    # tasks is still on the scheduler while its own inputs are gone, distributed 2026.8 fails
+    # the graph half-way ("KeyError" in update_graph) and a later computation then trips its
+    # "assert ts.priority".
+    upstream = dict(HighLevelGraph(layers, dependencies))
+    converted = convert_legacy_graph(upstream, all_keys=set(upstream) | set(layer))
+    needed: set = set()
+    todo = [d for t in convert_legacy_graph(layer, all_keys=set(upstream) | set(layer)).values()
+            for d in t.dependencies]
+    while todo:
+        k = todo.pop()
+        if k in needed or k not in upstream:
+            continue
+        needed.add(k)  # persisted data (a Future) has no converted task but must stay
+        if k in converted:
+            todo.extend(converted[k].dependencies)
+    inputs = f"{name}-inputs"
+    return HighLevelGraph({inputs: {k: upstream[k] for k in needed}, name: layer},
+                          {inputs: set(), name: {inputs}})
 
 
 def task_argument(obj, deps: list):
