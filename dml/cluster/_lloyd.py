@@ -5,11 +5,12 @@ scikit-learn does for accuracy, and *augmented* with a trailing column of ones, 
 product gives ``‖c‖² − 2 x·c`` for every centre (the ``‖c‖²`` row rides on the ones column), and
 the product that accumulates the cluster sums gives the cluster weights in its last column.
 
-A Lloyd step on a block (:func:`lloyd_block`) is two compiled passes: the distances and their
-``argmin`` chunk by chunk (cache-sized chunks: the only temporary is ``chunk × k``, nothing of
-size ``n × k`` is allocated, no per-row Python), then the weighted per-cluster sums as a sparse
-``k × n`` assignment matrix times the block. The inertia of the step needs no per-row work: it
-follows from the sums (:func:`step_inertia`).
+A Lloyd step on a dense block (:func:`lloyd_block`) works chunk by chunk (cache-sized chunks:
+the only temporary is ``chunk × k``, nothing of size ``n × k`` is allocated, no per-row
+Python): one BLAS product gives the distances, then one compiled pass
+(:func:`._kernels.argmin_sums`) takes each row's nearest centre and adds the row to that
+centre's sums while the chunk is still in the cache. The inertia of the step needs no
+per-row work: it follows from the sums (:func:`step_inertia`).
 
 Ties between equally distant centres go to the lowest centre index, as in scikit-learn.
 
@@ -179,8 +180,34 @@ def lloyd_block(xa, yb, wb, centres_list, chunk=None):
         (a sparse matrix for a sparse block: :func:`._sparse.dense_sums` after the reduction).
         The inertia of the step follows from them (:func:`step_inertia`).
     """
-    return [cluster_sums(xa, wb, labels_of(xa, augmented_centres(c, xa.dtype), chunk), len(c))
-            for c in centres_list]
+    if _sparse.issparse(xa):
+        return [cluster_sums(xa, wb, labels_of(xa, augmented_centres(c, xa.dtype), chunk),
+                             len(c)) for c in centres_list]
+    return [_dense_step(xa, wb, augmented_centres(c, xa.dtype), chunk) for c in centres_list]
+
+
+def _dense_step(xa, wb, caug, chunk=None):
+    """The Lloyd step on a dense prepared block: per chunk, the distances by one BLAS product,
+    then the nearest centres and the weighted sums in one compiled pass
+    (:func:`._kernels.argmin_sums`)."""
+    from dml.cluster._kernels import argmin_sums
+
+    n, d1 = xa.shape
+    k = caug.shape[1]
+    rows = chunk or chunk_rows(k, d1 - 1)
+    labels = np.empty(n, dtype=np.int32)
+    sums = np.zeros((k, d1), dtype=np.float64)
+    dist = np.empty((min(rows, max(n, 1)), k), dtype=xa.dtype)
+    xa = np.ascontiguousarray(xa)
+    w = _NO_WEIGHTS if wb is None else np.ascontiguousarray(wb, dtype=np.float64)
+    for s in range(0, n, rows):
+        dm = dist[:min(rows, n - s)]
+        np.dot(xa[s:s + rows], caug, out=dm)
+        argmin_sums(dm, xa, w, wb is not None, labels, sums, s)
+    return sums
+
+
+_NO_WEIGHTS = np.empty(0, dtype=np.float64)
 
 
 def step_inertia(sums, centres, wxsq: float) -> float:
