@@ -43,7 +43,7 @@ FAMILIES = {
     "sparse_sgd": "SGD linear models on sparse X (dml.optim._stacked_kernels)",
     "recommender": "MatrixFactorization, SGD and ALS (dml.recommender._kernels)",
     "neighbors": "NearestNeighbors, KNeighbors* brute force (dml.neighbors._knn_kernels)",
-    "kmeans": "KMeans on dense X, the fused Lloyd step (dml.cluster._kernels)",
+    "kmeans": "KMeans on dense X: Lloyd step, final assignment, statistics (dml.cluster._kernels)",
 }
 
 
@@ -108,6 +108,8 @@ def _signatures():
         ],
         "kmeans": [
             ("dml.cluster._kernels", "argmin_sums", (f2, f2, f1, b, a(nt.int32, 1), f2, i64)),
+            ("dml.cluster._kernels", "argmin_sqdist", (f2, f2, f2, a(nt.int32, 1), f1, i64)),
+            ("dml.cluster._kernels", "column_stats", (f2, f1, f1, f1, f1, f1)),
         ],
     }
 

@@ -77,18 +77,15 @@ def prepared_stats(xa, yb, wb):
     """Statistics of a prepared block: squares (variance), bounds, weights, ``Σ w‖x‖²``."""
     if _sparse.issparse(xa):
         return _sparse.sparse_stats(xa, wb)
-    x = xa[:, :-1]
-    sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
-    if x.shape[0] == 0:
-        lo = np.full(x.shape[1], np.inf)
-        hi = np.full(x.shape[1], -np.inf)
-    else:
-        lo = x.min(axis=0).astype(np.float64)
-        hi = x.max(axis=0).astype(np.float64)
-    out = {"sum": x.sum(axis=0, dtype=np.float64),
-           "sumsq": np.einsum("ij,ij->j", x, x, dtype=np.float64), "lo": lo, "hi": hi}
+    from dml.cluster._kernels import column_stats
+
+    n, d1 = xa.shape
+    colsum, colsumsq, sq = np.zeros(d1 - 1), np.zeros(d1 - 1), np.empty(n)
+    lo, hi = np.full(d1 - 1, np.inf), np.full(d1 - 1, -np.inf)
+    column_stats(np.ascontiguousarray(xa), colsum, colsumsq, lo, hi, sq)  # one pass
+    out = {"sum": colsum, "sumsq": colsumsq, "lo": lo, "hi": hi}
     if wb is None:
-        out.update(wsum=float(x.shape[0]), wmin=1.0, wxsq=float(sq.sum()))
+        out.update(wsum=float(n), wmin=1.0, wxsq=float(sq.sum()))
     else:
         out.update(wsum=float(wb.sum()), wmin=float(wb.min()) if len(wb) else np.inf,
                    wxsq=float(sq @ wb))
@@ -305,13 +302,21 @@ def _labels_and_distances(xa, centres, chunk=None):
         # No differences without densifying: ‖x‖² − 2x·c + ‖c‖², as scikit-learn on sparse X.
         return _sparse.sparse_labels(xa, augmented_centres(centres, xa.dtype),
                                      chunk or chunk_rows(len(centres), 0), with_distance=True)
-    x = xa[:, :-1]
-    c = np.asarray(centres, dtype=xa.dtype)
-    labels = labels_of(xa, augmented_centres(centres, xa.dtype), chunk)
-    rows = chunk or chunk_rows(len(c), x.shape[1])
-    sq = np.empty(len(labels), dtype=np.float64)
-    for s in range(0, len(labels), rows):
-        sq[s:s + rows] = _sq_to(x[s:s + rows], c, labels[s:s + rows])
+    from dml.cluster._kernels import argmin_sqdist
+
+    n, d1 = xa.shape
+    k = len(centres)
+    c = np.ascontiguousarray(centres, dtype=xa.dtype)
+    caug = augmented_centres(centres, xa.dtype)
+    rows = chunk or chunk_rows(k, d1 - 1)
+    labels = np.empty(n, dtype=np.int32)
+    sq = np.empty(n, dtype=np.float64)
+    dist = np.empty((min(rows, max(n, 1)), k), dtype=xa.dtype)
+    xa = np.ascontiguousarray(xa)
+    for s in range(0, n, rows):
+        dm = dist[:min(rows, n - s)]
+        np.dot(xa[s:s + rows], caug, out=dm)
+        argmin_sqdist(dm, xa, c, labels, sq, s)
     return labels, sq
 
 
