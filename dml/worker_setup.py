@@ -43,6 +43,7 @@ FAMILIES = {
     "sparse_sgd": "SGD linear models on sparse X (dml.optim._stacked_kernels)",
     "recommender": "MatrixFactorization, SGD and ALS (dml.recommender._kernels)",
     "neighbors": "NearestNeighbors, KNeighbors* brute force (dml.neighbors._knn_kernels)",
+    "kmeans": "KMeans on dense X: Lloyd step, final assignment, statistics (dml.cluster._kernels)",
 }
 
 
@@ -104,6 +105,11 @@ def _signatures():
             (knn, "_row_sqnorms", (f2,)),
             (knn, "_dot_topk", (f2, f1, f2, f1, i64, i64, f2, i2, i1, i64, i64)),
             (knn, "_pair_topk", (f2, f2, i64, i64, f64, f2, i2, i1, i64)),
+        ],
+        "kmeans": [
+            ("dml.cluster._kernels", "argmin_sums", (f2, f2, f1, b, a(nt.int32, 1), f2, i64)),
+            ("dml.cluster._kernels", "argmin_sqdist", (f2, f2, f2, a(nt.int32, 1), f1, i64)),
+            ("dml.cluster._kernels", "column_stats", (f2, f1, f1, f1, f1, f1)),
         ],
     }
 

@@ -127,7 +127,7 @@ ESTIMATORS = {
 SPARSE_OK = {"MultinomialNB", "ComplementNB", "BernoulliNB", "SGDClassifier", "SGDRegressor",
              "Perceptron", "MaxAbsScaler", "Normalizer", "LinearRegression", "Ridge",
              "LogisticRegression", "LinearSVC", "GridSearchCV", "RandomizedSearchCV",
-             "MLPClassifier", "MLPRegressor", "TruncatedSVD"}
+             "MLPClassifier", "MLPRegressor", "TruncatedSVD", "KMeans"}
 
 
 def to_sparse(X, dask):

@@ -235,6 +235,10 @@ def test_fits_use_exactly_the_warmed_signatures():
     for metric in ("euclidean", "cosine", "manhattan"):
         KNeighborsClassifier(3, metric=metric).fit(Xd, yd).predict(X[:50])
 
+    from dml.cluster import KMeans
+
+    KMeans(2, random_state=0, max_iter=3).fit(Xd)
+
     table = {}
     for entries in _signatures().values():
         for module, name, sig in entries:

@@ -166,6 +166,9 @@ EXPECTED_FAILED_CHECKS: dict[str, dict[str, str]] = {
                      "check_sample_weight_equivalence_on_sparse_data": _MINIBATCH},
     "KMeans": {"check_sample_weight_equivalence_on_dense_data":
                "the random initialisation sees different rows (also expected for "
+               "scikit-learn's KMeans)",
+               "check_sample_weight_equivalence_on_sparse_data":
+               "the random initialisation sees different rows (also expected for "
                "scikit-learn's KMeans)"},
     "DecisionTreeClassifier": {"check_sample_weight_equivalence_on_dense_data": _BINS},
     "DecisionTreeRegressor": {"check_sample_weight_equivalence_on_dense_data": _BINS},

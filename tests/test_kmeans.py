@@ -455,6 +455,8 @@ def test_sklearn_estimator_checks():
     expected = {"check_sample_weight_equivalence_on_dense_data":
                 "sample_weight is not equivalent to removing/repeating samples (as for "
                 "scikit-learn's KMeans): the random initialisation sees different rows"}
+    expected["check_sample_weight_equivalence_on_sparse_data"] = expected[
+        "check_sample_weight_equivalence_on_dense_data"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_estimator(KMeans(2, n_init=2, max_iter=5, random_state=0),

@@ -27,14 +27,25 @@ from __future__ import annotations
 import numpy as np
 
 from dml._graph import LinkedTasks, broadcast
-from dml.cluster import _lloyd
+from dml.cluster import _lloyd, _sparse
 from dml.cluster._prepared import Prepared, tree_combine
 
-__all__ = ["ITERS_PER_SUBMIT", "next_centres", "run_chain"]
+__all__ = ["ITERS_PER_SUBMIT", "max_links", "next_centres", "run_chain"]
 
 #: Lloyd iterations submitted as one graph. Links after convergence cost a no-op task each, so
 #: a long chain wastes little when the runs converge early.
 ITERS_PER_SUBMIT = 32
+
+#: Bytes of centres a chain may hold: every link keeps the centres it used until the client
+#: collects the chain, which matters for wide (sparse, 2^20-column) data.
+CHAIN_CENTRE_BYTES = 64 * 2**20
+
+
+def max_links(runs, d: int, n_groups: int) -> int:
+    """The longest chain whose links' centres fit :data:`CHAIN_CENTRE_BYTES` (every group's
+    task of a link holds its own copy of the centres)."""
+    per_link = 8 * max(1, d) * sum(len(r.centres) for r in runs) * max(1, n_groups)
+    return int(max(1, min(ITERS_PER_SUBMIT, CHAIN_CENTRE_BYTES // per_link)))
 
 
 def next_centres(centres, sums, d: int, dtype, tol: float, n_iter: int, max_iter: int):
@@ -60,7 +71,7 @@ def _reduced(previous, groups, n_blocks):
     for g, res in zip(groups, previous):
         for i, r in zip(g, res["sums"]):
             per_block[i] = r
-    return tree_combine(per_block, _lloyd.combine_lloyd)
+    return _sparse.dense_sums(tree_combine(per_block, _lloyd.combine_lloyd))
 
 
 def _advance(state, reduced, config):

@@ -14,6 +14,9 @@ keeps row ``i`` when ``u_i < ℓ·w_i·D(x_i)²/φ``. So every choice depends on
 weights and ``random_state`` only, not on how the rows are cut into blocks (up to floating-point
 round-off in the distances), and the merge of per-block candidates (largest key first, ties by
 lowest row) is deterministic.
+
+On sparse blocks the chosen rows stay sparse (candidates of k-means||, the trial rows of
+k-means++) until they become the k dense initial centres.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import numpy as np
 from dask import delayed
 
 from dml._blocks import block_rng, tree_reduce
+from dml.cluster import _sparse
 from dml.cluster._lloyd import chunk_rows, largest
 
 __all__ = ["row_uniforms", "stream_key", "random_init", "kmeans_plusplus_init",
@@ -88,7 +92,8 @@ def _top_rows(part, d2, key: int, start: int, m: int):
         weight = d2 if wb is None else d2 * wb
     keys = _keys(row_uniforms(key, start, n), weight)
     top = largest(keys, m)
-    return {"key": keys[top], "row": top.astype(np.int64) + start, "x": xa[top, :-1].copy()}
+    return {"key": keys[top], "row": top.astype(np.int64) + start,
+            "x": _sparse.take(_sparse.features(xa), top)}
 
 
 def _merge_top(parts, m: int):
@@ -96,16 +101,28 @@ def _merge_top(parts, m: int):
     rows = np.concatenate([p["row"] for p in parts])
     order = np.lexsort((rows, -keys))[:m]
     return {"key": keys[order], "row": rows[order],
-            "x": np.concatenate([p["x"] for p in parts])[order]}
+            "x": _sparse.stack_rows([p["x"] for p in parts])[order]}
 
 
 def _sq_dist_min(x: np.ndarray, centres: np.ndarray, d2_prev) -> np.ndarray:
     """``min(d2_prev, min_c ‖x − c‖²)`` per row, in float64, chunked (no n × k temporary)."""
     n = x.shape[0]
     out = np.empty(n, dtype=np.float64) if d2_prev is None else d2_prev.copy()
-    if len(centres) == 0:
+    if centres.shape[0] == 0:
         if d2_prev is None:
             out[:] = np.inf
+        return out
+    if _sparse.issparse(x) or _sparse.issparse(centres):
+        # ‖x‖² − 2x·c + ‖c‖² from the sparse products: no dense difference of a sparse row.
+        cn = _sparse.row_sqnorms(centres)
+        xn = _sparse.row_sqnorms(x)
+        rows = chunk_rows(centres.shape[0], 0)
+        for s in range(0, n, rows):
+            dist = _sparse.cross(x[s:s + rows], centres, np.float64) * -2.0
+            dist += cn
+            sq = dist.min(axis=1) + xn[s:s + rows]
+            np.maximum(sq, 0.0, out=sq)
+            out[s:s + rows] = sq if d2_prev is None else np.minimum(out[s:s + rows], sq)
         return out
     c = np.asarray(centres, dtype=np.float64)
     rows = chunk_rows(len(c), x.shape[1])
@@ -130,24 +147,24 @@ def _sq_dist_min(x: np.ndarray, centres: np.ndarray, d2_prev) -> np.ndarray:
 def _update(part, d2_prev, centres):
     """New squared distances to the nearest centre and this block's ``φ = Σ w·D²``."""
     xa, _, wb = part
-    d2 = _sq_dist_min(xa[:, :-1], centres, d2_prev)
+    d2 = _sq_dist_min(_sparse.features(xa), centres, d2_prev)
     phi = float(d2.sum()) if wb is None else float(d2 @ wb)
     return d2, phi
 
 
 def _update_and_pick(part, d2_prev, centre, key: int, start: int, trials: int):
     """k-means++ step: fold the newest centre into D², then this block's candidates for the next."""
-    d2, _ = _update(part, d2_prev, centre[None, :])
+    d2, _ = _update(part, d2_prev, _sparse.as_rows(centre))
     return d2, _top_rows(part, d2, key, start, trials)
 
 
 def _potentials(part, d2, candidates):
     """``Σ w·min(D², ‖x − c‖²)`` for each candidate c (greedy k-means++ trials)."""
     xa, _, wb = part
-    x = xa[:, :-1]
-    out = np.empty(len(candidates))
-    for t, c in enumerate(candidates):
-        new = _sq_dist_min(x, c[None, :], d2)
+    x = _sparse.features(xa)
+    out = np.empty(candidates.shape[0])
+    for t in range(candidates.shape[0]):
+        new = _sq_dist_min(x, candidates[t:t + 1], d2)
         out[t] = new.sum() if wb is None else new @ wb
     return out
 
@@ -163,13 +180,14 @@ def _first_row(candidates):
 def _oversample(part, d2, phi: float, ell: float, key: int, start: int):
     """k-means|| round: keep row i with probability ``min(1, ℓ·w_i·D_i²/φ)``."""
     xa, _, wb = part
+    x = _sparse.features(xa)
     if not phi > 0:
-        return xa[:0, :-1].copy()
+        return x[:0].copy()
     p = ell * d2 / phi
     if wb is not None:
         p = p * wb
     keep = row_uniforms(key, start, xa.shape[0]) < p
-    return xa[keep, :-1].copy()
+    return _sparse.take(x, np.flatnonzero(keep))
 
 
 def _nearest_weights(part, candidates):
@@ -177,12 +195,12 @@ def _nearest_weights(part, candidates):
     from dml.cluster._lloyd import assign
 
     xa, _, wb = part
-    labels = assign(xa[:, :-1], candidates)
-    return np.bincount(labels, weights=wb, minlength=len(candidates)).astype(np.float64)
+    labels = assign(_sparse.features(xa), candidates)
+    return np.bincount(labels, weights=wb, minlength=candidates.shape[0]).astype(np.float64)
 
 
 def _concat_rows(parts):
-    return np.concatenate(list(parts), axis=0)
+    return _sparse.stack_rows(parts)
 
 
 def _first_x(top):
@@ -190,7 +208,8 @@ def _first_x(top):
 
 
 def _stack(rows):
-    return np.stack(list(rows), axis=0)
+    rows = list(rows)
+    return _sparse.stack_rows(rows) if _sparse.issparse(rows[0]) else np.stack(rows, axis=0)
 
 
 def _x_of(top):
@@ -198,7 +217,7 @@ def _x_of(top):
 
 
 def _as_matrix(row):
-    return row[None, :]
+    return _sparse.as_rows(row)
 
 
 def _pair(a, b):
@@ -295,18 +314,19 @@ def weighted_kmeans_plusplus(candidates: np.ndarray, weights: np.ndarray, k: int
     from sklearn.cluster import kmeans_plusplus
 
     rs = np.random.RandomState(int(block_rng(seed, purpose).integers(0, 2**31 - 1)))
-    if len(candidates) <= k:
+    if candidates.shape[0] <= k:
         # Oversampling stops when every row sits on a candidate (D² = 0 everywhere): the data
         # has at most this many distinct rows, so they all are centres (repeated up to k).
-        return np.resize(candidates.astype(np.float64), (k, candidates.shape[1]))
-    keep = weights > 0
+        return np.resize(_sparse.as_dense(candidates), (k, candidates.shape[1]))
+    keep = np.flatnonzero(weights > 0)
     cand, wts = candidates[keep].astype(np.float64), weights[keep]
-    if len(np.unique(cand, axis=0)) < k:
+    if _sparse.n_distinct_rows(cand) < k:
         # Fewer distinct candidates than clusters: take them all (duplicates included, like
         # scikit-learn on data with fewer distinct points than clusters).
         cand, wts = candidates.astype(np.float64), np.where(weights > 0, weights, 1e-12)
+    # (scikit-learn's k-means++ and Lloyd below take sparse candidates as they are.)
     init, _ = kmeans_plusplus(cand, k, sample_weight=wts, random_state=rs)
-    if len(cand) == k:
+    if cand.shape[0] == k:
         return init
     # warnings.catch_warnings saves and restores the process-wide filter list: fits running in
     # several threads at once could restore each other's "ignore" and leave every warning of

@@ -24,11 +24,11 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluste
                           TransformerMixin)
 from sklearn.exceptions import ConvergenceWarning
 
-from dml._blocks import block_rng, compute, seed_from
+from dml._blocks import BlockSpec, block_rng, compute, is_sparse, is_sparse_dask, seed_from
 from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOptions
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
-from dml.cluster import _chain, _init, _lloyd
+from dml.cluster import _chain, _init, _lloyd, _sparse
 from dml.cluster._prepared import Prepared, group_call, map_combine, prepare, tree_combine
 from dml.optim.progress import make_progress
 
@@ -66,7 +66,7 @@ def _relocate(sums, wsum, cand, d):
         # No distance > 0: more clusters than distinct points; relocating is pointless.
         return
     for idx, new in enumerate(empty[:len(cand["dist"])]):
-        x, w, old = cand["x"][idx].astype(np.float64), cand["w"][idx], cand["label"][idx]
+        x, w, old = _sparse.as_dense(cand["x"][idx]).ravel(), cand["w"][idx], cand["label"][idx]
         sums[old, :d] -= x * w
         sums[new, :d] = x * w
         wsum[new] = w
@@ -107,7 +107,8 @@ def lloyd(runs: list[Run], progress=None) -> None:
         groups = _by_data(active)
         if len(groups) == 1 and groups[0][0].persisted and chain_length > 1:
             data, group = groups[0]
-            n_iters = min(chain_length, max(r.max_iter - r.n_iter for r in group))
+            n_iters = min(chain_length, max(r.max_iter - r.n_iter for r in group),
+                          _chain.max_links(group, data.d, len(data.groups)))
             ran = _chain.run_chain(data, group, n_iters)
             for used, sums in ran:
                 group = [r for r in group if not r.done]
@@ -123,6 +124,7 @@ def lloyd(runs: list[Run], progress=None) -> None:
         chain_length = min(2 * chain_length, _chain.ITERS_PER_SUBMIT)
         results = map_combine([(data, ([r.centres for r in group],)) for data, group in groups],
                               _lloyd.lloyd_block, _lloyd.combine_lloyd)
+        results = [_sparse.dense_sums(res) for res in results]
         _apply_iteration(groups, results)
         _report(runs, progress)
 
@@ -252,7 +254,7 @@ def init_centres(method: str, result, k: int, seed: int, data: Prepared) -> np.n
         centres = _init.weighted_kmeans_plusplus(candidates, weights, k, seed)
     else:
         centres = result
-    return np.ascontiguousarray(centres, dtype=data.dtype)
+    return np.ascontiguousarray(_sparse.as_dense(centres, data.dtype))
 
 
 # --------------------------------------------------------------------------------------------
@@ -346,6 +348,9 @@ default="k-means||"
     >>> float(km.inertia_)
     16.0
     """
+
+    # Sparse X trains without densifying a block (docs/clustering.md, "Sparse data").
+    _block_spec = BlockSpec(accept_sparse=True)
 
     def __init__(self, n_clusters=8, *, init="k-means||", n_init="auto", max_iter=300,
                  tol=1e-4, oversampling_factor=2.0, init_rounds=5, random_state=None,
@@ -445,7 +450,7 @@ default="k-means||"
         if n < self.n_clusters:
             raise ValueError(f"{type(self).__name__}: n_samples={n} should be >= "
                              f"n_clusters={self.n_clusters}; ask for fewer clusters")
-        data = prepare(blocks, type(self).__name__)
+        data = prepare(blocks, type(self).__name__, sparse=is_sparse(X) or is_sparse_dask(X))
         seed = seed_from(self.random_state)
         runs = self._initial_runs(data, n_init, seed)
         progress = make_progress(self.progress, self.verbose)
@@ -640,7 +645,9 @@ default="k-means||"
 
 
 def _predict_kernel(xb, centres):
-    return _lloyd.assign(np.ascontiguousarray(xb), centres.astype(xb.dtype))
+    if not _sparse.issparse(xb):
+        xb = np.ascontiguousarray(xb)
+    return _lloyd.assign(xb, centres.astype(xb.dtype))
 
 
 def _transform_kernel(xb, centres):

@@ -5,17 +5,23 @@ scikit-learn does for accuracy, and *augmented* with a trailing column of ones, 
 product gives ``‖c‖² − 2 x·c`` for every centre (the ``‖c‖²`` row rides on the ones column), and
 the product that accumulates the cluster sums gives the cluster weights in its last column.
 
-A Lloyd step on a block (:func:`lloyd_block`) is two compiled passes: the distances and their
-``argmin`` chunk by chunk (cache-sized chunks: the only temporary is ``chunk × k``, nothing of
-size ``n × k`` is allocated, no per-row Python), then the weighted per-cluster sums as a sparse
-``k × n`` assignment matrix times the block. The inertia of the step needs no per-row work: it
-follows from the sums (:func:`step_inertia`).
+A Lloyd step on a dense block (:func:`lloyd_block`) works chunk by chunk (cache-sized chunks:
+the only temporary is ``chunk × k``, nothing of size ``n × k`` is allocated, no per-row
+Python): one BLAS product gives the distances, then one compiled pass
+(:func:`._kernels.argmin_sums`) takes each row's nearest centre and adds the row to that
+centre's sums while the chunk is still in the cache. The inertia of the step needs no
+per-row work: it follows from the sums (:func:`step_inertia`).
 
 Ties between equally distant centres go to the lowest centre index, as in scikit-learn.
+
+Sparse (CSR) blocks are prepared and processed by the kernels of :mod:`._sparse`, which the
+functions here call when a block is sparse: no centring, no ones column, nothing densified.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from dml.cluster import _sparse
 
 __all__ = ["prepare_block", "lloyd_block", "step_inertia", "final_block", "relocation_block",
            "average_centres", "assign", "labels_of", "cluster_sums", "chunk_rows",
@@ -51,8 +57,13 @@ def block_sums(xb, yb, wb):
 
 
 def prepare_block(part, mean: np.ndarray):
-    """``(X − mean | 1, None, w)``: the centred, augmented block the Lloyd kernels use."""
+    """``(X − mean | 1, None, w)``: the centred, augmented block the Lloyd kernels use.
+
+    A sparse block is kept sparse and not centred (:func:`._sparse.prepare_sparse_block`).
+    """
     xb, _, wb = part
+    if _sparse.issparse(xb):
+        return _sparse.prepare_sparse_block(xb, wb)
     n, d = xb.shape
     xa = np.empty((n, d + 1), dtype=xb.dtype)
     np.subtract(xb, mean.astype(xb.dtype), out=xa[:, :d])
@@ -64,18 +75,17 @@ def prepare_block(part, mean: np.ndarray):
 
 def prepared_stats(xa, yb, wb):
     """Statistics of a prepared block: squares (variance), bounds, weights, ``Σ w‖x‖²``."""
-    x = xa[:, :-1]
-    sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
-    if x.shape[0] == 0:
-        lo = np.full(x.shape[1], np.inf)
-        hi = np.full(x.shape[1], -np.inf)
-    else:
-        lo = x.min(axis=0).astype(np.float64)
-        hi = x.max(axis=0).astype(np.float64)
-    out = {"sum": x.sum(axis=0, dtype=np.float64),
-           "sumsq": np.einsum("ij,ij->j", x, x, dtype=np.float64), "lo": lo, "hi": hi}
+    if _sparse.issparse(xa):
+        return _sparse.sparse_stats(xa, wb)
+    from dml.cluster._kernels import column_stats
+
+    n, d1 = xa.shape
+    colsum, colsumsq, sq = np.zeros(d1 - 1), np.zeros(d1 - 1), np.empty(n)
+    lo, hi = np.full(d1 - 1, np.inf), np.full(d1 - 1, -np.inf)
+    column_stats(np.ascontiguousarray(xa), colsum, colsumsq, lo, hi, sq)  # one pass
+    out = {"sum": colsum, "sumsq": colsumsq, "lo": lo, "hi": hi}
     if wb is None:
-        out.update(wsum=float(x.shape[0]), wmin=1.0, wxsq=float(sq.sum()))
+        out.update(wsum=float(n), wmin=1.0, wxsq=float(sq.sum()))
     else:
         out.update(wsum=float(wb.sum()), wmin=float(wb.min()) if len(wb) else np.inf,
                    wxsq=float(sq @ wb))
@@ -84,16 +94,17 @@ def prepared_stats(xa, yb, wb):
 
 def mean_variance(stats, n: int) -> float:
     """Mean over the features of the (unweighted) variance: scikit-learn's ``tol`` scale."""
-    mean = stats["sum"] / n
-    return float(np.mean(np.maximum(stats["sumsq"] / n - mean * mean, 0.0)))
+    mean = _sparse.as_dense(stats["sum"]).ravel() / n
+    sumsq = _sparse.as_dense(stats["sumsq"]).ravel()
+    return float(np.mean(np.maximum(sumsq / n - mean * mean, 0.0)))
 
 
 def combine_prepared_stats(parts):
     parts = [p for p in parts if p is not None]
     return {"sum": sum(p["sum"] for p in parts[1:]) + parts[0]["sum"],
             "sumsq": sum(p["sumsq"] for p in parts[1:]) + parts[0]["sumsq"],
-            "lo": np.minimum.reduce([p["lo"] for p in parts]),
-            "hi": np.maximum.reduce([p["hi"] for p in parts]),
+            "lo": None if parts[0]["lo"] is None else np.minimum.reduce([p["lo"] for p in parts]),
+            "hi": None if parts[0]["hi"] is None else np.maximum.reduce([p["hi"] for p in parts]),
             "wsum": sum(p["wsum"] for p in parts),
             "wmin": min(p["wmin"] for p in parts),
             "wxsq": sum(p["wxsq"] for p in parts)}
@@ -116,6 +127,8 @@ def labels_of(xa, caug, chunk=None, out=None):
     """
     n = xa.shape[0]
     k = caug.shape[1]
+    if _sparse.issparse(xa):
+        return _sparse.sparse_labels(xa, caug, chunk or chunk_rows(k, 0))
     rows = chunk or chunk_rows(k, xa.shape[1] - 1)
     labels = np.empty(n, dtype=np.intp)
     dist = np.empty((min(rows, max(n, 1)), k), dtype=xa.dtype)
@@ -134,6 +147,8 @@ def cluster_sums(xa, wb, labels, k):
     """
     import scipy.sparse as sp
 
+    if sp.issparse(xa):
+        return _sparse.sparse_cluster_sums(xa, wb, labels, k, SUM_ROWS)
     n, d1 = xa.shape
     sums = np.zeros((k, d1), dtype=np.float64)
     for s in range(0, n, SUM_ROWS):
@@ -158,11 +173,38 @@ def lloyd_block(xa, yb, wb, centres_list, chunk=None):
     Returns
     -------
     list of ndarray (k_r, d + 1), float64
-        Per run: weighted per-cluster sums of the rows, the cluster weights in the last column.
+        Per run: weighted per-cluster sums of the rows, the cluster weights in the last column
+        (a sparse matrix for a sparse block: :func:`._sparse.dense_sums` after the reduction).
         The inertia of the step follows from them (:func:`step_inertia`).
     """
-    return [cluster_sums(xa, wb, labels_of(xa, augmented_centres(c, xa.dtype), chunk), len(c))
-            for c in centres_list]
+    if _sparse.issparse(xa):
+        return [cluster_sums(xa, wb, labels_of(xa, augmented_centres(c, xa.dtype), chunk),
+                             len(c)) for c in centres_list]
+    return [_dense_step(xa, wb, augmented_centres(c, xa.dtype), chunk) for c in centres_list]
+
+
+def _dense_step(xa, wb, caug, chunk=None):
+    """The Lloyd step on a dense prepared block: per chunk, the distances by one BLAS product,
+    then the nearest centres and the weighted sums in one compiled pass
+    (:func:`._kernels.argmin_sums`)."""
+    from dml.cluster._kernels import argmin_sums
+
+    n, d1 = xa.shape
+    k = caug.shape[1]
+    rows = chunk or chunk_rows(k, d1 - 1)
+    labels = np.empty(n, dtype=np.int32)
+    sums = np.zeros((k, d1), dtype=np.float64)
+    dist = np.empty((min(rows, max(n, 1)), k), dtype=xa.dtype)
+    xa = np.ascontiguousarray(xa)
+    w = _NO_WEIGHTS if wb is None else np.ascontiguousarray(wb, dtype=np.float64)
+    for s in range(0, n, rows):
+        dm = dist[:min(rows, n - s)]
+        np.dot(xa[s:s + rows], caug, out=dm)
+        argmin_sums(dm, xa, w, wb is not None, labels, sums, s)
+    return sums
+
+
+_NO_WEIGHTS = np.empty(0, dtype=np.float64)
 
 
 def step_inertia(sums, centres, wxsq: float) -> float:
@@ -206,6 +248,8 @@ def assign(x, centres, chunk=None, with_distance=False):
     """
     n, d = x.shape
     k = centres.shape[0]
+    if _sparse.issparse(x) or _sparse.issparse(centres):
+        return _assign_sparse(x, centres, chunk or chunk_rows(k, 0), with_distance)
     cdt = np.asarray(centres, dtype=x.dtype)
     c2t = np.ascontiguousarray(-2.0 * cdt.T)
     cn = np.einsum("ij,ij->i", cdt, cdt)
@@ -226,6 +270,27 @@ def assign(x, centres, chunk=None, with_distance=False):
     return (labels, sq) if with_distance else labels
 
 
+def _assign_sparse(x, centres, rows, with_distance):
+    """:func:`assign` when the rows or the centres are sparse (distances from norms)."""
+    cn = _sparse.row_sqnorms(centres)
+    dtype = np.float64 if _sparse.issparse(centres) else x.dtype
+    n = x.shape[0]
+    labels = np.empty(n, dtype=np.int32)
+    sq = np.empty(n) if with_distance else None
+    for s in range(0, n, rows):
+        dm = _sparse.cross(x[s:s + rows], centres, dtype) * -2.0
+        dm += cn
+        lab = np.argmin(dm, axis=1)
+        labels[s:s + rows] = lab
+        if with_distance:
+            sq[s:s + rows] = dm[np.arange(len(lab)), lab]
+    if with_distance:
+        sq += _sparse.row_sqnorms(x)
+        np.maximum(sq, 0.0, out=sq)
+        return labels, sq
+    return labels
+
+
 def _sq_to(x, centres, labels):
     diff = x - centres[labels]
     return np.einsum("ij,ij->i", diff, diff, dtype=np.float64)
@@ -233,13 +298,25 @@ def _sq_to(x, centres, labels):
 
 def _labels_and_distances(xa, centres, chunk=None):
     """Labels as in the Lloyd step and each row's exact squared distance to its centre."""
-    x = xa[:, :-1]
-    c = np.asarray(centres, dtype=xa.dtype)
-    labels = labels_of(xa, augmented_centres(centres, xa.dtype), chunk)
-    rows = chunk or chunk_rows(len(c), x.shape[1])
-    sq = np.empty(len(labels), dtype=np.float64)
-    for s in range(0, len(labels), rows):
-        sq[s:s + rows] = _sq_to(x[s:s + rows], c, labels[s:s + rows])
+    if _sparse.issparse(xa):
+        # No differences without densifying: ‖x‖² − 2x·c + ‖c‖², as scikit-learn on sparse X.
+        return _sparse.sparse_labels(xa, augmented_centres(centres, xa.dtype),
+                                     chunk or chunk_rows(len(centres), 0), with_distance=True)
+    from dml.cluster._kernels import argmin_sqdist
+
+    n, d1 = xa.shape
+    k = len(centres)
+    c = np.ascontiguousarray(centres, dtype=xa.dtype)
+    caug = augmented_centres(centres, xa.dtype)
+    rows = chunk or chunk_rows(k, d1 - 1)
+    labels = np.empty(n, dtype=np.int32)
+    sq = np.empty(n, dtype=np.float64)
+    dist = np.empty((min(rows, max(n, 1)), k), dtype=xa.dtype)
+    xa = np.ascontiguousarray(xa)
+    for s in range(0, n, rows):
+        dm = dist[:min(rows, n - s)]
+        np.dot(xa[s:s + rows], caug, out=dm)
+        argmin_sqdist(dm, xa, c, labels, sq, s)
     return labels, sq
 
 
@@ -274,7 +351,7 @@ def relocation_block(index, xa, yb, wb, centres_list, n_far, offsets):
     sorted by distance descending then row ascending, so merging blocks gives the global top
     rows whatever the partitioning.
     """
-    x = xa[:, :-1]
+    x = _sparse.features(xa)
     out = []
     start = int(offsets[index])
     for centres, m in zip(centres_list, n_far):
@@ -284,7 +361,8 @@ def relocation_block(index, xa, yb, wb, centres_list, n_far, offsets):
             out.append(_empty_candidates(x))
             continue
         top = largest(sq, m)
-        out.append({"dist": sq[top], "row": top.astype(np.int64) + start, "x": x[top].copy(),
+        out.append({"dist": sq[top], "row": top.astype(np.int64) + start,
+                    "x": _sparse.take(x, top),
                     "w": (np.ones(m) if wb is None else wb[top].astype(np.float64)),
                     "label": lab[top]})
     return out
@@ -318,7 +396,8 @@ def merge_candidates(parts, n_far):  # used as functools.partial(merge_candidate
     parts = [p for p in parts if p is not None]
     out = []
     for r, m in enumerate(n_far):
-        cand = {key: np.concatenate([p[r][key] for p in parts]) for key in parts[0][r]}
+        cand = {key: (_sparse.stack_rows if key == "x" else np.concatenate)(
+            [p[r][key] for p in parts]) for key in parts[0][r]}
         order = np.lexsort((cand["row"], -cand["dist"]))[:m]
         out.append({key: v[order] for key, v in cand.items()})
     return out

@@ -19,7 +19,7 @@ from dml._blocks import Blocks, compute
 from dml._graph import reduce_levels, tree_depth
 from dml.base import check_weights_not_all_zero
 from dml.cluster import _lloyd
-from dml.optim.data import should_persist
+from dml.optim.data import fits_persist_budget, should_persist
 
 __all__ = ["Prepared", "prepare", "map_combine", "tree_combine", "group_call",
            "placement_groups", "input_placement"]
@@ -41,8 +41,8 @@ class Prepared:
         Mean of the per-feature variances (scikit-learn's ``tol`` scale).
     wxsq : float
         ``Σ w‖x − mean‖²``: the inertia of a Lloyd step is this plus the kernel's partial sum.
-    lo, hi : ndarray (d,)
-        Bounding box of the centred data.
+    lo, hi : ndarray (d,) or None
+        Bounding box of the centred data (None for sparse data).
     """
 
     blocks: Blocks
@@ -205,12 +205,18 @@ def _mean_of(stats, d):
     return stats["sum"] / stats["n"]
 
 
-def prepare(blocks: Blocks, name: str = "KMeans") -> Prepared:
+def _nnz(xb, yb, wb):
+    return int(xb.nnz)
+
+
+def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False) -> Prepared:
     """Centre, augment and persist the training blocks, then one statistics pass.
 
     When the input blocks are already in worker memory, each prepared block is made on the
     worker that holds its input (so the Lloyd tasks stay as balanced as the user's data);
-    otherwise one graph computes the mean and persists the prepared blocks.
+    otherwise one graph computes the mean and persists the prepared blocks. ``sparse``: the
+    blocks are CSR; they are not centred (the mean is zero) and their memory is judged by their
+    stored values.
     """
     lengths = blocks.lengths
     persisted = True
@@ -218,10 +224,17 @@ def prepare(blocks: Blocks, name: str = "KMeans") -> Prepared:
     if n == 0:
         raise ValueError(f"{name}: X has 0 samples; at least one is required")
     d = blocks.n_features
-    sums = blocks.map_reduce(_lloyd.block_sums, compute_now=False)
-    mean = delayed(_mean_of, pure=True)(sums, d)
+    if sparse:
+        mean = np.zeros(d)
+        nnz = blocks.map_reduce(_nnz)
+        # CSR: a value and a column index per stored entry, a row pointer and weight per row.
+        fits = fits_persist_budget(int(nnz) * 12 + n * 16)
+    else:
+        sums = blocks.map_reduce(_lloyd.block_sums, compute_now=False)
+        mean = delayed(_mean_of, pure=True)(sums, d)
+        fits = should_persist(blocks, "auto")
     placement = input_placement(blocks.parts)
-    if not should_persist(blocks, "auto"):
+    if not fits:
         # Larger than the cluster's memory (DESIGN principle 3): the prepared blocks stay lazy
         # and every pass re-reads them from the source instead of persisting them all.
         (mean,) = compute(mean)
