@@ -94,8 +94,7 @@ def _signatures():
               i64, f64, f64, f1)),
         ],
         "recommender": [
-            (rec, "sort_by_key_then_value", (i1, f1, i64)),
-            (rec, "sort_by_key_then_value", (i1, i1, i64)),
+            (rec, "_sort_short_runs", (i1, f1, i64, i64)),
             (rec, "sgd_cell", (i1, i1, f1, i1, f2, f2, f1, f1, f64, f64, f64, b, i64, i64)),
             (rec, "als_gram_add", (i1, i1, f1, f2, f3, f2, f1)),
             (rec, "sq_error_cell", (i1, i1, f1, f2, f2, f1, f1, f64, i64, i64)),
