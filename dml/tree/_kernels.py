@@ -91,6 +91,7 @@ def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
                     touched[j] = cell
                     j += 1
         else:
+            # np.int64: numba would also compile a copy for the constant 0 that nt starts as.
             _sort_prefix(touched, np.int64(nt))
         base = np.int64(s) * F * B
         for i in range(nt):
