@@ -44,6 +44,7 @@ FAMILIES = {
     "naive_bayes": "GaussianNB()",
     "kmeans": "KMeans(8, max_iter=10)",
     "forest": "RandomForestClassifier(10 trees, max_depth=10)",
+    "gbt": "GradientBoostingClassifier(max_iter=10)",
     "mf_sgd": "MatrixFactorization(10, solver='sgd', n_epochs=5)",
     "mf_als": "MatrixFactorization(10, solver='als', n_epochs=5)",
 }
@@ -74,6 +75,9 @@ def _estimator(family):
     if family == "forest":
         from dml.ensemble import RandomForestClassifier
         return RandomForestClassifier(n_estimators=10, max_depth=10, random_state=0)
+    if family == "gbt":
+        from dml.ensemble import GradientBoostingClassifier
+        return GradientBoostingClassifier(max_iter=10, random_state=0)
     if family in ("mf_sgd", "mf_als"):
         from dml.recommender import MatrixFactorization
         return MatrixFactorization(10, solver=family[3:], n_epochs=5, random_state=0)

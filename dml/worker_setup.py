@@ -41,6 +41,7 @@ FAMILIES = {
     "trees": "decision trees, random forests, bagging of trees (dml.tree._kernels)",
     "stacked_sgd": "searches over SGD linear models, stacked (dml.optim._stacked_kernels)",
     "sparse_sgd": "SGD linear models on sparse X (dml.optim._stacked_kernels)",
+    "gbt": "gradient-boosted trees (dml.ensemble._gb_kernels, dml.tree._kernels' route)",
     "recommender": "MatrixFactorization, SGD and ALS (dml.recommender._kernels)",
     "neighbors": "NearestNeighbors, KNeighbors* brute force (dml.neighbors._knn_kernels)",
     "kmeans": "KMeans on dense X: Lloyd step, final assignment, statistics (dml.cluster._kernels)",
@@ -84,6 +85,13 @@ def _signatures():
             (trees, "best_from_rows", (i1, u2, i1, f1, i64, i64, i64, b, i64, b)),  # classes
             (trees, "best_from_rows", (i1, u2, f1, f1, i64, i64, i64, b, i64, b)),  # regression
         ],
+        "gbt": [
+            ("dml.ensemble._gb_kernels", "hist_dense",
+             (u2, a(nt.float32, 2), a(nt.float32, 2), b1, i32_2, i32_2, i64, i64)),
+            ("dml.ensemble._gb_kernels", "best_splits",
+             (a(f64, 4), f1, f1, f1, i1, b1, b2, f64, f64, f64)),
+            (trees, "route", (u2, i32_2, i32_2, i32_2, b2, i32_2, i32_2, i32_2, b2)),
+        ],
         "stacked_sgd": [
             ("dml.optim._stacked_kernels", "sgd_segment",
              (f3, f2, f1, f1, i2, i1, i64, i64, i64, f3, i2, i64, f64, f2, f2, i64, f3, i64,
@@ -95,8 +103,7 @@ def _signatures():
               i64, f64, f64, f1)),
         ],
         "recommender": [
-            (rec, "sort_by_key_then_value", (i1, f1, i64)),
-            (rec, "sort_by_key_then_value", (i1, i1, i64)),
+            (rec, "_sort_short_runs", (i1, f1, i64, i64)),
             (rec, "sgd_cell", (i1, i1, f1, i1, f2, f2, f1, f1, f64, f64, f64, b, i64, i64)),
             (rec, "als_gram_add", (i1, i1, f1, f2, f3, f2, f1)),
             (rec, "sq_error_cell", (i1, i1, f1, f2, f2, f1, f1, f64, i64, i64)),

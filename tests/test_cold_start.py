@@ -234,6 +234,9 @@ def test_fits_use_exactly_the_warmed_signatures():
 
     for metric in ("euclidean", "cosine", "manhattan"):
         KNeighborsClassifier(3, metric=metric).fit(Xd, yd).predict(X[:50])
+    from dml.ensemble import GradientBoostingClassifier
+
+    GradientBoostingClassifier(max_iter=2, random_state=0).fit(Xd, yd)
 
     from dml.cluster import KMeans
 
@@ -243,11 +246,17 @@ def test_fits_use_exactly_the_warmed_signatures():
     for entries in _signatures().values():
         for module, name, sig in entries:
             table.setdefault((module, name), set()).add(tuple(sig))
+    # Kernels called only from other kernels: compiled (and cached) as part of their callers.
+    # They show up here only when the cache is empty, so the check must not depend on them.
     callees = {("dml.tree._kernels", "_side_gain"),   # compiled as part of best_candidates
+               ("dml.tree._kernels", "_group_by_slot"),   # part of hist_sparse, rows_by_slot
+               ("dml.tree._kernels", "_sort_prefix"),   # part of hist_sparse, best_from_rows
+               ("dml.tree._kernels", "_weight_impurity"),   # part of the split searches
                ("dml.neighbors._knn_kernels", "_insert")}   # part of _dot_topk, _pair_topk
     used = {(k.py_func.__module__, k.py_func.__name__): set(k.signatures) for k in kernels()
             if k.signatures and k.py_func.__module__.startswith("dml.")}
-    assert {key for key in used if key not in callees} <= set(table), "kernels not warmed"
+    not_warmed = {key for key in used if key not in callees} - set(table)
+    assert not not_warmed, f"kernels not warmed: {sorted(not_warmed)}"
     for key, sigs in used.items():
         if key not in callees:
             assert sigs <= table[key], f"{key} compiled signatures the warm-up lacks"
@@ -263,7 +272,7 @@ def _recommender_signatures():
     from dml.recommender import _kernels
 
     return {name: sorted(str(s) for s in getattr(_kernels, name).signatures)
-            for name in ("sort_by_key_then_value", "sgd_cell", "als_gram_add")}
+            for name in ("_sort_short_runs", "sgd_cell", "als_gram_add")}
 
 
 @pytest.mark.slow
@@ -301,7 +310,7 @@ def test_preload_compiles_on_fresh_workers_and_fits_compile_nothing(tmp_path, mo
         for state in states.values():
             assert state["status"] == "done", state
             report = state["report"]
-            assert report["loaded"] + report["compiled"] == 5 and report["skipped"] == 0
+            assert report["loaded"] + report["compiled"] == 4 and report["skipped"] == 0
             assert report["cache_dir"] == str(cache / "numba")
         warmed = client.run(_recommender_signatures)
         with client.as_current():

@@ -268,3 +268,17 @@ def test_split_from_rows_equals_histogram_path(crit):
     assert len(fused[1]) > S // 2
     for a, b in zip(fused[:12], ref[:12]):
         assert np.array_equal(a, b)
+
+
+def test_sort_prefix_sorts_the_prefix_in_place():
+    # The histogram kernels' own sort (insertion sort for deep nodes' few cells, heapsort above
+    # 64): the cells must come out in the order np.sort gives, the rest of the buffer untouched.
+    from dml.tree._kernels import _sort_prefix
+
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 2, 3, 63, 64, 65, 66, 127, 128, 129, 500, 1001):
+        a = rng.permutation(5 * n + 20)[:n + 9].astype(np.int64)
+        b = a.copy()
+        _sort_prefix(b, np.int64(n))
+        np.testing.assert_array_equal(b[:n], np.sort(a[:n]))
+        np.testing.assert_array_equal(b[n:], a[n:])

@@ -115,7 +115,6 @@ def sgd_segment(P, X, T, w, rows, lens, first_k, last_k, B, lr, t_seg, code, par
     yb = np.empty(B)
     wb = np.empty(B)
     D = np.empty((B, m))
-    grad = np.empty((m, p))
     weighted = w.shape[0] > 0
     for s in range(first_k, last_k):
         i = s - first_k
@@ -137,7 +136,10 @@ def sgd_segment(P, X, T, w, rows, lens, first_k, last_k, B, lr, t_seg, code, par
                     if s == 0:
                         first_loss[g, j] += wb[b] * loss
                     D[b, j] = wb[b] * dl
-            grad[:, :] = np.dot(D[:n].T, Xn)
+            # Used as returned: copying it into a buffer (``grad[:, :] = ...``) computed the
+            # same but made numba compile its general array assignment, seconds on a fresh
+            # worker.
+            grad = np.dot(D[:n].T, Xn)
             for j in range(m):
                 rate = lr[i, g, j]
                 for k in range(p):

@@ -106,13 +106,10 @@ def als_gram_add(rows, cols, target, Z, A, rhs, cnt):
 
 
 @kernel(nogil=True)
-def sort_by_key_then_value(key, r, n_keys):
-    """The permutation ``np.lexsort((r, key))`` returns, for keys in ``0..n_keys-1``.
-
-    A stable counting sort by key, then a stable sort by r inside each key's run (insertion
-    sort for the usual short runs, merge sort for long ones): a stable sort by (key, r) is one
-    permutation, so this equals lexsort exactly, in O(n + n_keys) instead of two comparison
-    sorts of the whole array.
+def _sort_short_runs(key, r, n_keys, longest):
+    """The stable counting sort of ``0..n-1`` by ``key``, each key's run then sorted stably by
+    ``r`` when it holds at most ``longest`` entries (insertion sort). Returns the permutation
+    and the ``(start, end)`` of the longer runs, left in index order for the caller to sort.
     """
     n = key.shape[0]
     start = np.zeros(n_keys + 1, np.int64)
@@ -126,10 +123,12 @@ def sort_by_key_then_value(key, r, n_keys):
         k = key[t]
         order[pos[k]] = t
         pos[k] += 1
+    runs = np.empty((n_keys, 2), np.int64)
+    n_runs = 0
     for k in range(n_keys):
         a = start[k]
         b = start[k + 1]
-        if b - a <= 32:
+        if b - a <= longest:
             for x in range(a + 1, b):
                 t = order[x]
                 v = r[t]
@@ -140,6 +139,31 @@ def sort_by_key_then_value(key, r, n_keys):
                     y -= 1
                 order[y + 1] = t
         else:
-            run = order[a:b].copy()
-            order[a:b] = run[np.argsort(r[run], kind="mergesort")]
+            runs[n_runs, 0] = a
+            runs[n_runs, 1] = b
+            n_runs += 1
+    return order, runs[:n_runs]
+
+
+def sort_by_key_then_value(key, r, n_keys):
+    """The permutation ``np.lexsort((r, key))`` returns, for keys in ``0..n_keys-1``.
+
+    A stable counting sort by key, then a stable sort by r inside each key's run: insertion
+    sort in :func:`_sort_short_runs` for the usual short runs, one NumPy ``lexsort`` (by run,
+    then r) for all the long ones. A stable sort by (key, r) is one permutation, so this equals
+    lexsort exactly, in O(n + n_keys) instead of two comparison sorts of the whole array. The
+    long runs are sorted outside numba because compiling numba's own sort costs seconds on a
+    worker's first fit. ``r`` is compared as float64 (exact for the integer indices sorted
+    here), so the kernel compiles for one signature.
+    """
+    key = np.ascontiguousarray(key, dtype=np.int64)
+    r = np.ascontiguousarray(r, dtype=np.float64)
+    order, runs = _sort_short_runs(key, r, np.int64(n_keys), np.int64(32))
+    if len(runs):
+        lengths = runs[:, 1] - runs[:, 0]
+        run_of = np.repeat(np.arange(len(runs)), lengths)
+        at = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        at += np.repeat(runs[:, 0], lengths)
+        inner = order[at]
+        order[at] = inner[np.lexsort((r[inner], run_of))]
     return order

@@ -83,17 +83,7 @@ def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
                     grid[cell, 0] += wt
                     grid[cell, 1] += wy
                     grid[cell, 2] += wy * yr
-        if nt <= 64:
-            # Deep levels: a handful of cells per slot; sorting in place avoids an allocation
-            # per slot (there are tens of thousands).
-            for i in range(1, nt):
-                v = touched[i]
-                j = i - 1
-                while j >= 0 and touched[j] > v:
-                    touched[j + 1] = touched[j]
-                    j -= 1
-                touched[j + 1] = v
-        elif nt * 16 >= F * B:
+        if nt > 64 and nt * 16 >= F * B:
             # Many cells: reading the flags in order is cheaper than sorting.
             j = 0
             for cell in range(F * B):
@@ -101,7 +91,8 @@ def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
                     touched[j] = cell
                     j += 1
         else:
-            touched[:nt] = np.sort(touched[:nt])
+            # np.int64: numba would also compile a copy for the constant 0 that nt starts as.
+            _sort_prefix(touched, np.int64(nt))
         base = np.int64(s) * F * B
         for i in range(nt):
             cell = touched[i]
@@ -113,6 +104,50 @@ def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
             out += 1
     # Contiguous leading slices: no copy (the unused tail is freed with the result).
     return keys[:out], sums[:out]
+
+
+@kernel(nogil=True)
+def _sort_prefix(a, n):
+    """Sort ``a[:n]`` (distinct integers) in place, without allocating: insertion sort for the
+    handful of cells of a deep node, heapsort above. numba's ``np.sort`` would do the same job
+    but costs over a second of compilation on a worker's first fit; the sorted order of
+    distinct keys is unique, so the histograms do not change.
+    """
+    if n <= 64:
+        for i in range(1, n):
+            v = a[i]
+            j = i - 1
+            while j >= 0 and a[j] > v:
+                a[j + 1] = a[j]
+                j -= 1
+            a[j + 1] = v
+        return
+    # Heapsort in one loop (no helper called with a constant: numba would compile a copy of it
+    # per constant): first sift every inner node down (build the max-heap), then repeatedly
+    # swap the maximum to the end and sift the new root down.
+    start = n // 2
+    end = n
+    while end > 1:
+        if start > 0:
+            start -= 1
+        else:
+            end -= 1
+            v = a[0]
+            a[0] = a[end]
+            a[end] = v
+        root = start
+        while True:
+            child = 2 * root + 1
+            if child >= end:
+                break
+            if child + 1 < end and a[child + 1] > a[child]:
+                child += 1
+            if a[root] >= a[child]:
+                break
+            v = a[root]
+            a[root] = a[child]
+            a[child] = v
+            root = child
 
 
 @kernel(nogil=True)
@@ -263,10 +298,15 @@ def merge_sum(keys, vals, offsets):
     return out_k[:o], out_v[:o]  # leading slices, no copy
 
 
-@kernel(nogil=True, inline="always")
+@kernel(nogil=True)
 def _weight_impurity(v, squared_error):
     """``(node weight, n · impurity)`` of one statistics row, with NumPy's operation order:
-    channel sums left to right, ``n - Σ v² / n`` (gini) or ``max(q - s² / w, 0)``."""
+    channel sums left to right, ``n - Σ v² / n`` (gini) or ``max(q - s² / w, 0)``.
+
+    A plain call, not ``inline="always"``: numba's inlining re-types the body at each of its
+    call sites (about 1.4 CPU s more to compile the tree kernels on a worker's first fit);
+    warm forest fits measured equally fast either way, with the same trees.
+    """
     if squared_error:
         w = v[0]
         out = v[2] - (v[1] * v[1] / w if w > 0 else 0.0)
@@ -470,13 +510,7 @@ def best_from_rows(slot, bins, y, w, S, nb, C, classify, msl, squared_error):
                     grid[b, 1] += wy
                     grid[b, 2] += wy * yr
             if nt <= 32:
-                for i in range(1, nt):
-                    v = touched[i]
-                    j = i - 1
-                    while j >= 0 and touched[j] > v:
-                        touched[j + 1] = touched[j]
-                        j -= 1
-                    touched[j + 1] = v
+                _sort_prefix(touched, np.int64(nt))
             else:
                 j = 0
                 for b in range(B):
@@ -495,11 +529,19 @@ def best_from_rows(slot, bins, y, w, S, nb, C, classify, msl, squared_error):
                 for c in range(C):
                     L[c] = grid[b, c] if first else L[c] + grid[b, c]
                 first = False
-                g1 = _side_gain(L, Mv, tot[s], False, parent, msl, squared_error, left, right)
+                # side == 1, not the literals False/True: numba would compile _side_gain once
+                # per literal (a second each on a worker's first fit).
+                g1 = -np.inf
                 g2 = -np.inf
-                if has_m > 0:
-                    g2 = _side_gain(L, Mv, tot[s], True, parent, msl, squared_error, left,
-                                    right)
+                for side in range(2):
+                    if side == 1 and not has_m > 0:
+                        break
+                    g = _side_gain(L, Mv, tot[s], side == 1, parent, msl, squared_error, left,
+                                   right)
+                    if side == 0:
+                        g1 = g
+                    else:
+                        g2 = g
                 g = g1 if g1 >= g2 else g2
                 if bk[s] < 0 or g > gbest:
                     gbest = g
