@@ -266,6 +266,57 @@ def test_libsvm_job_trains_on_sparse_blocks(tmp_path, capsys, inprocess_client):
     model = dml.load(tmp_path / "out" / "model.dml")
     assert model[-1].n_features_in_ == 30
 
+    # evaluate and predict read the same glob as sparse blocks, in the model's columns.
+    import scipy.sparse as sp
+    from sklearn.datasets import load_svmlight_files
+    from sklearn.metrics import accuracy_score
+
+    files = sorted((tmp_path / "data").glob("part*.svm"))
+    parts = load_svmlight_files([str(f) for f in files], n_features=30, zero_based=True)
+    X = sp.vstack(parts[0::2], format="csr")
+    y = np.concatenate(parts[1::2])
+    expected = model.predict(X)
+    code, out, err = run(capsys, "evaluate", tmp_path / "out" / "model.dml",
+                         tmp_path / "data" / "part*.svm", "--json", "--metrics", "accuracy")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["rows"] == 120
+    assert result["metrics"]["accuracy"] == pytest.approx(accuracy_score(y, expected))
+    code, out, err = run(capsys, "predict", tmp_path / "out" / "model.dml",
+                         tmp_path / "data" / "part0.svm", "--output", tmp_path / "p.csv",
+                         "--keep", "y", "--proba")
+    assert code == 0, err
+    written = pd.read_csv(tmp_path / "p.csv")
+    # libsvm labels are read as floats, as scikit-learn reads them
+    assert list(written.columns) == ["y", "prediction", "proba_0.0", "proba_1.0"]
+    np.testing.assert_array_equal(written["prediction"], expected[:60])  # file order
+    np.testing.assert_array_equal(written["y"], y[:60])
+    np.testing.assert_allclose(written["proba_1.0"], model.predict_proba(X[:60])[:, 1])
+    code, out, err = run(capsys, "predict", tmp_path / "out" / "model.dml",
+                         tmp_path / "data" / "part*.svm", "--output", tmp_path / "all")
+    assert code == 0, err
+    np.testing.assert_array_equal(pd.read_parquet(tmp_path / "all")["prediction"], expected)
+
+
+def test_libsvm_evaluate_and_predict_errors(tmp_path, capsys):
+    _libsvm_glob(tmp_path / "data")
+    model = dml.naive_bayes.MultinomialNB().fit(np.ones((2, 3)), [0, 1])
+    dml.save(model, tmp_path / "m.dml")
+    data = tmp_path / "data" / "part0.svm"
+    code, _, err = run(capsys, "evaluate", tmp_path / "m.dml", data, "--target", "label")
+    assert code == 2 and "--target: libsvm data has one label, named y" in err
+    code, _, err = run(capsys, "predict", tmp_path / "m.dml", data, "--output",
+                       tmp_path / "p.csv", "--keep", "a")
+    assert code == 2 and "--keep: libsvm data has no named columns" in err
+
+
+def test_libsvm_evaluate_needs_the_model_columns(tmp_path, capsys, inprocess_client):
+    _libsvm_glob(tmp_path / "data")
+    model = dml.naive_bayes.MultinomialNB().fit(np.ones((2, 3)), [0, 1])
+    dml.save(model, tmp_path / "m.dml")
+    code, _, err = run(capsys, "evaluate", tmp_path / "m.dml", tmp_path / "data" / "part0.svm")
+    assert code == 1 and "the model was trained on 3 features" in err, err
+
 
 def test_libsvm_job_rejects_columns(tmp_path, capsys):
     _libsvm_glob(tmp_path / "data")

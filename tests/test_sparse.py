@@ -149,6 +149,25 @@ def test_naive_bayes_dense_and_sparse_give_the_same_model(kind):
         np.testing.assert_allclose(getattr(a, attr), getattr(b, attr), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("per_value", [0, 1e9])
+def test_sparse_class_sums_by_used_columns_and_by_dense_product_agree(monkeypatch, per_value):
+    """Both ways of summing a CSR block per class (re-indexed onto its used columns, or one
+    dense product for blocks with many values per column) give scikit-learn's sums, also for
+    explicitly stored zeros and a class with no values."""
+    from dml.naive_bayes import _kernels
+
+    monkeypatch.setattr(_kernels, "_DENSE_SUMS_PER_VALUE", per_value)
+    X, _ = counts(n=40, d=200, density=0.05)
+    X.data[::5] = 0.0  # stored zeros
+    inverse = np.arange(40) % 4
+    inverse[inverse == 3] = 0  # class 3 of 4 has no rows
+    w = np.random.default_rng(2).uniform(0.5, 2.0, 40)
+    out = _kernels._class_sums(X, inverse, w, 4)
+    assert sp.issparse(out) and out.shape == (4, 200) and out.has_sorted_indices
+    Y = np.where(inverse[:, None] == np.arange(4), w[:, None], 0.0)
+    np.testing.assert_allclose(out.toarray(), np.asarray(X.T @ Y).T, rtol=1e-14)
+
+
 def test_naive_bayes_sparse_sums_with_many_classes_and_missing_classes_per_block():
     """Per-block class sums stay sparse (the used columns only); blocks that lack some of the
     classes, more classes than the dense one-hot path takes, and NaN counts ignored all reduce

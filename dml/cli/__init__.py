@@ -5,7 +5,7 @@
     dml [-v | --log-level LEVEL] COMMAND ...
     dml train JOB.yaml [--scheduler ADDRESS] [--output DIR]
     dml validate JOB.yaml [JOB.yaml ...]
-    dml evaluate MODEL DATA --target COL [--metrics accuracy,f1]
+    dml evaluate MODEL DATA [--target COL] [--metrics accuracy,f1]
     dml predict MODEL DATA --output PATH [--proba] [--keep COL ...]
     dml demo [--quick]
 
@@ -111,8 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("evaluate", parents=[common, scheduler],
                        help="metrics of a saved model on labelled data")
     e.add_argument("model", help="model file written by `dml train` or dml.save")
-    e.add_argument("data", help="CSV/TSV/Parquet file, glob or Parquet directory")
-    e.add_argument("--target", required=True, metavar="COL", help="label column")
+    e.add_argument("data", help="CSV/TSV/Parquet/libsvm file, glob or Parquet directory")
+    e.add_argument("--target", metavar="COL",
+                   help="label column (required for tables; libsvm data's label is y)")
     e.add_argument("--metrics", action="append", metavar="NAMES",
                    help="comma-separated metric names (default: by task type)")
     e.add_argument("--format", choices=FORMATS, help="data format (default: from extension)")
@@ -128,12 +129,13 @@ def _parser() -> argparse.ArgumentParser:
                                     "read DATA and write the output, so on a multi-machine "
                                     "cluster both must be on storage the workers share.")
     pr.add_argument("model", help="model file written by `dml train` or dml.save")
-    pr.add_argument("data", help="CSV/TSV/Parquet file, glob or Parquet directory")
+    pr.add_argument("data", help="CSV/TSV/Parquet/libsvm file, glob or Parquet directory")
     pr.add_argument("--output", "-o", required=True, metavar="PATH",
                     help="where to write the predictions")
     pr.add_argument("--proba", action="store_true",
                     help="add one probability column per class (proba_<class>)")
-    pr.add_argument("--keep", nargs="+", metavar="COL", help="input columns to copy to the output")
+    pr.add_argument("--keep", nargs="+", metavar="COL",
+                    help="input columns to copy to the output (libsvm data: y, the label)")
     pr.add_argument("--format", choices=FORMATS, help="data format (default: from extension)")
     pr.set_defaults(func=cmd_predict)
 

@@ -16,7 +16,7 @@ import numpy as np
 from dml.cli._data import (build_preprocessing, check_columns, evaluate_arrays, evaluate_frame,
                            fit_arrays, fit_pipeline, generate, n_rows, read_data, read_libsvm)
 from dml.cli._errors import EXIT_USAGE, CLIError, JobError
-from dml.cli._job import has_glob, input_files, load_job, resolve_path
+from dml.cli._job import has_glob, input_files, is_libsvm, load_job, resolve_path
 
 __all__ = ["cmd_train", "cmd_evaluate", "cmd_predict", "cmd_validate", "format_table",
            "connect", "prepare_workers", "status"]
@@ -314,12 +314,29 @@ def _load_model(path: str):
     return dml.load(path)
 
 
-def _read_data_arg(path: str, fmt: str | None):
+def _resolve_data_arg(path: str) -> str:
     resolved = resolve_path(path, Path.cwd())
     if not input_files(resolved):
         what = "no file matches the pattern" if has_glob(path) else "no such file or directory"
         raise CLIError(f"data: {what}: {path}")
+    return resolved
+
+
+def _read_data_arg(path: str, fmt: str | None):
+    resolved = _resolve_data_arg(path)
     return read_data(resolved, fmt, {}), resolved
+
+
+def _read_libsvm_arg(model, path: str, resolved: str):
+    """(X, y) of libsvm files in the model's columns; reads on the workers (inside connect)."""
+    n_features = getattr(model, "n_features_in_", None)
+    try:
+        return read_libsvm(resolved, {} if n_features is None else
+                           {"n_features": int(n_features)})
+    except ValueError as exc:
+        hint = ("" if n_features is None else
+                f" (the model was trained on {int(n_features)} features)")
+        raise CLIError(f"{path}: {exc}{hint}") from None
 
 
 def _model_features(model, df, target: str | None) -> list[str]:
@@ -336,10 +353,21 @@ def _model_features(model, df, target: str | None) -> list[str]:
 
 def cmd_evaluate(args) -> int:
     model = _load_model(args.model)
-    df, _ = _read_data_arg(args.data, args.format)
-    if args.target not in df.columns:
-        raise CLIError(f"--target: column {args.target!r} not found in {args.data}; columns: "
-                       f"{', '.join(map(str, df.columns))}", EXIT_USAGE)
+    libsvm = is_libsvm(args.data, args.format)
+    if libsvm:
+        # The label of a libsvm line is its first field; the features have no names.
+        if args.target not in (None, "y"):
+            raise CLIError(f"--target: libsvm data has one label, named y; got "
+                           f"{args.target!r} (leave --target out)", EXIT_USAGE)
+        resolved = _resolve_data_arg(args.data)
+    else:
+        if args.target is None:
+            raise CLIError("--target: name the label column of the data (e.g. --target label)",
+                           EXIT_USAGE)
+        df, _ = _read_data_arg(args.data, args.format)
+        if args.target not in df.columns:
+            raise CLIError(f"--target: column {args.target!r} not found in {args.data}; "
+                           f"columns: {', '.join(map(str, df.columns))}", EXIT_USAGE)
     from dml.model_selection import default_metrics, metric_info
     from dml.model_selection._scoring import task_of
 
@@ -355,10 +383,14 @@ def cmd_evaluate(args) -> int:
                            "model", EXIT_USAGE)
         names.append(info.short)
     names = names or default_metrics(model)
-    features = _model_features(model, df, args.target)
+    features = None if libsvm else _model_features(model, df, args.target)
     with connect(args, quiet=args.json) as client:
         prepare_workers(client, ["dml.metrics"] + _model_modules(model))
-        metrics, n, _ = evaluate_frame(model, df, features, args.target, names)
+        if libsvm:
+            X, y = _read_libsvm_arg(model, args.data, resolved)
+            metrics, n = evaluate_arrays(model, X, y, names)
+        else:
+            metrics, n, _ = evaluate_frame(model, df, features, args.target, names)
     if n == 0:
         raise CLIError(f"{args.data} has no rows")
     if args.json:
@@ -388,9 +420,24 @@ def _predict_partition(part, model, features, keep, proba, classes):
     out = pd.DataFrame(index=part.index)
     for col in keep:
         out[col] = part[col]
-    X = part[features]
+    return _add_predictions(out, part[features], model, proba, classes)
+
+
+def _predict_sparse_block(X, y, model, keep_y, proba, classes):
+    """Predictions of one CSR row block of libsvm data (rows in file order)."""
+    import pandas as pd
+
+    out = pd.DataFrame(index=pd.RangeIndex(X.shape[0]))
+    if keep_y:
+        out["y"] = np.asarray(y)
+    return _add_predictions(out, X, model, proba, classes)
+
+
+def _add_predictions(out, X, model, proba, classes):
+    import pandas as pd
+
     dtype = _label_dtype(classes)
-    if len(part):
+    if len(out):
         out["prediction"] = pd.array(np.asarray(model.predict(X)).tolist()
                                      if isinstance(dtype, pd.StringDtype)
                                      else model.predict(X), dtype=dtype)
@@ -406,6 +453,27 @@ def _predict_partition(part, model, features, keep, proba, classes):
     return out
 
 
+def _libsvm_predictions(model, path, resolved, keep_y, proba, classes):
+    """A Dask dataframe of predictions, one partition per CSR block of the libsvm files."""
+    import dask.dataframe as dd
+    import scipy.sparse as sp
+    from dask import delayed
+
+    from dml._blocks import broadcast
+
+    X, y = _read_libsvm_arg(model, path, resolved)
+    X = X.rechunk({1: -1})
+    if y.chunks[0] != X.chunks[0]:
+        y = y.rechunk((X.chunks[0],))
+    xparts, yparts = list(X.to_delayed().ravel()), list(y.to_delayed().ravel())
+    meta = _predict_sparse_block(sp.csr_matrix((0, X.shape[1])), np.empty(0, y.dtype), model,
+                                 keep_y, proba, classes)
+    shared = broadcast(model)
+    parts = [delayed(_predict_sparse_block, pure=True)(xb, yb, shared, keep_y, proba, classes)
+             for xb, yb in zip(xparts, yparts)]
+    return dd.from_delayed(parts, meta=meta)
+
+
 def _single_parquet(part, path):
     part.to_parquet(path, index=False)
     return len(part)
@@ -418,22 +486,31 @@ def cmd_predict(args) -> int:
     from dml._blocks import broadcast
 
     model = _load_model(args.model)
-    df, resolved = _read_data_arg(args.data, args.format)
-    features = _model_features(model, df, None)
     keep = args.keep or []
-    missing = [k for k in keep if k not in df.columns]
-    if missing:
-        raise CLIError(f"--keep: columns {missing} not found in {args.data}", EXIT_USAGE)
+    libsvm = is_libsvm(args.data, args.format)
+    if libsvm:
+        resolved = _resolve_data_arg(args.data)
+        wrong = [k for k in keep if k != "y"]
+        if wrong:
+            raise CLIError(f"--keep: libsvm data has no named columns, only the label y; got "
+                           f"{wrong}", EXIT_USAGE)
+    else:
+        df, resolved = _read_data_arg(args.data, args.format)
+        features = _model_features(model, df, None)
+        missing = [k for k in keep if k not in df.columns]
+        if missing:
+            raise CLIError(f"--keep: columns {missing} not found in {args.data}", EXIT_USAGE)
     classes = getattr(model, "classes_", None)
     if args.proba and (classes is None or not hasattr(model, "predict_proba")):
         raise CLIError("--proba: this model does not predict probabilities", EXIT_USAGE)
-    meta = _predict_partition(df._meta, model, features, keep, args.proba, classes)
     out = Path(args.output).resolve()
     multi_file = len(input_files(resolved)) > 1
     suffix = out.suffix.lower()
+    # A libsvm file's blocks are known only after the workers read it: one Parquet file only
+    # for one block (checked again below).
     if suffix == ".csv" and not multi_file:
         mode = "csv"
-    elif suffix in (".parquet", ".pq") and df.npartitions == 1 and not multi_file:
+    elif suffix in (".parquet", ".pq") and not multi_file and (libsvm or df.npartitions == 1):
         mode = "parquet-file"
     else:
         mode = "parquet-dir"
@@ -446,8 +523,15 @@ def cmd_predict(args) -> int:
                            "directory, so choose a new path or remove it", EXIT_USAGE)
     with connect(args) as client:
         prepare_workers(client, _model_modules(model))
-        preds = df.map_partitions(_predict_partition, broadcast(model), features, keep,
-                                  args.proba, classes, meta=meta)
+        if libsvm:
+            preds = _libsvm_predictions(model, args.data, resolved, "y" in keep, args.proba,
+                                        classes)
+            if mode == "parquet-file" and preds.npartitions > 1:
+                mode = "parquet-dir"
+        else:
+            meta = _predict_partition(df._meta, model, features, keep, args.proba, classes)
+            preds = df.map_partitions(_predict_partition, broadcast(model), features, keep,
+                                      args.proba, classes, meta=meta)
         out.parent.mkdir(parents=True, exist_ok=True)
         if mode == "csv":
             # Dask appends the partitions to one file in order, on the workers.

@@ -18,9 +18,9 @@ def read_data(path: str, fmt: str | None, options: dict):
     from dml import datasets
 
     if fmt == "libsvm":
-        raise JobError("libsvm files hold sparse features without column names: train on them "
-                       "with a job file (data: {path: ..., format: libsvm}); dml evaluate and "
-                       "dml predict read CSV/TSV/Parquet tables")
+        # Sparse features without names: they are arrays, read by read_libsvm.
+        raise JobError("libsvm files hold sparse features without column names; they are read "
+                       "as arrays (read_libsvm), not as a table")
 
     if fmt == "csv":
         return datasets.read_csv(path, **options)

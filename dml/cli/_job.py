@@ -15,7 +15,8 @@ from pathlib import Path
 from dml.cli._errors import EXIT_USAGE, CLIError, JobError
 from dml.cli._schema import BAD, JOB_SCHEMA, Errors, check
 
-__all__ = ["Job", "Step", "load_job", "resolve_path", "input_files", "has_glob"]
+__all__ = ["Job", "Step", "load_job", "resolve_path", "input_files", "has_glob",
+           "is_libsvm"]
 
 _LOCAL_OPTIONS = ("n_workers", "threads_per_worker", "memory_limit")
 _TLS_FIELDS = ("ca_file", "cert", "key")
@@ -58,9 +59,7 @@ class Job:
     @property
     def libsvm(self) -> bool:
         """Sparse libsvm data: X and y arrays instead of a dataframe of named columns."""
-        return self.data_format == "libsvm" or (
-            self.data_format is None and self.data_path is not None
-            and self.data_path.lower().rstrip("*").endswith(LIBSVM_SUFFIXES))
+        return self.data_path is not None and is_libsvm(self.data_path, self.data_format)
 
     def describe_data(self) -> str:
         if self.generator:
@@ -70,6 +69,11 @@ class Job:
 
 #: File name endings read as libsvm when data.format is not given.
 LIBSVM_SUFFIXES = (".libsvm", ".svm", ".svmlight")
+
+
+def is_libsvm(path: str, fmt: str | None) -> bool:
+    """Whether data at ``path`` is read as libsvm: said by ``fmt``, else by the file ending."""
+    return fmt == "libsvm" or (fmt is None and path.lower().rstrip("*").endswith(LIBSVM_SUFFIXES))
 
 
 def _is_url(path: str) -> bool:

@@ -103,7 +103,10 @@ class MultinomialNB(_CountNB):
         fc, cc = stats["feature_count"], stats["class_count"]
         smoothed_fc = fc + alpha
         smoothed_cc = smoothed_fc.sum(axis=1)
-        self.feature_log_prob_ = np.log(smoothed_fc) - np.log(smoothed_cc.reshape(-1, 1))
+        # In place: at 2^20 hashed columns each (L, d) temporary costs as much as a log.
+        log_fc = np.log(smoothed_fc, out=smoothed_fc)
+        log_fc -= np.log(smoothed_cc.reshape(-1, 1))
+        self.feature_log_prob_ = log_fc
         self.class_log_prior_ = self._class_log_prior(cc)
         self.feature_count_ = fc.copy()
         self.class_count_ = cc.copy()

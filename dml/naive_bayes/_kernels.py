@@ -44,6 +44,11 @@ _ONEHOT_CLASSES = 16
 _LOOP_CLASSES = 64
 #: Elements per row chunk of GaussianNB's centred pass (a 2 MiB, cache-sized buffer).
 _CHUNK_ELEMENTS = 1 << 18
+#: A sparse block's per-class sums go through a dense (d, L) product when ``L * d`` is at most
+#: this many times its stored values: then the product's O(L d) cost is below the O(nnz)
+#: random-access passes of re-indexing the block onto its used columns (2^20 hashed columns,
+#: 2 classes, 100k documents of ~40 words: 18 ms against 31 ms per block, one core).
+_DENSE_SUMS_PER_VALUE = 4
 
 
 def _labels(y, est="estimator", index=0):
@@ -449,11 +454,28 @@ def _sparse_count_block(index, X, y, w, binarize, non_negative, estimator, missi
 def _class_sums(X, inverse, wf, L):
     """Per-class weighted column sums of a CSR block as an (L, d) CSR with sorted indices.
 
-    Only the k columns the block uses are summed (X re-indexed onto them): every step is O(nnz)
-    or O(k), except one O(d) boolean scan, where a product over all d columns would allocate
-    O(d) accumulators per block.
+    A block with many stored values per column (``L * d`` at most :data:`_DENSE_SUMS_PER_VALUE`
+    times its nnz: large blocks of hashed text) is summed as scikit-learn does, into a dense
+    (d, L) product, and only its nonzero columns are kept: the product is one pass over the
+    values. A block with few values per column would spend more on the O(L d) product than on
+    counting, so only the k columns it uses are summed (X re-indexed onto them): every step is
+    O(nnz) or O(k), except one O(d) boolean scan. Either way the result is the same sums.
     """
     n, d = X.shape
+    if L <= _ONEHOT_CLASSES and L * d <= _DENSE_SUMS_PER_VALUE * X.nnz:
+        Y = np.where(inverse[:, None] == np.arange(L), wf[:, None], 0.0)
+        values = np.asarray(X.T @ Y)  # (d, L)
+        # Re-indexing X onto its used columns costs two random-access passes over its
+        # indices, more than the dense product itself; the columns whose sums are all zero
+        # are found in the product instead (dropping them changes no sum).
+        kept = values[:, 0] != 0
+        for c in range(1, L):
+            kept |= values[:, c] != 0
+        cols = np.flatnonzero(kept).astype(X.indices.dtype)
+        k = len(cols)
+        sums = np.ascontiguousarray(values[cols].T)
+        return sp.csr_matrix((sums.ravel(), np.tile(cols, L), np.arange(L + 1) * k),
+                             shape=(L, d))
     used = np.zeros(d, dtype=bool)
     used[X.indices] = True
     cols = np.flatnonzero(used).astype(X.indices.dtype)
