@@ -92,9 +92,11 @@ def _send(worker, run, step, g, partial, addresses, groups_at):
         from distributed.protocol import to_serialize
 
         async def one(addr, groups):
+            # No reply: the sender does not wait for the receiver's loop; a lost peer shows
+            # as a failed write here, or as a lost worker to the client.
             await worker.rpc(addr).dml_gbt_partial(run=run, step=step, sender=g,
                                                    recipients=groups,
-                                                   data=to_serialize(partial))
+                                                   data=to_serialize(partial), reply=False)
 
         calls = [one(a, gs) for a, gs in groups_at.items() if a != mine]
         results = await asyncio.gather(*calls, return_exceptions=True)
