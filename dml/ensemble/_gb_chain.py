@@ -11,7 +11,9 @@ sums them in the fixed order of the block tree and runs the client's own split s
 every group computes the same decision -- then applies the decision to its own blocks. The end
 of a round (leaf values added to the raw predictions, new gradients, the loss sums for early
 stopping, the next roots' histograms) and the start of the next are steps like the others, so a
-submission spans several rounds. See docs/gradient_boosting.md.
+submission spans several rounds. On a ``distributed`` cluster the same :class:`Driver` and
+:func:`apply_decision` run inside long-lived tasks instead (:mod:`dml.ensemble._gb_collective`);
+the chained graphs serve the local schedulers. See docs/gradient_boosting.md.
 """
 from __future__ import annotations
 
