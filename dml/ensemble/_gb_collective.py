@@ -23,6 +23,7 @@ docs/gradient_boosting.md.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import uuid
 
@@ -160,6 +161,38 @@ def run_group(prep, g, run, fit, addresses, driver, args, rounds, fresh, trees):
     key = worker.get_current_task()
     # Out of the thread pool: every group's task must run at once, on however many threads.
     secede()
+    _switch_often(True)
+    try:
+        return _run(worker, key, prep, g, run, fit, addresses, driver, args, rounds, fresh,
+                    trees)
+    finally:
+        _switch_often(False)
+
+
+#: Python's thread switch interval (seconds) while a run goes on in the process. Every wave
+#: hands a message between this task's thread and the worker's event loop thread (both ways);
+#: at Python's default 5 ms, each hand-over can wait that long for the other thread to give up
+#: the interpreter lock; 1 ms made fits 1.5 to 2.5 times faster than 5 ms (measured on a
+#: loaded 2-core machine; 0.2 ms and 0.05 ms were not faster).
+_SWITCH_INTERVAL = 0.001
+_SWITCH = {"runs": 0, "saved": None}
+
+
+def _switch_often(enter):
+    """Shorten the switch interval while any run is in this process, then restore it."""
+    with _COND:
+        if enter:
+            if _SWITCH["runs"] == 0:
+                _SWITCH["saved"] = sys.getswitchinterval()
+                sys.setswitchinterval(min(_SWITCH_INTERVAL, _SWITCH["saved"]))
+            _SWITCH["runs"] += 1
+        else:
+            _SWITCH["runs"] -= 1
+            if _SWITCH["runs"] == 0:
+                sys.setswitchinterval(_SWITCH["saved"])
+
+
+def _run(worker, key, prep, g, run, fit, addresses, driver, args, rounds, fresh, trees):
     start, n_blocks, loss, seed, subsample, n_trees, baseline, prior = args
     n_groups = len(addresses)
     groups_at: dict = {}
