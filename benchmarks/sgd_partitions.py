@@ -217,8 +217,8 @@ def _plot(curves, models, blocks, epochs, path):
 
 
 def table(rows, curves, epochs):
-    out = ["| model | implementation | blocks | quality (epoch {}) | second metric | fit time "
-           "(median) | s per epoch | per-epoch quality |".format(epochs),
+    out = [f"| model | implementation | blocks | quality (epoch {epochs}) | second metric "
+           "| fit time (median) | s per epoch | per-epoch quality |",
            "|---|---|---:|---:|---:|---:|---:|---|"]
     for name, impl, nb, q, t, eps, _ in rows:
         curve = curves.get((name, nb), [])

@@ -467,6 +467,31 @@ def test_unseen_category_tree(dask):
     assert pred[1] == 1 and pred[0] in (0, 1)  # unseen category: treated as missing
 
 
+@pytest.mark.parametrize("dask", ON)
+def test_gradient_boosting_categorical_codes(dask):
+    """Gradient boosting's numerically coded categorical features: codes must be non-negative
+    integers, at most max_bins of them; a code unseen in fit is treated as missing."""
+    from dml.ensemble import GradientBoostingClassifier
+
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.integers(0, 4, 40), rng.normal(size=40)]).astype(float)
+    y = (X[:, 0] % 2).astype(int)
+    wrapped = (lambda Z: to_dask(Z)) if dask else (lambda Z: Z)
+    est = GradientBoostingClassifier(max_iter=3, min_samples_leaf=2, categorical_features=[0])
+    for bad, match in ((-1.0, "negative values"), (1.5, "non-integer values")):
+        Xb = X.copy()
+        Xb[0, 0] = bad
+        with pytest.raises(ValueError, match=match):
+            est.fit(wrapped(Xb), wrapped(y))
+    with pytest.raises(ValueError, match="4 distinct values, more than max_bins=3"):
+        GradientBoostingClassifier(max_bins=3, categorical_features=[0]).fit(wrapped(X),
+                                                                             wrapped(y))
+    est.fit(wrapped(X), wrapped(y))
+    new = np.array([[9.0, 0.0], [np.nan, 0.0]])  # unseen code and missing: the same leaf
+    pred = np.asarray(est.predict_proba(new))
+    np.testing.assert_array_equal(pred[0], pred[1])
+
+
 @pytest.mark.parametrize("dask", ON_HEAVY)
 @pytest.mark.parametrize("name", NAMES)
 def test_dataframe_with_other_columns_at_predict(name, dask):

@@ -241,11 +241,13 @@ def test_same_model_however_the_blocks_are_grouped(monkeypatch, loss):
     kw = dict(loss=loss, max_iter=3, max_leaf_nodes=5, subsample=0.8, early_stopping=True,
               n_iter_no_change=1, random_state=0)
     models = []
-    for n_groups in (128, 6, 1):  # two per thread: 64, 3 and 1 groups
+    for n_groups, cap in ((128, 64), (6, 64), (1, 64), (1, 16)):
+        # two per thread: 64, 3 and 1 groups; at most 16 blocks per group: 4 groups
         monkeypatch.setattr(_gb_fit, "default_n_groups", lambda n=n_groups: n)
+        monkeypatch.setattr(_gb_fit, "MAX_GROUP_BLOCKS", cap)
         with dask.config.set(scheduler="sync"):
             models.append(GradientBoostingRegressor(**kw).fit(Xd, yd))
-    assert [m._fit_stats["groups"] for m in models] == [64, 3, 1]
+    assert [m._fit_stats["groups"] for m in models] == [64, 3, 1, 4]
     for m in models[1:]:
         for k in m.nodes_:
             np.testing.assert_array_equal(m.nodes_[k], models[0].nodes_[k])
@@ -324,8 +326,8 @@ def test_clear_errors():
     X, y = _exact_data(n=200)
     df = pd.DataFrame(X, columns=list("abcde"))
     df["c"] = df["c"].astype("category")
-    with pytest.raises(ValueError, match="categorical columns \\['c'\\] are not supported"):
-        GradientBoostingRegressor(max_iter=2).fit(df, y)
+    with pytest.raises(ValueError, match="'category' dtype but are not in categorical_features"):
+        GradientBoostingRegressor(max_iter=2, categorical_features=[0]).fit(df, y)
     with pytest.raises(ValueError, match="y >= 0"):
         GradientBoostingRegressor(loss="poisson", max_iter=2).fit(X, y - 100)
     with pytest.raises(ValueError, match="quantile"):

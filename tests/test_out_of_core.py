@@ -363,6 +363,30 @@ def test_random_forest_out_of_core(small_cluster, classification_data, inprocess
     np.testing.assert_array_equal(got.predict_proba(X), ref.predict_proba(X))
 
 
+def test_gradient_boosting_out_of_core(small_cluster, classification_data, inprocess_client,
+                                       in_memory):
+    """The boosting keeps its binned blocks (uint8, an eighth of the float features) with the
+    targets, weights and per-round state on the workers, about a third of the float data; the
+    float blocks stream from the Parquet parts once for the sketch and once for the binning."""
+    from dml.ensemble import GradientBoostingClassifier
+
+    path, nbytes = classification_data
+
+    def make():
+        # Two small rounds keep CI time down; the data is read twice whatever the rounds.
+        return GradientBoostingClassifier(max_iter=2, max_leaf_nodes=4, early_stopping=False,
+                                          random_state=0)
+
+    columns, fit_on, fit = _supervised(make, path)
+    got, _ = fit_out_of_core(small_cluster, nbytes, fit)
+    ref = fit_in_memory(inprocess_client, fit_on, in_memory(path, columns))
+    assert got.n_iter_ == ref.n_iter_ == 2
+    for key in got.nodes_:
+        np.testing.assert_array_equal(got.nodes_[key], ref.nodes_[key], err_msg=key)
+    X = _classification_part(10**6, 2000).to_pandas()[FEATURES]
+    np.testing.assert_array_equal(got.predict_proba(X), ref.predict_proba(X))
+
+
 def test_matrix_factorization_out_of_core(small_cluster, ratings_data, inprocess_client, in_memory):
     from dml.recommender import MatrixFactorization
 

@@ -61,7 +61,7 @@ def _search(module: str, make_estimator, **kw):
     def make():
         import importlib
 
-        cls = getattr(importlib.import_module(module), "GridSearchCV")
+        cls = importlib.import_module(module).GridSearchCV
         return cls(make_estimator(), {"alpha": ALPHAS}, cv=5, scoring="accuracy", **kw)
     return make
 
@@ -138,7 +138,7 @@ def _logistic_search(kind: str, module: str, estimator: str, note: str, **kw) ->
         import importlib
 
         pkg, _, name = estimator.partition(":")
-        cls = getattr(importlib.import_module(module), "GridSearchCV")
+        cls = importlib.import_module(module).GridSearchCV
         search = cls(getattr(importlib.import_module(pkg), name)(), {"C": CS}, cv=3,
                      scoring="neg_log_loss", **kw)
         return search.fit(state.X_train, state.y_train)

@@ -16,6 +16,7 @@ from dml._blocks import BlockSpec
 from dml._param_validation import (RANDOM_STATE, Integral, Interval, Real, RealNotInt,
                                    StrOptions)
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
+from dml.ensemble._gb_categorical import encode_coded
 from dml.ensemble._gb_fit import fit_boosting, raw_from_leaves
 from dml.ensemble._gb_losses import make_loss
 from dml.tree._binning import as_float_block
@@ -24,8 +25,9 @@ from dml.tree._model import apply_float
 __all__ = ["GradientBoostingClassifier", "GradientBoostingRegressor"]
 
 
-def _raw_kernel(xb, nodes, categorical, categories, name, baseline, n_out, staged):
-    x = as_float_block(xb, categorical, categories, name)
+def _raw_kernel(xb, nodes, categorical, categories, is_cat, name, baseline, n_out, staged):
+    x = encode_coded(as_float_block(xb, categorical, categories, name), is_cat, categorical,
+                     categories)
     return raw_from_leaves(apply_float(x, nodes), nodes, baseline, n_out, staged=staged)
 
 
@@ -48,6 +50,7 @@ class _GBBase(DaskEstimatorMixin):
         "validation_fraction": [Interval(RealNotInt, 0, 1, closed="neither"), None],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
+        "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
         "random_state": RANDOM_STATE,
     }
 
@@ -62,8 +65,9 @@ class _GBBase(DaskEstimatorMixin):
         T = self.n_trees_per_iteration_
         shape = (self.n_iter_, T) if staged else (T,)
         return self._blockwise(X, _raw_kernel, self.nodes_, self.categorical_,
-                               self.categories_, type(self).__name__, self._baseline, T,
-                               staged, dtype=np.float64, tail_shape=shape, numeric=False)
+                               self.categories_, self.is_categorical_, type(self).__name__,
+                               self._baseline, T, staged, dtype=np.float64, tail_shape=shape,
+                               numeric=False)
 
     def _stages(self, X, out):
         # NumPy arrays, also for Dask input (the stages share one pass over X).
@@ -102,7 +106,16 @@ _PARAMS = """
     max_bins : int, default 255
         Bins per feature (2..255): exact thresholds when a feature has at most ``max_bins``
         distinct values, else quantiles of a distributed sketch. Missing values get a bin of
-        their own and a learned direction at every split.
+        their own and a learned direction at every split. Also the most categories a
+        categorical feature may have.
+    categorical_features : "from_dtype", None, array-like of bool, int or str, \
+default "from_dtype"
+        The categorical features: "from_dtype" takes the pandas ``category`` columns; else a
+        boolean mask, column indices or column names (None: none). A numeric column named here
+        must hold non-negative integer codes (NaN: missing). A categorical split sends a set
+        of categories left (found by ordering the categories by gradient over hessian, as
+        scikit-learn's HistGradientBoosting); categories not seen in training are treated as
+        missing at prediction. See docs/gradient_boosting.md.
     subsample : float in (0, 1], default 1.0
         Share of the training rows used by each round, drawn per (round, block).
     warm_start : bool, default False
@@ -131,6 +144,11 @@ _PARAMS = """
         ``value`` holds the shrunk leaf values).
     feature_importances_ : ndarray
         Normalised total split gain per feature.
+    is_categorical_ : ndarray of bool
+        The categorical features.
+    categories_ : list
+        Per feature, its categories (None for a numeric feature): the pandas categories, or
+        the sorted codes seen in training.
     bin_edges_, n_bins_, has_missing_values_, do_early_stopping_ : the binning and settings
         the fit used.
 """
@@ -168,8 +186,10 @@ class GradientBoostingRegressor(RegressorMixin, _GBBase, BaseEstimator):
                  max_leaf_nodes=31, max_depth=None, min_samples_leaf=20, l2_regularization=0.0,
                  max_features=1.0, max_bins=255, subsample=1.0, warm_start=False,
                  early_stopping="auto", scoring="loss", validation_fraction=0.1,
-                 n_iter_no_change=10, tol=1e-7, random_state=None):
+                 n_iter_no_change=10, tol=1e-7, random_state=None,
+                 categorical_features="from_dtype"):
         self.loss = loss
+        self.categorical_features = categorical_features
         self.quantile = quantile
         self.learning_rate = learning_rate
         self.max_iter = max_iter
@@ -196,7 +216,9 @@ class GradientBoostingRegressor(RegressorMixin, _GBBase, BaseEstimator):
                                     "loss='quantile' (the quantile to predict)")
 
     @fit_context
-    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None, *,
+            X_val: ArrayLike | None = None, y_val: ArrayLike | None = None,
+            sample_weight_val: ArrayLike | None = None) -> Self:
         """Fit the boosted trees (NumPy, pandas, Dask array or dataframe; y may be a column).
 
         Parameters
@@ -207,6 +229,14 @@ class GradientBoostingRegressor(RegressorMixin, _GBBase, BaseEstimator):
             The targets.
         sample_weight : array-like, dask array/Series or column name, optional
             Row weights (they multiply the gradients and hessians).
+        X_val, y_val : array-like, DataFrame or Dask collection, optional
+            A validation set for early stopping (the issue tracker's ``validation_data``;
+            scikit-learn's names): used instead of holding out ``validation_fraction`` of
+            the training rows. Both or neither; an error with ``early_stopping=False``;
+            unused when "auto" early stopping is off (at most 10,000 rows). Its blocks
+            need not match those of X.
+        sample_weight_val : array-like or Dask collection, optional
+            Weights of the validation rows.
 
         Returns
         -------
@@ -221,7 +251,8 @@ class GradientBoostingRegressor(RegressorMixin, _GBBase, BaseEstimator):
         >>> GradientBoostingRegressor(max_iter=5).fit(X, y).n_iter_
         5
         """
-        return fit_boosting(self, X, y, sample_weight, classify=False)
+        return fit_boosting(self, X, y, sample_weight, classify=False, X_val=X_val,
+                            y_val=y_val, sample_weight_val=sample_weight_val)
 
     def _out(self, raw):
         return self._loss_obj().inverse_link(raw)
@@ -307,8 +338,10 @@ class GradientBoostingClassifier(ClassifierMixin, _GBBase, BaseEstimator):
                  max_depth=None, min_samples_leaf=20, l2_regularization=0.0, max_features=1.0,
                  max_bins=255, subsample=1.0, warm_start=False, early_stopping="auto",
                  scoring="loss", validation_fraction=0.1, n_iter_no_change=10, tol=1e-7,
-                 class_weight=None, random_state=None):
+                 class_weight=None, random_state=None,
+                 categorical_features="from_dtype"):
         self.loss = loss
+        self.categorical_features = categorical_features
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.max_leaf_nodes = max_leaf_nodes
@@ -328,7 +361,9 @@ class GradientBoostingClassifier(ClassifierMixin, _GBBase, BaseEstimator):
         self.random_state = random_state
 
     @fit_context
-    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None, *,
+            X_val: ArrayLike | None = None, y_val: ArrayLike | None = None,
+            sample_weight_val: ArrayLike | None = None) -> Self:
         """Fit the boosted trees (see :meth:`GradientBoostingRegressor.fit`).
 
         Parameters
@@ -339,6 +374,8 @@ class GradientBoostingClassifier(ClassifierMixin, _GBBase, BaseEstimator):
             The class labels.
         sample_weight : array-like, dask array/Series or column name, optional
             Row weights.
+        X_val, y_val, sample_weight_val : optional
+            A validation set for early stopping (see :meth:`GradientBoostingRegressor.fit`).
 
         Returns
         -------
@@ -353,7 +390,8 @@ class GradientBoostingClassifier(ClassifierMixin, _GBBase, BaseEstimator):
         >>> GradientBoostingClassifier(max_iter=5).fit(X, y).n_iter_
         5
         """
-        return fit_boosting(self, X, y, sample_weight, classify=True)
+        return fit_boosting(self, X, y, sample_weight, classify=True, X_val=X_val,
+                            y_val=y_val, sample_weight_val=sample_weight_val)
 
     def _proba(self, raw):
         return self._loss_obj().inverse_link(raw)

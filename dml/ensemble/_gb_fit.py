@@ -20,10 +20,11 @@ from dml._block_groups import (block_ranges, chain_steps, default_n_groups, fini
 from dml._blocks import block_rng, broadcast, compute, seed_from, tree_reduce
 from dml._graph import tree_add
 from dml.base import check_weights_not_all_zero
-from dml.ensemble import _gb_chain, _gb_collective, _gb_grow
+from dml.ensemble import _gb_categorical, _gb_chain, _gb_collective, _gb_grow
 from dml.ensemble._gb_losses import make_loss
-from dml.tree._binning import (MISSING, _compress, bin_kernel, combine_sketches,
-                               edges_from_sketch, sketch_kernel)
+from dml.ensemble._gb_categorical import encode_coded
+from dml.tree._binning import (MISSING, _compress, as_float_block, bin_kernel,
+                               combine_sketches, edges_from_sketch, sketch_kernel)
 from dml.tree._model import _categorical_layout, _class_weights
 
 # --------------------------------------------------------------------------------------------
@@ -31,21 +32,28 @@ from dml.tree._model import _categorical_layout, _class_weights
 # --------------------------------------------------------------------------------------------
 
 
-def prep_kernel(index, part, validation_fraction, seed):
-    """Binned block plus its validation-row mask (an exact share of the block's rows)."""
+def prep_kernel(index, part, validation_fraction, seed, validation_block=False):
+    """Binned block plus its validation-row mask (an exact share of the block's rows; every
+    row of a block of the user's validation set)."""
     xb, y, w = part
     n = xb.shape[0]
-    is_val = np.zeros(n, dtype=bool)
-    if validation_fraction:
+    is_val = np.full(n, validation_block, dtype=bool)
+    if validation_fraction and not validation_block:
         k = int(round(validation_fraction * n))
         is_val[block_rng(seed, "validation", index).permutation(n)[:k]] = True
     return xb, y, w, is_val
 
 
-def base_kernel(part, loss):
+def base_kernel(part, loss, is_cat, count_seen):
+    """Baseline statistics, missing values per feature and the bins of the categorical features
+    present in X (``count_seen``: False for blocks of the user's validation set)."""
     xb, y, w, is_val = part
     tr = ~is_val
-    return {"stats": loss.baseline_stats(y[tr], w[tr]),
+    seen = np.zeros((xb.shape[1], 256), dtype=bool)
+    if count_seen:
+        for j in np.flatnonzero(is_cat):
+            seen[j] = np.bincount(xb[:, j], minlength=256) > 0
+    return {"stats": loss.baseline_stats(y[tr], w[tr]), "seen": seen,
             "missing": (xb[tr] == MISSING).any(axis=0), "n": int(tr.sum()),
             "wsum": float(w.sum()),
             "n_val": int(is_val.sum())}
@@ -59,6 +67,7 @@ def combine_base(parts):
     else:
         stats = tree_add(st)
     return {"stats": stats, "missing": np.logical_or.reduce([p["missing"] for p in parts]),
+            "seen": np.logical_or.reduce([p["seen"] for p in parts]),
             "n": sum(p["n"] for p in parts), "n_val": sum(p["n_val"] for p in parts),
             "wsum": sum(p["wsum"] for p in parts)}
 
@@ -159,6 +168,7 @@ def raw_from_leaves(leaves, nodes, baseline, n_out, staged=False):
 def _flatten(trees_by_round, edges):
     """All trees (round-major, then output) as one dict of flat arrays, global node indices."""
     cl, cr, feat, thr, bthr, ml, val, wn, starts = [], [], [], [], [], [], [], [], [0]
+    ci, bits = [], []
     for trees, values in trees_by_round:
         for tr, v in zip(trees, values):
             keep = tr.final_nodes()
@@ -174,6 +184,12 @@ def _flatten(trees_by_round, edges):
                     thr.append(float(edges[f][b]) if b < len(edges[f]) else np.inf)
                     ml.append(m)
                     val.append(0.0)
+                    if n in tr.cat_left:  # categorical: the bins (category codes) going left
+                        thr[-1] = np.nan
+                        ci.append(len(bits))
+                        bits.append(tr.cat_left[n])
+                    else:
+                        ci.append(-1)
                 else:
                     cl.append(-1)
                     cr.append(-1)
@@ -182,6 +198,7 @@ def _flatten(trees_by_round, edges):
                     thr.append(np.nan)
                     ml.append(False)
                     val.append(float(v[n]))
+                    ci.append(-1)
                 wn.append(tr.H[n])
             starts.append(starts[-1] + len(keep))
     return {"children_left": np.asarray(cl, dtype=np.int64),
@@ -190,8 +207,8 @@ def _flatten(trees_by_round, edges):
             "threshold": np.asarray(thr, dtype=np.float64),
             "bin_threshold": np.asarray(bthr, dtype=np.int64),
             "missing_left": np.asarray(ml, dtype=bool),
-            "cat_index": np.full(len(cl), -1, dtype=np.int64),
-            "cat_bitsets": np.zeros((0, 256), dtype=bool),
+            "cat_index": np.asarray(ci, dtype=np.int64),
+            "cat_bitsets": np.asarray(bits, dtype=bool).reshape(-1, 256),
             "value": np.asarray(val, dtype=np.float64),
             "sum_hessians": np.asarray(wn, dtype=np.float64),
             "tree_start": np.asarray(starts, dtype=np.int64)}
@@ -205,6 +222,9 @@ def _concat_nodes(a, b):
     for k in a:
         if k == "tree_start":
             out[k] = np.concatenate([a[k], b[k][1:] + off])
+        elif k == "cat_index":
+            out[k] = np.concatenate([a[k], np.where(b[k] >= 0, b[k] + len(a["cat_bitsets"]),
+                                                    -1)])
         elif k in ("children_left", "children_right"):
             out[k] = np.concatenate([a[k], np.where(b[k] >= 0, b[k] + off, -1)])
         else:
@@ -222,18 +242,44 @@ def _should_stop(scores, n_iter_no_change, tol):
     return not any(s > reference for s in scores[-n_iter_no_change:])
 
 
-def fit_boosting(est, X, y, sample_weight, *, classify):
+def val_bin_kernel(xb, yb, wb, edges, categorical, categories, is_cat, classes, name):
+    """A block of the user's validation set binned as the training blocks (a category not
+    seen in training is missing; a class not seen in training is an error)."""
+    x = encode_coded(as_float_block(xb, categorical, categories, name), is_cat, categorical,
+                     categories)
+    if classes is not None:
+        unseen = np.setdiff1d(np.unique(yb), classes)
+        if unseen.size:
+            raise ValueError(f"{name}: y_val has labels {unseen.tolist()[:5]} that are not in "
+                             f"the training classes {classes.tolist()[:10]}")
+    return bin_kernel(x, yb, wb, edges, is_cat, categories, classes, None, name)
+
+
+def _check_validation_args(est, X_val, y_val, name):
+    """scikit-learn's rules: X_val and y_val come together, and need early stopping on."""
+    if X_val is None and y_val is None:
+        return False
+    if y_val is None:
+        raise ValueError(f"{name}: X_val is provided, but y_val was not provided.")
+    if X_val is None:
+        raise ValueError(f"{name}: y_val is provided, but X_val was not provided.")
+    if est.early_stopping is False:
+        raise ValueError(f"{name}: X_val and y_val are passed to fit while early_stopping is "
+                         "False; they are only used for early stopping, so set "
+                         "early_stopping to 'auto' or True (or leave them out).")
+    return True
+
+
+def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
+                 sample_weight_val=None):
     """Fit the boosted trees on the estimator's behalf; sets the fitted attributes."""
     name = type(est).__name__
     warm = est.warm_start and hasattr(est, "nodes_")
+    has_val = _check_validation_args(est, X_val, y_val, name)
     blocks = est._fit_blocks(X, y, sample_weight, numeric=False, allow_nan=True,
                              y_numeric=not classify, reset=not warm)
     categorical, categories = _categorical_layout(blocks, est.max_bins, name)
-    if categorical.any():
-        cols = [str(blocks.dtypes.index[j]) for j in np.flatnonzero(categorical)]
-        raise ValueError(f"{name}: categorical columns {cols} are not supported yet by the "
-                         "gradient-boosted trees; encode them (e.g. OrdinalEncoder, whose "
-                         "codes then split as numbers) or use dml's random forests")
+    is_cat = _gb_categorical.resolve(est.categorical_features, blocks, categorical, name)
     d = blocks.n_features
     if warm:
         if est.max_iter < est.n_iter_:
@@ -241,15 +287,27 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
                              f"n_iter_={est.n_iter_} rounds already fitted when warm_start=True")
         seed = est._seed
         edges, classes = est.bin_edges_, getattr(est, "classes_", None)
+        is_cat, categories = est.is_categorical_, est.categories_
     else:
         seed = seed_from(est.random_state)
         sk = blocks.map_reduce(sketch_kernel, categorical, categories, classify, name,
                                combine=combine_sketches)
-        edges = [bin_edges(*sk["sketch"][j], est.max_bins) for j in range(d)]
+        edges = []
+        for j in range(d):
+            if categorical[j]:  # pandas categories: the codes are the bins
+                edges.append(np.empty(0))
+            elif is_cat[j]:  # numeric codes: the sorted distinct values are the bins
+                categories[j] = _gb_categorical.coded_categories(
+                    sk["sketch"][j][0], est.max_bins, _gb_categorical.column_name(blocks, j),
+                    name)
+                edges.append(categories[j][:-1])
+            else:
+                edges.append(bin_edges(*sk["sketch"][j], est.max_bins))
         classes = None
         if classify:
             classes = _check_classes(sk["labels"], name)
-    n_bins = np.array([len(e) + 1 for e in edges], dtype=np.int64)
+    n_bins = np.array([len(categories[j]) if categorical[j] else len(edges[j]) + 1
+                       for j in range(d)], dtype=np.int64)
     cw = _class_weights(est.class_weight, classes, blocks, name) \
         if classify and getattr(est, "class_weight", None) is not None else None
     K = len(classes) if classify else 1
@@ -265,15 +323,26 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
         n_rows = n_known if n_known is not None else compute(
             tree_reduce([delayed(lambda p: p[0].shape[0])(p) for p in binned], sum))[0]
         es = n_rows > 10000
-    vf = est.validation_fraction if es else None
+    # A given validation set replaces the held-out share of the training rows (and is not
+    # used at all without early stopping, as scikit-learn's "auto" below 10,000 rows).
+    use_val = bool(es) and (has_val or est.validation_fraction is not None)
+    vf = est.validation_fraction if es and not has_val else None
+    n_train = len(binned)
+    if es and has_val:
+        val_blocks = est._fit_blocks(X_val, y_val, sample_weight_val, numeric=False,
+                                     allow_nan=True, y_numeric=not classify, reset=False)
+        binned = list(binned) + list(val_blocks.map_parts(
+            val_bin_kernel, edges, categorical, categories, is_cat, classes, name))
     n_blocks = len(binned)
-    prep, starts = _prep_groups(binned, vf, seed)
-    base = compute(*[delayed(_base_group, pure=False)(p, loss, start, n_blocks)
+    prep, starts = _prep_groups(binned, vf, seed, n_train)
+    base = compute(*[delayed(_base_group, pure=False)(p, loss, start, n_blocks, n_train, is_cat)
                      for p, start in zip(prep, starts)])
     base = finish_tree(base, n_blocks, combine_base, _gb_chain._FANIN)
     check_weights_not_all_zero(base["wsum"], name)
     if base["n"] == 0:
         raise ValueError(f"{name}: no training rows are left after the validation split")
+    if has_val and es and base["n_val"] == 0:
+        raise ValueError(f"{name}: X_val has no rows; pass a non-empty validation set")
     has_missing = base["missing"]
     if warm:
         baseline = est._baseline
@@ -287,14 +356,15 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
         max_leaf_nodes=est.max_leaf_nodes, max_depth=est.max_depth,
         min_samples_leaf=est.min_samples_leaf, l2_regularization=est.l2_regularization,
         learning_rate=est.learning_rate, n_bins=n_bins, has_missing=has_missing,
-        max_features=max(1, int(math.ceil(est.max_features * d))), seed=seed)
+        max_features=max(1, int(math.ceil(est.max_features * d))), seed=seed, is_cat=is_cat,
+        known_bins=base["seen"])
     driver = _gb_chain.Driver(
         params=params, loss=loss, n_trees=T, first=first, max_iter=est.max_iter,
-        early_stopping=bool(es), validation=bool(vf), n_iter_no_change=est.n_iter_no_change,
+        early_stopping=bool(es), validation=use_val, n_iter_no_change=est.n_iter_no_change,
         tol=est.tol, record_start=not warm, n_blocks=n_blocks)
     if warm:
         driver.train_scores = list(est.train_score_)
-        driver.val_scores = list(est.validation_score_) if vf else []
+        driver.val_scores = list(est.validation_score_) if use_val else []
     client = _gb_collective.cluster_client()
     if client is not None:
         # On a cluster: long-lived tasks that swap histograms directly.
@@ -311,7 +381,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     importances = (est._importance_sums if warm else np.zeros(d)) + driver.importances
     n_iter = driver.rnd
     train_scores = driver.train_scores
-    val_scores = (driver.val_scores if vf else train_scores) if es else []
+    val_scores = (driver.val_scores if use_val else train_scores) if es else []
     # Growth statistics (waves per round, graph submissions) for benchmarks and docs.
     est._fit_stats = {"waves": list(driver.waves), "submissions": submissions,
                       "groups": len(prep), "lost_runs": lost}
@@ -326,6 +396,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify):
     est.bin_edges_ = edges
     est.n_bins_ = n_bins
     est.categorical_ = categorical
+    est.is_categorical_ = is_cat
     est.categories_ = categories
     est.has_missing_values_ = has_missing
     est.do_early_stopping_ = bool(es)
@@ -376,22 +447,35 @@ def _chain_length(driver, loss, early_stopping):
     return int(min(MAX_STEPS, max(2, math.ceil(rounds * per_round) + 1)))
 
 
-def _prep_groups(binned, vf, seed):
+#: Most blocks in one group. A group's step holds its blocks' old and new per-row state at once
+#: (raw scores, gradients, node assignments), so on data near the workers' memory one group of
+#: every block would need that state twice; bounded groups need it once plus a group's share.
+#: The model does not depend on the grouping (the block tree is fixed).
+MAX_GROUP_BLOCKS = 16
+
+
+def _prep_groups(binned, vf, seed, n_train):
     """The binned blocks with their validation masks, held as groups of consecutive blocks,
     one group per worker thread (every group runs the split search in every step; see
-    :mod:`dml.ensemble._gb_chain`). Returns the persisted groups and their first blocks."""
-    bounds = block_ranges(len(binned), max(1, default_n_groups() // 2))
-    groups = dask.persist(*[delayed(_prep_group, pure=False)(lo, vf, seed, *binned[lo:hi])
+    :mod:`dml.ensemble._gb_chain`). Blocks from ``n_train`` on are the user's validation set:
+    they are carried like the others (their raw predictions follow the rounds) but hold only
+    validation rows. Returns the persisted groups and their first blocks."""
+    n_groups = max(default_n_groups() // 2, -(-len(binned) // MAX_GROUP_BLOCKS))
+    bounds = block_ranges(len(binned), max(1, n_groups))
+    groups = dask.persist(*[delayed(_prep_group, pure=False)(lo, vf, seed, n_train,
+                                                             *binned[lo:hi])
                             for lo, hi in zip(bounds[:-1], bounds[1:])])
     return list(groups), bounds[:-1]
 
 
-def _prep_group(start, vf, seed, *parts):
-    return tuple(prep_kernel(start + j, p, vf, seed) for j, p in enumerate(parts))
+def _prep_group(start, vf, seed, n_train, *parts):
+    return tuple(prep_kernel(start + j, p, vf, seed, start + j >= n_train)
+                 for j, p in enumerate(parts))
 
 
-def _base_group(prep, loss, start, n_blocks):
-    return range_reduce([base_kernel(p, loss) for p in prep], start, n_blocks, combine_base,
+def _base_group(prep, loss, start, n_blocks, n_train, is_cat):
+    return range_reduce([base_kernel(p, loss, is_cat, start + j < n_train)
+                         for j, p in enumerate(prep)], start, n_blocks, combine_base,
                         _gb_chain._FANIN)
 
 

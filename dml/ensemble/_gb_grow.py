@@ -40,10 +40,9 @@ MIN_HESSIAN = 1e-3
 
 def route_kernel(part, assign, route):
     """Rows of nodes split since the last wave move one level down (a new array)."""
-    feature, thr, mleft, left, right = route
-    T, M = feature.shape
-    return _tree_kernels.route(part[0], assign, feature, thr, mleft, left, right,
-                               np.full((T, M), -1, dtype=np.int32), np.zeros((0, 256), bool))
+    feature, thr, mleft, left, right, cat_idx, bitsets = route
+    return _tree_kernels.route(part[0], assign, feature, thr, mleft, left, right, cat_idx,
+                               bitsets)
 
 
 def hist_kernel(part, state, assign, slot_map, S, nb):
@@ -73,9 +72,12 @@ class GrowParams:
     """Settings of the growth (plain attributes)."""
 
     def __init__(self, *, max_leaf_nodes, max_depth, min_samples_leaf, l2_regularization,
-                 learning_rate, n_bins, has_missing, max_features, seed):
+                 learning_rate, n_bins, has_missing, max_features, seed, is_cat=None,
+                 known_bins=None):
         self.__dict__.update(locals())
         del self.__dict__["self"]
+        if is_cat is None:
+            self.is_cat = np.zeros(len(n_bins), dtype=bool)
         self.nb = int(max(1, np.max(n_bins))) if len(n_bins) else 1
 
 
@@ -89,6 +91,7 @@ class _Tree:
         self.split = []        # (gain, feature, bin, mleft, GL, HL, NL) or None (leaf)
         self.committed = []    # split committed into the final tree
         self.hist = {}         # node -> (d, B, 3) histogram, while it may be needed
+        self.cat_left = {}     # node -> (256,) bins going left, for a categorical split
         self.heap = []         # (-gain, node) of open nodes with a split
         self.leaves = 1
         self.done = False
@@ -109,6 +112,7 @@ class _Tree:
         for k in ("parent", "depth", "G", "H", "N", "children", "split", "committed", "heap"):
             setattr(new, k, list(getattr(self, k)))
         new.hist = dict(self.hist)
+        new.cat_left = dict(self.cat_left)
         new.importance = self.importance.copy()
         return new
 
@@ -133,20 +137,44 @@ class _Tree:
             mask[0, rng.permutation(d)[:p.max_features]] = True
         res = _gb_kernels.best_splits(
             hist[None], np.array([self.G[node]]), np.array([self.H[node]]),
-            np.array([self.N[node]]), p.n_bins, p.has_missing, mask,
+            np.array([self.N[node]]), p.n_bins, p.has_missing, mask & ~p.is_cat,
             float(p.min_samples_leaf), MIN_HESSIAN, float(p.l2_regularization))
-        gain = float(res[0][0])
+        res = [float(r[0]) for r in res]
+        if p.is_cat.any():
+            res = self._categorical_split(node, hist, mask[0], res)
+        gain = res[0]
         if gain <= 0:
             self.split[node] = ()
             return
-        f, NL = int(res[1][0]), float(res[6][0])
-        mleft = bool(res[3][0])
+        f, NL = int(res[1]), res[6]
+        mleft = bool(res[3])
         if not p.has_missing[f]:
             # No missing value of this feature in training: missing values met later (validation
             # rows, prediction) go to the child with more rows, as scikit-learn's.
             mleft = NL > self.N[node] - NL
-        self.split[node] = (gain, f, int(res[2][0]), mleft, float(res[4][0]),
-                            float(res[5][0]), NL)
+        if node in self.cat_left and p.known_bins is not None:
+            # A category absent from the training data (a pandas category never used, or one met
+            # only later) goes where missing values go, as scikit-learn's unknown categories.
+            left = self.cat_left[node].copy()
+            left[~p.known_bins[f]] = mleft
+            self.cat_left[node] = left
+        self.split[node] = (gain, f, int(res[2]), mleft, res[4], res[5], NL)
+
+    def _categorical_split(self, node, hist, mask, res):
+        """The best split over the categorical features too (``res``: the numeric features'
+        best, as :func:`~dml.ensemble._gb_kernels.best_splits` returns it); equal gains keep the
+        lower feature index, as the numeric scan does."""
+        p = self.p
+        self.cat_left.pop(node, None)
+        for f in np.flatnonzero(mask & p.is_cat):
+            gain, gl, hl, nl, left, ml = _gb_kernels.best_split_categorical(
+                hist[f], self.G[node], self.H[node], self.N[node], int(p.n_bins[f]),
+                bool(p.has_missing[f]), float(p.min_samples_leaf), MIN_HESSIAN,
+                float(p.l2_regularization))
+            if gain > 0 and (gain > res[0] or (gain == res[0] and f < res[1])):
+                res = [gain, f, 0, ml, gl, hl, nl]
+                self.cat_left[node] = left
+        return res
 
     def _make_children(self, node):
         if self.children[node] is None:
@@ -259,6 +287,8 @@ def _route_arrays(trees, nodes_by_tree):
     mleft = np.zeros((T, M), dtype=bool)
     left = np.zeros((T, M), dtype=np.int32)
     right = np.zeros((T, M), dtype=np.int32)
+    cat_idx = np.full((T, M), -1, dtype=np.int32)
+    bitsets = []
     for ti, nodes in nodes_by_tree.items():
         tr = trees[ti]
         for n in nodes:
@@ -267,4 +297,8 @@ def _route_arrays(trees, nodes_by_tree):
             thr[ti, n] = b
             mleft[ti, n] = ml
             left[ti, n], right[ti, n] = tr.children[n]
-    return feature, thr, mleft, left, right
+            if n in tr.cat_left:
+                cat_idx[ti, n] = len(bitsets)
+                bitsets.append(tr.cat_left[n])
+    bits = np.asarray(bitsets, dtype=bool).reshape(-1, 256)
+    return feature, thr, mleft, left, right, cat_idx, bits

@@ -146,3 +146,81 @@ def best_splits(hist, G, H, N, n_bins, has_missing, feat_mask, min_samples_leaf,
                 out_hl[s] = bhl
                 out_nl[s] = bnl
     return out_gain, out_f, out_b, out_ml, out_gl, out_hl, out_nl
+
+
+#: A category (or the missing values) takes part in a categorical split only with at least this
+#: much hessian (in rows when the hessians are 1); it also smooths the ordering ratio below.
+#: scikit-learn's ``MIN_CAT_SUPPORT`` (LightGBM's ``cat_smooth``).
+MIN_CAT_SUPPORT = 10.0
+
+
+@kernel(nogil=True)
+def best_split_categorical(hist, G, H, N, n_bins, has_missing, min_samples_leaf, min_hessian,
+                           l2):
+    """Best split of one categorical feature of one node, as scikit-learn's ``Splitter``.
+
+    ``hist`` is the feature's (nb + 1, 3) histogram (missing values in the last bin). The
+    categories with enough support (the missing values count as one more category when the
+    feature had some in training) are ordered by ``Σg / (Σh + MIN_CAT_SUPPORT)`` and scanned
+    as if they were ordered values: the first ``i`` go left, from the left end up to the
+    middle, then the last ``i`` from the right end up to just before the middle; categories of
+    too little support always go right. Sorting by that ratio is what makes a scan of
+    ``k - 1`` cuts find (nearly) the best of the ``2**(k-1)`` partitions (Fisher's grouping).
+
+    Returns ``gain`` (-1 without a valid split), ``G_L, H_L, N_L``, the (256,) mask of the bins
+    that go left, and whether the missing values go left.
+    """
+    miss = hist.shape[0] - 1
+    m = n_bins + (1 if has_missing else 0)
+    bins = np.empty(m, dtype=np.int64)
+    ratio = np.empty(m, dtype=np.float64)
+    support = N / H
+    k = 0
+    for b in range(m):
+        bb = b if b < n_bins else miss
+        hb = hist[bb, 1]
+        if hb * support >= MIN_CAT_SUPPORT:
+            bins[k] = bb
+            ratio[k] = hist[bb, 0] / (hb + MIN_CAT_SUPPORT)
+            k += 1
+    left = np.zeros(256, dtype=np.bool_)
+    if k <= 1:
+        return -1.0, 0.0, 0.0, 0.0, left, False
+    order = np.argsort(ratio[:k], kind="mergesort")
+    loss_node = G * _value(G, H, l2)
+    best = -1.0
+    best_i, best_dir = 0, 1
+    bgl, bhl, bnl = 0.0, 0.0, 0.0
+    for direction in (1, -1):
+        middle = (k + 1) // 2 if direction == 1 else (k + 1) // 2 - 1
+        gl = 0.0
+        hl = 0.0
+        nl = 0.0
+        for i in range(middle):
+            pos = i if direction == 1 else k - 1 - i
+            bb = bins[order[pos]]
+            nl += hist[bb, 2]
+            hl += hist[bb, 1]
+            gl += hist[bb, 0]
+            nr = N - nl
+            hr = H - hl
+            gr = G - gl
+            if nl < min_samples_leaf or hl < min_hessian:
+                continue
+            if nr < min_samples_leaf or hr < min_hessian:
+                break
+            gain = _gain(gl, hl, gr, hr, loss_node, l2)
+            if gain > best and gain > 0.0:
+                best = gain
+                best_i, best_dir = pos, direction
+                bgl, bhl, bnl = gl, hl, nl
+    mleft = False
+    if best > 0.0:
+        lo, hi = (0, best_i + 1) if best_dir == 1 else (best_i, k)
+        for pos in range(lo, hi):
+            bb = bins[order[pos]]
+            if bb == miss:
+                mleft = True
+            else:
+                left[bb] = True
+    return best, bgl, bhl, bnl, left, mleft
