@@ -59,6 +59,12 @@ async def _receive(comm=None, run=None, step=None, sender=None, recipients=None,
     _deliver(run, step, sender, recipients, data)
 
 
+def install(dask_worker):
+    """Add the message handler to a worker (run with ``Client.run`` before a run: messages
+    are sent without a reply, so one reaching a worker without the handler would be lost)."""
+    dask_worker.handlers.setdefault(_HANDLER, _receive)
+
+
 def abandon(run, fit=None):
     """Stop a run on this worker (run with ``Client.run``): its waiting tasks raise
     :class:`RunLost`; with ``fit``, also drop the fit's state (the fit is over)."""
@@ -252,8 +258,9 @@ FIRST_ROUNDS, MAX_ROUNDS = 4, 32
 
 
 def _placement(client, prep_futures):
-    """The worker of every group: where its blocks are, else spread over the live workers."""
-    workers = sorted(client.nthreads())
+    """The worker of every group: where its blocks are, else spread over the live workers
+    (those that have the message handler)."""
+    workers = sorted(client.run(install, on_error="ignore"))
     if not workers:
         raise RuntimeError("gradient boosting: the cluster has no workers")
     who = client.who_has(prep_futures)
