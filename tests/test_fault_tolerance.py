@@ -192,6 +192,51 @@ def test_gradient_boosting_survives_a_killed_worker(cluster, fclient):
     np.testing.assert_array_equal(disturbed.validation_score_, reference.validation_score_)
 
 
+def _gbt_runs_processing(dask_scheduler):
+    """Run numbers of the boosting runs (``gbt-run-<fit>-<run>-<group>``) being processed."""
+    return [int(str(k).split("-")[-2]) for k, ts in dask_scheduler.tasks.items()
+            if str(k).startswith("gbt-run-") and ts.state == "processing"]
+
+
+def test_gradient_boosting_survives_a_worker_killed_inside_a_run(cluster, fclient):
+    """The worker is killed while the long-lived tasks of a later run swap histograms: the run
+    is abandoned and submitted again from its first round, with the same model."""
+    from dml import ensemble
+
+    X, y = classification(n=2400, d=6)
+    Xd, yd = da.from_array(X, chunks=(200, -1)), da.from_array(y, chunks=200)
+
+    def make():
+        return ensemble.GradientBoostingRegressor(max_iter=40, max_leaf_nodes=8,
+                                                  subsample=0.8, early_stopping=False,
+                                                  random_state=0)
+
+    reference = make().fit(Xd, yd.astype(float))
+    killed = []
+
+    def killer():
+        with Client(cluster.pc.address, set_as_default=False) as c:
+            while not killed and running.is_set():
+                if any(r >= 1 for r in c.run_on_scheduler(_gbt_runs_processing)):
+                    killed.append(cluster.kill_one())
+                time.sleep(0.01)
+        cluster.add_worker()
+
+    running = threading.Event()
+    running.set()
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    try:
+        disturbed = make().fit(Xd, yd.astype(float))
+    finally:
+        running.clear()
+        t.join(timeout=60)
+    assert killed, "no run was seen in progress"
+    assert disturbed._fit_stats["lost_runs"] >= 1
+    np.testing.assert_array_equal(disturbed.nodes_["value"], reference.nodes_["value"])
+    np.testing.assert_array_equal(disturbed.predict(X), reference.predict(X))
+    np.testing.assert_array_equal(disturbed.train_score_, reference.train_score_)
+
 SGD_JOB = """\
 name: resumable_sgd
 data:

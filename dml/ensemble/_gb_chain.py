@@ -11,7 +11,9 @@ sums them in the fixed order of the block tree and runs the client's own split s
 every group computes the same decision -- then applies the decision to its own blocks. The end
 of a round (leaf values added to the raw predictions, new gradients, the loss sums for early
 stopping, the next roots' histograms) and the start of the next are steps like the others, so a
-submission spans several rounds. See docs/gradient_boosting.md.
+submission spans several rounds. On a ``distributed`` cluster the same :class:`Driver` and
+:func:`apply_decision` run inside long-lived tasks instead (:mod:`dml.ensemble._gb_collective`);
+the chained graphs serve the local schedulers. See docs/gradient_boosting.md.
 """
 from __future__ import annotations
 
@@ -61,31 +63,48 @@ def group_step(prep, carried, driver, args, *partials):
     h, use, node assignment)``; returns the new carried state, the driver and the group's
     partial sums (its pieces of the block tree, :func:`~dml._block_groups.range_reduce`)."""
     decision, driver = drive(driver, *partials)
+    if decision[0] == "idle":
+        return carried, driver, None
+    carried, partial = apply_decision(prep, carried, decision, args)
+    return carried, driver, partial
+
+
+def end_round(prep, carried, decision, args):
+    """The carried state after an ``"end"`` decision's leaf values (the next round's
+    gradients, every row back at the roots)."""
+    start, n_blocks, loss, seed, subsample, n_trees = args
+    _, route, values, rnd_next, _ = decision
+    carried = _routed(prep, carried, route)
+    if values is not None:
+        carried = [_gb_fit.end_kernel(start + j, p, c, c[4], values, loss, seed, subsample,
+                                      rnd_next) + (None,)
+                   for j, (p, c) in enumerate(zip(prep, carried))]
+    return tuple(c[:4] + (_gb_grow.init_assign(p, n_trees),) for p, c in zip(prep, carried))
+
+
+def apply_decision(prep, carried, decision, args):
+    """A (non-idle) decision applied to a group's blocks: the new carried state and the
+    group's partial sums."""
     start, n_blocks, loss, seed, subsample, n_trees = args
     kind = decision[0]
-    if kind == "idle":
-        return carried, driver, None
-    carried = _routed(prep, carried, decision[1])
-    if kind == "grow":
-        _, _, slot_map, S, nb = decision
-        parts = [_gb_grow.hist_kernel(p, c, c[4], slot_map, S, nb)
-                 for p, c in zip(prep, carried)]
-    elif kind == "resid":
-        parts = [_gb_fit.resid_kernel(p, c, c[4], decision[2]) for p, c in zip(prep, carried)]
-    else:  # "end": the round's leaf values (None: none), then loss sums and root histograms
-        _, _, values, rnd_next, nb = decision
-        if values is not None:
-            carried = [_gb_fit.end_kernel(start + j, p, c, c[4], values, loss, seed, subsample,
-                                          rnd_next) + (None,)
-                       for j, (p, c) in enumerate(zip(prep, carried))]
-        carried = [c[:4] + (_gb_grow.init_assign(p, n_trees),) for p, c in zip(prep, carried)]
+    if kind == "end":  # the round's leaf values (None: none), then loss sums and root histograms
+        carried = end_round(prep, carried, decision, args)
+        nb = decision[4]
         slot_map = np.arange(n_trees, dtype=np.int32)[:, None]
         parts = [(_gb_fit.loss_kernel(p, c, loss),
                   None if nb is None else _gb_grow.hist_kernel(p, c, c[4], slot_map, n_trees,
                                                                nb))
                  for p, c in zip(prep, carried)]
-    partial = range_reduce(parts, start, n_blocks, _combine(kind), _FANIN)
-    return tuple(carried), driver, partial
+    else:
+        carried = _routed(prep, carried, decision[1])
+        if kind == "grow":
+            _, _, slot_map, S, nb = decision
+            parts = [_gb_grow.hist_kernel(p, c, c[4], slot_map, S, nb)
+                     for p, c in zip(prep, carried)]
+        else:  # "resid"
+            parts = [_gb_fit.resid_kernel(p, c, c[4], decision[2])
+                     for p, c in zip(prep, carried)]
+    return tuple(carried), range_reduce(parts, start, n_blocks, _combine(kind), _FANIN)
 
 
 def start_group(prep, start, loss, baseline, nodes, seed, subsample, rnd, n_trees):

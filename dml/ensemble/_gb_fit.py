@@ -20,7 +20,7 @@ from dml._block_groups import (block_ranges, chain_steps, default_n_groups, fini
 from dml._blocks import block_rng, broadcast, compute, seed_from, tree_reduce
 from dml._graph import tree_add
 from dml.base import check_weights_not_all_zero
-from dml.ensemble import _gb_categorical, _gb_chain, _gb_grow
+from dml.ensemble import _gb_categorical, _gb_chain, _gb_collective, _gb_grow
 from dml.ensemble._gb_losses import make_loss
 from dml.ensemble._gb_categorical import encode_coded
 from dml.tree._binning import (MISSING, _compress, as_float_block, bin_kernel,
@@ -352,10 +352,6 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
         nodes = None
     first = est.n_iter_ if warm else 0
     T = loss.n_outputs
-    carried = dask.persist(*[
-        delayed(_gb_chain.start_group, pure=False)(p, start, loss, baseline, broadcast(nodes),
-                                                   seed, est.subsample, first, T)
-        for p, start in zip(prep, starts)])
     params = _gb_grow.GrowParams(
         max_leaf_nodes=est.max_leaf_nodes, max_depth=est.max_depth,
         min_samples_leaf=est.min_samples_leaf, l2_regularization=est.l2_regularization,
@@ -369,25 +365,26 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
     if warm:
         driver.train_scores = list(est.train_score_)
         driver.val_scores = list(est.validation_score_) if use_val else []
-    group_args = [(start, n_blocks, loss, seed, est.subsample, T) for start in starts]
-    all_trees = []
-    submissions = 0
-    while not driver.done:
-        n_steps = _chain_length(driver, loss, bool(es))
-        carried, dstate = chain_steps(prep, carried, driver, _gb_chain.group_step, group_args,
-                                      n_steps, _gb_chain.finish, "gbt-chain")
-        *carried, dstate = dask.persist(*carried, dstate)
-        (driver,) = compute(dstate)
-        submissions += 1
-        all_trees.extend(driver.finished)
-        driver.finished = []
+    client = _gb_collective.cluster_client()
+    if client is not None:
+        # On a cluster: long-lived tasks that swap histograms directly.
+        driver, all_trees, runs = _gb_collective.fit_rounds(
+            client, prep, starts, driver, n_blocks=n_blocks, loss=loss, seed=seed,
+            subsample=est.subsample, n_trees=T, baseline=baseline, prior=nodes,
+            flatten=lambda rounds: _flatten(rounds, edges))
+        submissions, lost = runs["runs"], runs["lost_runs"]
+    else:
+        lost = 0
+        driver, all_trees, submissions = _chained_rounds(prep, starts, driver, loss, baseline,
+                                                         nodes, seed, est.subsample, first, T,
+                                                         n_blocks, bool(es))
     importances = (est._importance_sums if warm else np.zeros(d)) + driver.importances
     n_iter = driver.rnd
     train_scores = driver.train_scores
     val_scores = (driver.val_scores if use_val else train_scores) if es else []
     # Growth statistics (waves per round, graph submissions) for benchmarks and docs.
     est._fit_stats = {"waves": list(driver.waves), "submissions": submissions,
-                      "groups": len(prep)}
+                      "groups": len(prep), "lost_runs": lost}
     new_nodes = _flatten(all_trees, edges) if all_trees else None
     est.nodes_ = _concat_nodes(nodes, new_nodes) if new_nodes is not None else (
         nodes if nodes is not None else _flatten([], edges))
@@ -409,6 +406,28 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
         est.classes_ = classes
         est.n_classes_ = K
     return est
+
+
+def _chained_rounds(prep, starts, driver, loss, baseline, nodes, seed, subsample, first, T,
+                    n_blocks, es):
+    """The rounds as chained graphs (any Dask scheduler; see :mod:`dml.ensemble._gb_chain`)."""
+    carried = dask.persist(*[
+        delayed(_gb_chain.start_group, pure=False)(p, start, loss, baseline, broadcast(nodes),
+                                                   seed, subsample, first, T)
+        for p, start in zip(prep, starts)])
+    group_args = [(start, n_blocks, loss, seed, subsample, T) for start in starts]
+    all_trees = []
+    submissions = 0
+    while not driver.done:
+        n_steps = _chain_length(driver, loss, es)
+        carried, dstate = chain_steps(prep, carried, driver, _gb_chain.group_step, group_args,
+                                      n_steps, _gb_chain.finish, "gbt-chain")
+        *carried, dstate = dask.persist(*carried, dstate)
+        (driver,) = compute(dstate)
+        submissions += 1
+        all_trees.extend(driver.finished)
+        driver.finished = []
+    return driver, all_trees, submissions
 
 
 #: Most steps (waves, ends of rounds) submitted as one graph: a longer chain is a bigger graph

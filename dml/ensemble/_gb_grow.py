@@ -52,8 +52,10 @@ def hist_kernel(part, state, assign, slot_map, S, nb):
 
 def sum_hists(parts):
     parts = [p for p in parts if p is not None]
-    out = parts[0].copy()
-    for p in parts[1:]:
+    if len(parts) == 1:
+        return parts[0].copy()
+    out = parts[0] + parts[1]  # a new array without a copy first; the same sums in order
+    for p in parts[2:]:
         out += p
     return out
 

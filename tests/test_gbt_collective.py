@@ -1,0 +1,113 @@
+"""Boosting on a cluster: long-lived tasks per group that swap histograms directly
+(dml.ensemble._gb_collective). The model must be the one of the chained graphs that the
+single-process scheduler runs, bit for bit, however many groups share a worker thread, after a
+run is lost, and nothing may be left on the workers afterwards."""
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification
+
+from dml.ensemble import GradientBoostingClassifier, GradientBoostingRegressor, _gb_collective
+
+
+def _assert_same(a, b):
+    for k in a.nodes_:
+        np.testing.assert_array_equal(a.nodes_[k], b.nodes_[k])
+    np.testing.assert_array_equal(a.train_score_, b.train_score_)
+    np.testing.assert_array_equal(a.validation_score_, b.validation_score_)
+
+
+def _leftovers(client):
+    return sum(client.run(_gb_collective.leftovers, "").values())
+
+
+def test_more_groups_than_threads(client, monkeypatch):
+    """Five groups on two single-threaded workers: the tasks leave the thread pool, so all run
+    at once (no deadlock), and the model is the single-process scheduler's."""
+    from dml.ensemble import _gb_fit
+
+    X, y = make_classification(n_samples=700, n_features=5, random_state=3)
+    Xd, yd = da.from_array(X, chunks=(70, -1)), da.from_array(y, chunks=70)
+    kw = dict(max_iter=3, max_leaf_nodes=5, subsample=0.8, early_stopping=True,
+              validation_fraction=0.2, n_iter_no_change=1, random_state=0)
+    monkeypatch.setattr(_gb_fit, "default_n_groups", lambda: 10)
+    a = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    with dask.config.set(scheduler="sync"):
+        b = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    assert a._fit_stats["groups"] == 5 and a._fit_stats["lost_runs"] == 0
+    _assert_same(a, b)
+    assert _leftovers(client) == 0
+
+
+def test_lost_runs_restart_from_their_first_round(client, monkeypatch):
+    """Every run after the first finds its groups moved to the other worker, without their
+    state: the run is abandoned and submitted again, the groups rebuild their state from the
+    trees fitted so far, and the model is unchanged."""
+    X, y = make_classification(n_samples=600, n_features=5, random_state=4)
+    Xd, yd = da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100)
+    kw = dict(loss="absolute_error", max_iter=6, max_leaf_nodes=4, subsample=0.9,
+              early_stopping=False, random_state=0)
+    place = _gb_collective._placement
+    calls = []
+
+    def moved(cl, futures):
+        calls.append(1)
+        # The in-process workers share this module: drop the kept state as a new worker would.
+        _gb_collective._STATE.clear()
+        addresses = place(cl, futures)
+        ring = sorted(set(cl.nthreads()))
+        return [ring[(ring.index(a) + len(calls)) % len(ring)] for a in addresses]
+
+    monkeypatch.setattr(_gb_collective, "FIRST_ROUNDS", 1)
+    monkeypatch.setattr(_gb_collective, "_placement", moved)
+    a = GradientBoostingRegressor(**kw).fit(Xd, yd.astype(float))
+    with dask.config.set(scheduler="sync"):
+        b = GradientBoostingRegressor(**kw).fit(Xd, yd.astype(float))
+    assert a._fit_stats["lost_runs"] >= 1
+    _assert_same(a, b)
+    assert _leftovers(client) == 0
+
+
+def test_rebuilt_state_is_the_state_the_rounds_left():
+    """The rebuild of a group's state from the fitted trees (after a lost run) gives the raw
+    predictions and gradients the rounds computed, bit for bit."""
+    from dml.ensemble import _gb_chain
+
+    X, y = make_classification(n_samples=400, n_features=5, n_classes=3, n_informative=3,
+                               random_state=5)
+    Xd, yd = da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100)
+    kept = {}
+    end_round = _gb_chain.end_round
+
+    def spy(prep, carried, decision, args):
+        out = end_round(prep, carried, decision, args)
+        if decision[2] is not None:
+            kept[decision[3]] = (prep, out)
+        return out
+
+    with pytest.MonkeyPatch.context() as mp, dask.config.set(scheduler="sync"):
+        mp.setattr(_gb_chain, "end_round", spy)
+        m = GradientBoostingClassifier(max_iter=3, max_leaf_nodes=5, early_stopping=False,
+                                       random_state=0).fit(Xd, yd)
+    T = m.n_trees_per_iteration_
+    n_nodes = m.nodes_["tree_start"][2 * T]
+    two = {k: v for k, v in m.nodes_.items() if k != "tree_start"}
+    two = {k: v[:n_nodes] for k, v in two.items()}
+    two["tree_start"] = m.nodes_["tree_start"][:2 * T + 1]
+    # The state after round 2 of the group of the first block (one group: all blocks).
+    prep, state = kept[2]
+    rebuilt = _gb_collective.rebuild(prep, 0, _loss(m), m._baseline, None, two, m._seed,
+                                     1.0, 2, T)
+    assert len(rebuilt) == len(state)
+    for r, s in zip(rebuilt, state):
+        for a, b in zip(r[:4], s[:4]):
+            np.testing.assert_array_equal(a, b)
+
+
+def _loss(m):
+    from dml.ensemble._gb_losses import make_loss
+
+    return make_loss(m.loss, m.n_trees_per_iteration_, 0.5)
