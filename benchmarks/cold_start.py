@@ -113,7 +113,8 @@ def client_main(family, scheduler_file, rows, blocks):
     with Client(scheduler_file=scheduler_file) as client:
         t = time.perf_counter()
         chunk = -(-len(y) // blocks)
-        Xd, yd = client.persist([da.from_array(X, chunks=(chunk, -1)), da.from_array(y, chunks=chunk)])
+        Xd, yd = client.persist([da.from_array(X, chunks=(chunk, -1)),
+                                 da.from_array(y, chunks=chunk)])
         wait([Xd, yd])
         out["load"] = time.perf_counter() - t
         hashes = []
