@@ -48,9 +48,10 @@ def _methods():
 
 
 def test_ruff():
-    """``ruff check dml tests`` with the configuration of pyproject.toml finds nothing."""
+    """``ruff check dml tests benchmarks`` (pyproject.toml's configuration) finds nothing."""
     pytest.importorskip("ruff")
-    out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "dml", "tests"],
+    out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "dml", "tests",
+                          "benchmarks"],
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
 
