@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -271,10 +272,28 @@ def _placement(client, prep_futures):
     return out
 
 
+#: Seconds within which every task of a run must be running. A worker that is paused (its
+#: memory above distributed's pause fraction) or busy with other work starts no new task, and
+#: the groups that did start would wait for its histograms for ever.
+_START_TIMEOUT = 60.0
+
+
+class RunCannotStart(RuntimeError):
+    """Some tasks of a run did not start: the fit falls back to the chained graphs."""
+
+
+def _running(dask_worker, keys):
+    tasks = dask_worker.state.tasks
+    return [k for k in keys
+            if k in tasks and tasks[k].state in ("executing", "long-running", "memory")]
+
+
 def _wait_run(client, futures, addresses):
-    """The run's driver, or None when the run was lost (a worker gone, a peer unreachable)."""
+    """The run's driver, or None when the run was lost (a worker gone, a peer unreachable).
+    Raises :class:`RunCannotStart` when not all of its tasks run within ``_START_TIMEOUT``."""
     from distributed import wait
 
+    started, all_running = time.monotonic(), False
     while True:
         try:
             wait(futures, timeout=_POLL)
@@ -293,6 +312,34 @@ def _wait_run(client, futures, addresses):
             return None
         if not set(addresses) <= set(client.nthreads()):
             return None
+        if not all_running and time.monotonic() - started > _START_TIMEOUT:
+            keys = [f.key for f in futures]
+            running = client.run(_running, keys, on_error="return")
+            seen = {k for v in running.values() if isinstance(v, list) for k in v}
+            seen |= {f.key for f in futures if f.status != "pending"}
+            if not set(keys) <= seen:
+                raise RunCannotStart(f"{len(set(keys) - seen)} of the {len(keys)} tasks of a "
+                                     f"gradient-boosting run did not start within "
+                                     f"{_START_TIMEOUT:.0f} s (paused or busy workers)")
+            all_running = True
+
+
+#: The long-lived tasks keep each group's row state in worker memory beside the persisted
+#: binned blocks, and all groups of a run must run at once. Near the memory limit (data
+#: larger than memory, docs/gradient_boosting.md) that is what makes workers pause or die,
+#: so the collective is used only while the binned blocks take at most this share of the
+#: workers' memory; the chained graphs (same model) handle the rest.
+HEADROOM_SHARE = 0.1
+
+
+def has_headroom(client, prep) -> bool:
+    """Whether the binned blocks ``prep`` leave the long-lived tasks room on the workers."""
+    limits = [w.get("memory_limit") or 0
+              for w in client.scheduler_info()["workers"].values()]
+    if not limits or min(limits) <= 0:
+        return True  # no memory limit set
+    nbytes = client.nbytes([p.key for p in prep])
+    return sum(int(v or 0) for v in nbytes.values()) <= HEADROOM_SHARE * sum(limits)
 
 
 def fit_rounds(client, prep, starts, driver, *, n_blocks, loss, seed, subsample, n_trees,
@@ -320,7 +367,12 @@ def fit_rounds(client, prep, starts, driver, *, n_blocks, loss, seed, subsample,
                               allow_other_workers=False, pure=False)
                 for g in range(len(prep))]
             runs += 1
-            result = _wait_run(client, futures, addresses)
+            try:
+                result = _wait_run(client, futures, addresses)
+            except RunCannotStart:
+                client.run(abandon, run, on_error="ignore")
+                client.cancel(futures)
+                raise
             # The run is over: stragglers of it (or of a lost run) stop and are forgotten.
             client.run(abandon, run, on_error="ignore")
             client.cancel(futures)

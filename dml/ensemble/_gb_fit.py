@@ -9,6 +9,7 @@ its partitioning and ``random_state``, never on the number of workers.
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import dask
@@ -26,6 +27,8 @@ from dml.ensemble._gb_categorical import encode_coded
 from dml.tree._binning import (MISSING, _compress, as_float_block, bin_kernel,
                                combine_sketches, edges_from_sketch, sketch_kernel)
 from dml.tree._model import _categorical_layout, _class_weights
+
+_logger = logging.getLogger("dml.ensemble")
 
 # --------------------------------------------------------------------------------------------
 # worker kernels
@@ -366,14 +369,22 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
         driver.train_scores = list(est.train_score_)
         driver.val_scores = list(est.validation_score_) if use_val else []
     client = _gb_collective.cluster_client()
-    if client is not None:
-        # On a cluster: long-lived tasks that swap histograms directly.
-        driver, all_trees, runs = _gb_collective.fit_rounds(
-            client, prep, starts, driver, n_blocks=n_blocks, loss=loss, seed=seed,
-            subsample=est.subsample, n_trees=T, baseline=baseline, prior=nodes,
-            flatten=lambda rounds: _flatten(rounds, edges))
-        submissions, lost = runs["runs"], runs["lost_runs"]
-    else:
+    collective = client is not None and _gb_collective.has_headroom(client, prep)
+    if collective:
+        # On a cluster: long-lived tasks that swap histograms directly. If a run's tasks cannot
+        # all start (paused workers: data near the memory limit), the chained graphs below
+        # grow the same model from the start instead.
+        try:
+            driver0 = driver.copy()
+            driver, all_trees, runs = _gb_collective.fit_rounds(
+                client, prep, starts, driver, n_blocks=n_blocks, loss=loss, seed=seed,
+                subsample=est.subsample, n_trees=T, baseline=baseline, prior=nodes,
+                flatten=lambda rounds: _flatten(rounds, edges))
+            submissions, lost = runs["runs"], runs["lost_runs"]
+        except _gb_collective.RunCannotStart as exc:
+            _logger.info("%s; growing the rounds as chained graphs instead", exc)
+            driver, collective = driver0, False
+    if not collective:
         lost = 0
         driver, all_trees, submissions = _chained_rounds(prep, starts, driver, loss, baseline,
                                                          nodes, seed, est.subsample, first, T,
