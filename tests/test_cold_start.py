@@ -126,6 +126,7 @@ def test_default_cache_dir_is_the_user_cache(tmp_path):
     assert _compiled_files(src) == []
 
 
+@pytest.mark.slow  # about 15 s: runs in the full suite, kept out of the quick one
 def test_read_only_package_and_read_only_warm_cache(tmp_path):
     """The container image: package and build-time cache read-only, a writable temp dir."""
     src = _package_copy(tmp_path)

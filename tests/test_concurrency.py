@@ -152,6 +152,7 @@ def cluster(tmp_path_factory):
 
 
 @pytest.mark.multiprocess
+@pytest.mark.slow  # about 15 s: runs in the full suite, kept out of the quick one
 def test_same_model_after_a_worker_restart(cluster):
     with Client(cluster.address, set_as_default=False) as client, client.as_current():
         before = {name: fit(1) for name, fit in NEW_FAMILIES.items()}

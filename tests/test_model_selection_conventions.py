@@ -43,6 +43,7 @@ def _hand_scores(make, X, y, splits):
 
 # ---- scoring=None: the estimator's own score ---------------------------------------------------
 
+@pytest.mark.slow  # about 15 s: runs in the full suite, kept out of the quick one
 def test_grid_search_kmeans_scores_with_kmeans_score(inprocess_client, blobs, tmp_path):
     Xd = da.from_array(blobs, chunks=(60, 3))
     grid = {"n_clusters": [2, 3, 4]}
