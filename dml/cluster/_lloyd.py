@@ -84,12 +84,7 @@ def prepared_stats(xa, yb, wb):
     lo, hi = np.full(d1 - 1, np.inf), np.full(d1 - 1, -np.inf)
     column_stats(np.ascontiguousarray(xa), colsum, colsumsq, lo, hi, sq)  # one pass
     out = {"sum": colsum, "sumsq": colsumsq, "lo": lo, "hi": hi}
-    if wb is None:
-        out.update(wsum=float(n), wmin=1.0, wxsq=float(sq.sum()))
-    else:
-        out.update(wsum=float(wb.sum()), wmin=float(wb.min()) if len(wb) else np.inf,
-                   wxsq=float(sq @ wb))
-    return out
+    return _sparse.with_weight_stats(out, n, sq, wb)
 
 
 def mean_variance(stats, n: int) -> float:
@@ -274,21 +269,8 @@ def _assign_sparse(x, centres, rows, with_distance):
     """:func:`assign` when the rows or the centres are sparse (distances from norms)."""
     cn = _sparse.row_sqnorms(centres)
     dtype = np.float64 if _sparse.issparse(centres) else x.dtype
-    n = x.shape[0]
-    labels = np.empty(n, dtype=np.int32)
-    sq = np.empty(n) if with_distance else None
-    for s in range(0, n, rows):
-        dm = _sparse.cross(x[s:s + rows], centres, dtype) * -2.0
-        dm += cn
-        lab = np.argmin(dm, axis=1)
-        labels[s:s + rows] = lab
-        if with_distance:
-            sq[s:s + rows] = dm[np.arange(len(lab)), lab]
-    if with_distance:
-        sq += _sparse.row_sqnorms(x)
-        np.maximum(sq, 0.0, out=sq)
-        return labels, sq
-    return labels
+    return _sparse.nearest_by_norms(x, lambda xc: _sparse.cross(xc, centres, dtype) * -2.0,
+                                    cn, rows, with_distance)
 
 
 def _sq_to(x, centres, labels):

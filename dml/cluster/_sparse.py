@@ -114,6 +114,12 @@ def sparse_stats(xs, wb):
     data = xs.data.astype(np.float64)
     out = {"sum": _column_sums(xs, data), "sumsq": _column_sums(xs, data * data),
            "lo": None, "hi": None}
+    return with_weight_stats(out, n, sq, wb)
+
+
+def with_weight_stats(out: dict, n: int, sq, wb) -> dict:
+    """``out`` with the block's weight statistics: the weight sum, the smallest weight and the
+    weighted sum of the rows' squared norms ``sq`` (dense and sparse blocks alike)."""
     if wb is None:
         out.update(wsum=float(n), wmin=1.0, wxsq=float(sq.sum()))
     else:
@@ -132,19 +138,26 @@ def sparse_labels(xs, caug, rows: int, with_distance: bool = False):
     With ``with_distance`` also each row's squared distance to it, ``‖x‖² + min(‖c‖² − 2x·c)``
     (clipped at 0), in float64.
     """
-    n = xs.shape[0]
+    ct, cn = caug[:-1], caug[-1]
+    return nearest_by_norms(xs, lambda x: np.asarray(x @ ct), cn, rows, with_distance)
+
+
+def nearest_by_norms(x, cross_m2, cn, rows: int, with_distance: bool):
+    """Nearest centre of every row of ``x`` from ``cross_m2(rows) + ‖c‖²`` (``cross_m2`` gives
+    ``−2 x·c``), ``rows`` rows at a time (ties: lowest index); with ``with_distance`` also the
+    squared distances ``‖x‖² + min(‖c‖² − 2x·c)``, clipped at 0, in float64."""
+    n = x.shape[0]
     labels = np.empty(n, dtype=np.int32)
     sq = np.empty(n) if with_distance else None
-    ct, cn = caug[:-1], caug[-1]
     for s in range(0, n, rows):
-        dm = np.asarray(xs[s:s + rows] @ ct)
+        dm = cross_m2(x[s:s + rows])
         dm += cn
         lab = np.argmin(dm, axis=1)
         labels[s:s + rows] = lab
         if with_distance:
             sq[s:s + rows] = dm[np.arange(len(lab)), lab]
     if with_distance:
-        sq += row_sqnorms(xs)
+        sq += row_sqnorms(x)
         np.maximum(sq, 0.0, out=sq)
         return labels, sq
     return labels
