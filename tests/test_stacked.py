@@ -397,3 +397,33 @@ def test_fold_grid_with_streams(stream_steps):
     for (train, _), row in zip(splits, grid):
         _assert_same_models(row, _separate(SGDRegressor, params, take_rows(Xd, train),
                                            take_rows(yd, train)))
+
+
+@pytest.mark.parametrize("folds", [False, True])
+def test_stacked_equals_own_fits_when_summed_rounds_are_capped(folds):
+    """Candidates whose summed rounds are capped by their own step sizes (squared loss,
+    constant steps of different sizes, 32 blocks as 32 streams) take rounds of different
+    lengths: they are trained in one grid per round length, each still its own fit."""
+    from sklearn.preprocessing import StandardScaler
+
+    from dml.model_selection import take_rows
+
+    X, y = make_regression(n_samples=6400, n_features=6, noise=5.0, random_state=2)
+    X = StandardScaler().fit_transform(X)
+    y = (y - y.mean()) / y.std()
+    Xd = da.from_array(X, chunks=(200, -1))
+    yd = da.from_array(y, chunks=(200,))
+    params = [dict(learning_rate="constant", max_iter=3, tol=None, stream_steps=None,
+                   random_state=1, eta0=e) for e in (1e-3, 1e-2, 3e-2)]
+    if not folds:
+        _assert_same_models(_stacked(SGDRegressor, params, Xd, yd),
+                            _separate(SGDRegressor, params, Xd, yd))
+        return
+    splits = list(KFold(3, shuffle=True, random_state=0).split(X, y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grid = SGDRegressor._fit_stacked([[SGDRegressor(**p) for p in params] for _ in splits],
+                                         Xd, yd, train_indices=[tr for tr, _ in splits])
+    for (train, _), row in zip(splits, grid):
+        _assert_same_models(row, _separate(SGDRegressor, params, take_rows(Xd, train),
+                                           take_rows(yd, train)))

@@ -59,6 +59,7 @@ from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_pr
                         tree_add)
 from dml._random import block_rng
 from dml.optim import sparse_steps
+from dml.optim.curvature import capped_local_steps, round_curvature, sum_scale
 from dml.optim.data import TrainingData
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
@@ -173,6 +174,8 @@ class RoundPlan:
     layout: StreamLayout | None = None
     #: "sum": streams return their parameter updates; "average": their weighted parameters.
     mode: str = "average"
+    #: Factor of every stream's update in a summed round (:mod:`dml.optim.curvature`).
+    sum_scale: float = 1.0
 
 
 def initial_state(problem, config: SGDConfig, seed: int, params=None) -> TrainState:
@@ -297,6 +300,11 @@ def _stream_result(problem, payload, parts, s, plan: RoundPlan):
         out_params = params - params_in
         out_slots = {k: (v - slots_in[k]) if k in _ITERATE_SLOTS else weight * v
                      for k, v in slots.items()}
+        if plan.sum_scale != 1.0:
+            out_params *= plan.sum_scale
+            for k in _ITERATE_SLOTS:
+                if k in out_slots:
+                    out_slots[k] *= plan.sum_scale
     else:
         params *= weight  # a private copy: scaled in place, no second O(parameters) array
         out_params = params
@@ -528,20 +536,31 @@ def round_cost_params(problem) -> int:
 def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: TrainConfig):
     """The ``epoch_fn`` of :func:`~dml.optim.training.run_epochs` for stream SGD on ``data``."""
     layout = make_streams(data.lengths, config.batch_size, config.stream_steps)
-    rounds = round_plans(layout, config.steps_per_round(layout, round_cost_params(problem)))
+    local_steps = config.steps_per_round(layout, round_cost_params(problem))
     mode = config.combine_mode if layout.n_streams > 1 else "average"
     runner = StreamRunner(data.train.parts, layout, data.persisted, groups=data.train.groups)
     n_train = data.n_train
+    # Summed rounds of a loss with an unbounded gradient are capped by the data's curvature.
+    curvature = round_curvature(problem, data.train) if mode == "sum" else 0.0
+    plans_by_steps: dict = {}
 
     def epoch_fn(state: TrainState) -> EpochResult:
         epoch = state.epoch + 1
         loss_total = 0.0
         reference = None
+        steps = capped_local_steps(local_steps, layout, curvature,
+                                   config.schedule(state.opt.t + 1, state.lr_scale))
+        if steps not in plans_by_steps:
+            plans_by_steps[steps] = round_plans(layout, steps)
+        rounds = plans_by_steps[steps]
 
         def plan_of(spec, t0):
+            scale = sum_scale(curvature, config.schedule(t0 + 1, state.lr_scale),
+                              spec.total_steps) if curvature else 1.0
             return RoundPlan(epoch=epoch, first_step=spec.first, local_steps=spec.local_steps,
                              weights=spec.weights, seed=state.seed, t0=t0,
-                             lr_scale=state.lr_scale, config=config, layout=layout, mode=mode)
+                             lr_scale=state.lr_scale, config=config, layout=layout, mode=mode,
+                             sum_scale=scale)
 
         def account(out, start_t):
             nonlocal loss_total, reference

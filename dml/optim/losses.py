@@ -35,6 +35,10 @@ class Loss:
     has_proba = False
     #: True when :meth:`hess` is available (Newton solver).
     twice_differentiable = False
+    #: Largest second derivative of a loss whose gradient grows without bound (the squared
+    #: losses); 0 when the gradient is bounded. Summed SGD rounds are scaled by it
+    #: (:mod:`dml.optim.curvature`).
+    summed_curvature = 0.0
 
     def loss(self, f, y):
         return self.loss_grad(f, y)[0]
@@ -71,6 +75,7 @@ class Squared(Loss):
 
     name = "squared_error"
     twice_differentiable = True
+    summed_curvature = 1.0
 
     def loss_grad(self, f, y):
         r = f - y
@@ -122,6 +127,7 @@ class SquaredEpsilonInsensitive(Loss):
 
     name = "squared_epsilon_insensitive"
     twice_differentiable = True
+    summed_curvature = 2.0
 
     def __init__(self, epsilon: float = 0.1):
         self.epsilon = float(epsilon)
@@ -197,6 +203,7 @@ class SquaredHinge(Loss):
     name = "squared_hinge"
     kind = "binary"
     twice_differentiable = True
+    summed_curvature = 2.0
 
     def loss_grad(self, f, y):
         m = np.maximum(1.0 - y * f, 0.0)

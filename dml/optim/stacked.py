@@ -40,6 +40,7 @@ from dask import delayed
 from dml._blocks import block_rng, tree_add
 from dml.optim.data import TrainingData
 from dml.optim._stacked_kernels import loss_code, sgd_segment
+from dml.optim.curvature import capped_local_steps, group_curvatures, sum_scale
 from dml.optim.engine import (_ITERATE_SLOTS, SGDConfig, StreamRunner, round_blocks,
                               round_cost_params)
 from dml.optim.optimizers import SGD
@@ -153,6 +154,8 @@ class _GridPlan:
     layouts: tuple = ()
     #: "sum" or "average" (:mod:`dml.optim.engine`), shared by the grid.
     mode: str = "average"
+    #: Per packed group and model: the factor of its summed round (None: all 1).
+    sum_scale: np.ndarray | None = None
 
 
 def _update_average(P, slots, t, start):
@@ -353,6 +356,13 @@ def _grid_stream(parts, problem, payload, plan: _GridPlan, s):
         out_params = np.where(act3, P - P_in, 0.0)
         out_slots = {k: np.where(act3, (v - slots_in[k]) if k in _ITERATE_SLOTS else scale3 * v,
                                  0.0) for k, v in slots.items()}
+        if plan.sum_scale is not None:
+            # As the engine's summed round: each model's update times its own factor.
+            factor = plan.sum_scale[:, :, None]
+            out_params *= factor
+            for k in _ITERATE_SLOTS:
+                if k in out_slots:
+                    out_slots[k] *= factor
     else:
         out_params = np.where(act3, scale3 * P, 0.0)
         out_slots = {k: np.where(act3, scale3 * v, 0.0) for k, v in slots.items()}
@@ -379,7 +389,8 @@ def _subset_plan(plan: _GridPlan, groups) -> _GridPlan:
                    block_index=tuple(pick(b) for b in plan.block_index),
                    lr_scale=plan.lr_scale[groups], penalty=plan.penalty.subset(groups),
                    rate=plan.rate.subset(groups),
-                   layouts=pick(plan.layouts) if plan.layouts else ())
+                   layouts=pick(plan.layouts) if plan.layouts else (),
+                   sum_scale=None if plan.sum_scale is None else plan.sum_scale[groups])
 
 
 def _with_masks(part, mask):
@@ -503,20 +514,38 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
     if len({lay.starts for lay in layouts}) != 1:
         raise StreamMismatch("the groups' own fits cut their blocks into different streams")
     steps_per_round = cfg.steps_per_round(layouts[0], round_cost_params(problem))
-    plans = [round_plans(lay, steps_per_round) for lay in layouts]
+    plans_by_steps: dict = {}
     mode = cfg.combine_mode if layouts[0].n_streams > 1 else "average"
     runner = StreamRunner(blocks.parts, layouts[0], data.persisted)
+    # Each group's own fit caps its summed rounds by the curvature of its own rows.
+    curvatures = (group_curvatures(problem, replace(blocks, groups=None),
+                                   n_groups) if mode == "sum" else [0.0] * n_groups)
     results = [list(row) for row in states]
     for g, j in cells:
         states[g][j].stop_reason = None
     active = [(g, j) for g, j in cells if states[g][j].epoch < train_configs[g][j].max_iter]
     while active:
         started = time.perf_counter()
-        out = _grid_epoch(problem, runner, row_groups is not None, configs, train_configs,
-                          states, active, plans, lengths, block_index, layouts, mode)
+        # Models whose own fits take rounds of different lengths this epoch (their summed
+        # rounds are capped by their step sizes) share no pass: one grid per round length.
+        by_steps: dict = {}
+        for g, j in active:
+            steps = capped_local_steps(
+                steps_per_round, layouts[g], curvatures[g],
+                configs[g][j].schedule(states[g][j].opt.t + 1, states[g][j].lr_scale))
+            by_steps.setdefault(steps, []).append((g, j))
+        out = {}
+        for steps, members in by_steps.items():
+            if steps not in plans_by_steps:
+                plans_by_steps[steps] = [round_plans(lay, steps) for lay in layouts]
+            out.update(zip(members, _grid_epoch(
+                problem, runner, row_groups is not None, configs, train_configs, states,
+                members, plans_by_steps[steps], lengths, block_index, layouts, mode,
+                curvatures)))
         seconds = time.perf_counter() - started
         still = []
-        for (g, j), res in zip(active, out):
+        for g, j in active:
+            res = out[(g, j)]
             if isinstance(res, Exception):
                 results[g][j] = res
                 continue
@@ -533,8 +562,22 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
     return results[0] if flat else results
 
 
+def _sum_scales(curvatures, groups, cf, st, t, specs):
+    """Per packed group and model, its summed round's factor (as its own fit's), or None."""
+    if not any(curvatures[g] for g in groups):
+        return None
+    out = np.ones((len(groups), len(cf[0])))
+    for a, g in enumerate(groups):
+        if specs[a] is None or not curvatures[g]:
+            continue
+        for k, (c, s) in enumerate(zip(cf[a], st[a])):
+            out[a, k] = sum_scale(curvatures[g], c.schedule(int(t[a]) + 1, s.lr_scale),
+                                  specs[a].total_steps)
+    return None if (out == 1.0).all() else out
+
+
 def _grid_epoch(problem, runner, masked, configs, train_configs, states, active, plans,
-                lengths, block_index, layouts, mode):
+                lengths, block_index, layouts, mode, curvatures):
     """One epoch for the ``active`` models, packed into a rectangular (G', m', p) grid."""
     groups = sorted({g for g, _ in active})
     members = {g: [j for gg, j in active if gg == g] for g in groups}
@@ -574,7 +617,9 @@ def _grid_epoch(problem, runner, masked, configs, train_configs, states, active,
             block_index=tuple(tuple(int(block_index[b, g]) for g in groups)
                               for b in range(n_blocks)),
             lr_scale=scale, penalty=penalty, rate=rate,
-            layouts=tuple(layouts[g] for g in groups), mode=mode)
+            layouts=tuple(layouts[g] for g in groups), mode=mode,
+            sum_scale=_sum_scales(curvatures, groups, cf, st, t, specs) if mode == "sum"
+            else None)
         def touched(streams, specs=specs, groups=groups):
             # Groups differ in steps per block: the blocks any of them uses this round.
             return sorted({b for a, g in enumerate(groups) if specs[a] is not None
