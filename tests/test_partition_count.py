@@ -112,3 +112,22 @@ def test_model_does_not_depend_on_the_task_grouping(clf_data, monkeypatch):
     for m in models[1:]:
         np.testing.assert_array_equal(m.coef_, models[0].coef_)
         np.testing.assert_array_equal(m.intercept_, models[0].intercept_)
+
+
+def test_the_parallel_width_grows_with_the_data_not_with_a_fixed_cap():
+    """On a cluster of any size an epoch's round has one stream per ``stream_steps`` steps of
+    data: thousands of blocks train at once on big data, and the critical path (steps one
+    stream takes in order) shrinks as the width grows (benchmarks/sgd_width.py prints the
+    table; these machines cannot run 256 workers)."""
+    from benchmarks.sgd_width import _configs, plan_row
+
+    configs = {name: (problem, cfg, curv) for name, problem, cfg, curv in _configs()}
+    problem, cfg, curv = configs["SGDClassifier(log_loss)"]
+    assert plan_row(problem, cfg, curv, 100_000_000, 10_000)[:3] == (10_000, 4, 313)
+    # Summed rounds (squared loss): one round per step of the widest layout, all 10,000 streams
+    # stepping side by side.
+    problem, cfg, curv = configs["SGDRegressor"]
+    W, rounds, critical, total = plan_row(problem, cfg, curv, 100_000_000, 10_000)
+    assert W == 10_000 and critical == 313 and total == 3_130_000
+    problem, cfg, curv = configs["MLPClassifier((64,))"]
+    assert plan_row(problem, cfg, curv, 100_000_000, 10_000)[0] == 476

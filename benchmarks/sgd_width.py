@@ -1,0 +1,102 @@
+"""How many blocks of an SGD epoch can train at once: the parallel width and the critical path.
+
+These machines have 2 cores, so the width of partition-parallel SGD on a large cluster cannot be
+measured here; it follows from the epoch's plan, which dml computes from the block lengths and
+the configuration alone (``dml.optim.streams``, the same code a fit runs). For every model with
+its default hyper-parameters and a range of data sizes and partition counts, this prints
+
+* **streams**: models trained side by side in every round — the tasks of a round when each has a
+  worker thread, i.e. how many blocks train at once (a stream walks its consecutive blocks in
+  order);
+* **rounds / epoch** and **critical path**: the mini-batch steps one stream takes one after the
+  other in an epoch (the sum over rounds of the longest stream's steps): an epoch cannot finish
+  faster than that many steps plus one combination per round, whatever the cluster;
+* **speed-up bound**: all steps of the epoch divided by the critical path — what unlimited
+  workers could give, before communication;
+* **busy threads of 256**: the round's tasks on a 256-worker, one-thread-each cluster (dml groups
+  streams into about two tasks per thread, so this is ``min(streams, 256)``).
+
+The summed rounds of ``SGDRegressor`` depend on the data's curvature (dml.optim.curvature); the
+table assumes standardised, uncorrelated features (curvature 1), as in the ``sgd_partitions``
+benchmark, and shows the first epoch, where the cap binds most.
+
+Usage (repository root, dev venv)::
+
+    python -m benchmarks.sgd_width [--output FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+SIZES = ((240_000, 1), (240_000, 64), (240_000, 1_024), (10_000_000, 1_024),
+         (100_000_000, 1_024), (100_000_000, 10_000), (1_000_000_000, 10_000))
+THREADS = 256
+
+
+def _configs():
+    from dml.linear_model import SGDClassifier, SGDRegressor
+    from dml.linear_model._problem import LinearProblem
+    from dml.neural_network import MLPClassifier
+    from dml.neural_network._problem import MLPProblem
+    from dml.optim.losses import get_loss
+
+    out = []
+    for name, est, loss in (("SGDClassifier(log_loss)", SGDClassifier(loss="log_loss"),
+                             "log_loss"),
+                            ("SGDClassifier(hinge)", SGDClassifier(), "hinge"),
+                            ("SGDRegressor", SGDRegressor(), "squared_error")):
+        problem = LinearProblem(50, get_loss(loss))
+        out.append((name, problem, est._sgd_config(problem, problem.loss), 1.0))
+    mlp = MLPClassifier((64,))
+    problem = MLPProblem((50, 64, 1), "relu", "logistic")
+    out.append(("MLPClassifier((64,))", problem, mlp._sgd_config(problem, 10 ** 9), 0.0))
+    return out
+
+
+def plan_row(problem, config, curvature, rows, blocks):
+    """Streams, rounds, critical path and total steps of the first epoch."""
+    import numpy as np
+
+    from dml.optim.curvature import capped_local_steps
+    from dml.optim.engine import round_cost_params
+    from dml.optim.streams import make_streams, round_plans
+
+    lengths = np.full(blocks, rows // blocks, dtype=np.int64)
+    lengths[: rows % blocks] += 1
+    layout = make_streams(lengths, config.batch_size, config.stream_steps)
+    steps = config.steps_per_round(layout, round_cost_params(problem))
+    if config.combine_mode == "sum" and curvature:
+        steps = capped_local_steps(steps, layout, curvature, config.schedule(1))
+    rounds = round_plans(layout, steps)
+    critical = sum(max(r.taken) for r in rounds)
+    total = sum(r.total_steps for r in rounds)
+    return layout.n_streams, len(rounds), critical, total
+
+
+def table() -> str:
+    lines = ["| model | rows | blocks | streams (blocks at once) | rounds / epoch | critical path "
+             "(steps) | all steps | speed-up bound | busy threads of 256 |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, problem, config, curvature in _configs():
+        for rows, blocks in SIZES:
+            W, R, critical, total = plan_row(problem, config, curvature, rows, blocks)
+            lines.append(f"| {name} | {rows:,} | {blocks:,} | {W:,} | {R:,} | {critical:,} | "
+                         f"{total:,} | {total / critical:,.0f}× | {min(W, THREADS)} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--output", help="also write the table to this file")
+    args = ap.parse_args(argv)
+    text = table()
+    print(text)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
