@@ -16,9 +16,10 @@ its default hyper-parameters and a range of data sizes and partition counts, thi
 * **busy threads of 256**: the round's tasks on a 256-worker, one-thread-each cluster (dml groups
   streams into about two tasks per thread, so this is ``min(streams, 256)``).
 
-The summed rounds of ``SGDRegressor`` depend on the data's curvature (dml.optim.curvature); the
-table assumes standardised, uncorrelated features (curvature 1), as in the ``sgd_partitions``
-benchmark, and shows the first epoch, where the cap binds most.
+Summed rounds are limited (dml.optim.summed_rounds): ``SGDRegressor``'s by the data's curvature
+(the table assumes standardised, uncorrelated features: curvature 1, as in the
+``sgd_partitions`` benchmark), the MLP's (Adam) to 32 steps in all. The first epoch is shown,
+where a decaying step size makes the limit bind most.
 
 Usage (repository root, dev venv)::
 
@@ -40,6 +41,7 @@ def _configs():
     from dml.neural_network import MLPClassifier
     from dml.neural_network._problem import MLPProblem
     from dml.optim.losses import get_loss
+    from dml.optim.summed_rounds import RoundLimit, optimizer_traits
 
     out = []
     for name, est, loss in (("SGDClassifier(log_loss)", SGDClassifier(loss="log_loss"),
@@ -47,27 +49,33 @@ def _configs():
                             ("SGDClassifier(hinge)", SGDClassifier(), "hinge"),
                             ("SGDRegressor", SGDRegressor(), "squared_error")):
         problem = LinearProblem(50, get_loss(loss))
-        out.append((name, problem, est._sgd_config(problem, problem.loss), 1.0))
+        config = est._sgd_config(problem, problem.loss)
+        # Standardised, uncorrelated features: the data's curvature is 1.
+        kappa = problem.loss.summed_curvature
+        limit = RoundLimit(kappa, **optimizer_traits(config)) if kappa else None
+        out.append((name, problem, config, limit))
     mlp = MLPClassifier((64,))
     problem = MLPProblem((50, 64, 1), "relu", "logistic")
-    out.append(("MLPClassifier((64,))", problem, mlp._sgd_config(problem, 10 ** 9), 0.0))
+    config = mlp._sgd_config(problem, 10 ** 9)
+    out.append(("MLPClassifier((64,))", problem, config,
+                RoundLimit(None, **optimizer_traits(config))))
     return out
 
 
-def plan_row(problem, config, curvature, rows, blocks):
+def plan_row(problem, config, limit, rows, blocks):
     """Streams, rounds, critical path and total steps of the first epoch."""
     import numpy as np
 
-    from dml.optim.curvature import capped_local_steps
     from dml.optim.engine import round_cost_params
     from dml.optim.streams import make_streams, round_plans
+    from dml.optim.summed_rounds import capped_local_steps
 
     lengths = np.full(blocks, rows // blocks, dtype=np.int64)
     lengths[: rows % blocks] += 1
     layout = make_streams(lengths, config.batch_size, config.stream_steps)
     steps = config.steps_per_round(layout, round_cost_params(problem))
-    if config.combine_mode == "sum" and curvature:
-        steps = capped_local_steps(steps, layout, curvature, config.schedule(1))
+    if config.combine_mode == "sum" and limit is not None:
+        steps = capped_local_steps(steps, layout, limit.steps(config.schedule(1)))
     rounds = round_plans(layout, steps)
     critical = sum(max(r.taken) for r in rounds)
     total = sum(r.total_steps for r in rounds)
@@ -78,9 +86,9 @@ def table() -> str:
     lines = ["| model | rows | blocks | streams (blocks at once) | rounds / epoch | critical path "
              "(steps) | all steps | speed-up bound | busy threads of 256 |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, problem, config, curvature in _configs():
+    for name, problem, config, limit in _configs():
         for rows, blocks in SIZES:
-            W, R, critical, total = plan_row(problem, config, curvature, rows, blocks)
+            W, R, critical, total = plan_row(problem, config, limit, rows, blocks)
             lines.append(f"| {name} | {rows:,} | {blocks:,} | {W:,} | {R:,} | {critical:,} | "
                          f"{total:,} | {total / critical:,.0f}× | {min(W, THREADS)} |")
     return "\n".join(lines)

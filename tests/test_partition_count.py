@@ -121,7 +121,7 @@ def test_the_parallel_width_grows_with_the_data_not_with_a_fixed_cap():
     table; these machines cannot run 256 workers)."""
     from benchmarks.sgd_width import _configs, plan_row
 
-    configs = {name: (problem, cfg, curv) for name, problem, cfg, curv in _configs()}
+    configs = {name: (problem, cfg, limit) for name, problem, cfg, limit in _configs()}
     problem, cfg, curv = configs["SGDClassifier(log_loss)"]
     assert plan_row(problem, cfg, curv, 100_000_000, 10_000)[:3] == (10_000, 4, 313)
     # Summed rounds (squared loss): one round per step of the widest layout, all 10,000 streams

@@ -1,4 +1,4 @@
-"""Summed SGD rounds of squared losses are capped by the data's curvature (dml.optim.curvature).
+"""Summed SGD rounds are kept short enough (dml.optim.summed_rounds).
 
 Without the cap, a squared-loss model that trains well on one block diverged on 64 blocks with
 a constant step size of 0.01 (a round of 256 summed steps overshoots along the steepest
@@ -16,8 +16,8 @@ from sklearn.preprocessing import StandardScaler
 
 from dml._blocks import BlockSpec, as_blocks
 from dml.linear_model import SGDClassifier, SGDRegressor
-from dml.optim import curvature
-from dml.optim.curvature import data_curvature, sum_scale
+from dml.optim import summed_rounds
+from dml.optim.summed_rounds import RoundLimit, data_curvature, sum_scale
 
 
 _SPARSE = BlockSpec(accept_sparse=True)
@@ -108,7 +108,7 @@ def test_data_curvature_is_the_largest_eigenvalue_of_the_weighted_gram_matrix():
 def test_wide_data_uses_the_trace_bound(monkeypatch):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(200, 10))
-    monkeypatch.setattr(curvature, "EXACT_GRAM_FEATURES", 4)
+    monkeypatch.setattr(summed_rounds, "EXACT_GRAM_FEATURES", 4)
     trace = float(np.mean((X * X).sum(axis=1) + 1.0))
     for blocks in (as_blocks(X, block_rows=30),
                    as_blocks(sp.csr_matrix(X), block_rows=70, spec=_SPARSE)):
@@ -118,8 +118,27 @@ def test_wide_data_uses_the_trace_bound(monkeypatch):
                                        @ np.hstack([X, np.ones((200, 1))]) / 200)[-1]
 
 
-def test_sum_scale():
-    assert sum_scale(2.0, 0.01, 25) == 1.0        # moves half the way: the plain sum
-    assert sum_scale(2.0, 0.01, 200) == pytest.approx(0.25)
-    assert sum_scale(0.0, 10.0, 10 ** 6) == 1.0   # bounded-gradient loss
-    assert sum_scale(float("nan"), 0.01, 100) == 1.0
+def test_limits_and_scales():
+    assert RoundLimit(2.0).steps(0.01) == pytest.approx(50.0)
+    assert RoundLimit(2.0, momentum=0.9).steps(0.01) == pytest.approx(5.0)
+    assert RoundLimit(None).steps(0.01) == summed_rounds.ADAPTIVE_ROUND_STEPS
+    assert RoundLimit(2.0, adaptive=True).steps(0.01) == summed_rounds.ADAPTIVE_ROUND_STEPS
+    assert RoundLimit(0.0).steps(0.01) == float("inf")
+    assert sum_scale(50.0, 25) == 1.0        # within the limit: the plain sum
+    assert sum_scale(50.0, 200) == pytest.approx(0.25)
+    assert sum_scale(float("inf"), 10 ** 6) == 1.0
+    assert sum_scale(float("nan"), 100) == 1.0
+
+
+@pytest.mark.parametrize("solver", ["adam", "sgd"])
+def test_network_rounds_are_short_on_many_streams(client, solver):
+    # 32 streams (stream_steps=8, blocks of 7 steps): rounds of 256 summed steps left the
+    # network far behind its one-block fit; rounds of 32 steps in all train it as far.
+    from dml.neural_network import MLPRegressor
+
+    X, y, Xt, yt = _regression(20_000, d=10)
+    params = dict(hidden_layer_sizes=(16,), solver=solver, max_iter=3, batch_size=50,
+                  stream_steps=8)
+    one = _mse(_fit(MLPRegressor, X, y, 1, **params), Xt, yt)
+    many = _mse(_fit(MLPRegressor, X, y, 64, client=client, **params), Xt, yt)
+    assert many <= 1.05 * one, (one, many)

@@ -59,7 +59,7 @@ from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_pr
                         tree_add)
 from dml._random import block_rng
 from dml.optim import sparse_steps
-from dml.optim.curvature import capped_local_steps, round_curvature, sum_scale
+from dml.optim.summed_rounds import capped_local_steps, round_limit, sum_scale
 from dml.optim.data import TrainingData
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
@@ -174,7 +174,7 @@ class RoundPlan:
     layout: StreamLayout | None = None
     #: "sum": streams return their parameter updates; "average": their weighted parameters.
     mode: str = "average"
-    #: Factor of every stream's update in a summed round (:mod:`dml.optim.curvature`).
+    #: Factor of every stream's update in a summed round (:mod:`dml.optim.summed_rounds`).
     sum_scale: float = 1.0
 
 
@@ -540,23 +540,23 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
     mode = config.combine_mode if layout.n_streams > 1 else "average"
     runner = StreamRunner(data.train.parts, layout, data.persisted, groups=data.train.groups)
     n_train = data.n_train
-    # Summed rounds of a loss with an unbounded gradient are capped by the data's curvature.
-    curvature = round_curvature(problem, data.train) if mode == "sum" else 0.0
+    # Summed rounds are kept short enough to be the sequential steps' first-order equivalent.
+    limit = round_limit(problem, data.train, config) if mode == "sum" else None
     plans_by_steps: dict = {}
 
     def epoch_fn(state: TrainState) -> EpochResult:
         epoch = state.epoch + 1
         loss_total = 0.0
         reference = None
-        steps = capped_local_steps(local_steps, layout, curvature,
-                                   config.schedule(state.opt.t + 1, state.lr_scale))
+        steps = local_steps if limit is None else capped_local_steps(
+            local_steps, layout, limit.steps(config.schedule(state.opt.t + 1, state.lr_scale)))
         if steps not in plans_by_steps:
             plans_by_steps[steps] = round_plans(layout, steps)
         rounds = plans_by_steps[steps]
 
         def plan_of(spec, t0):
-            scale = sum_scale(curvature, config.schedule(t0 + 1, state.lr_scale),
-                              spec.total_steps) if curvature else 1.0
+            scale = 1.0 if limit is None else sum_scale(
+                limit.steps(config.schedule(t0 + 1, state.lr_scale)), spec.total_steps)
             return RoundPlan(epoch=epoch, first_step=spec.first, local_steps=spec.local_steps,
                              weights=spec.weights, seed=state.seed, t0=t0,
                              lr_scale=state.lr_scale, config=config, layout=layout, mode=mode,

@@ -37,7 +37,7 @@ class Loss:
     twice_differentiable = False
     #: Largest second derivative of a loss whose gradient grows without bound (the squared
     #: losses); 0 when the gradient is bounded. Summed SGD rounds are scaled by it
-    #: (:mod:`dml.optim.curvature`).
+    #: (:mod:`dml.optim.summed_rounds`).
     summed_curvature = 0.0
 
     def loss(self, f, y):

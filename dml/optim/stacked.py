@@ -40,13 +40,13 @@ from dask import delayed
 from dml._blocks import block_rng, tree_add
 from dml.optim.data import TrainingData
 from dml.optim._stacked_kernels import loss_code, sgd_segment
-from dml.optim.curvature import capped_local_steps, group_curvatures, sum_scale
 from dml.optim.engine import (_ITERATE_SLOTS, SGDConfig, StreamRunner, round_blocks,
                               round_cost_params)
 from dml.optim.optimizers import SGD
 from dml.optim.penalties import StackedPenalty
 from dml.optim.schedules import StackedRate
 from dml.optim.streams import StreamLayout, make_streams, round_plans, subtree_reduce
+from dml.optim.summed_rounds import capped_local_steps, group_limits, sum_scale
 from dml.optim.training import (DivergedError, EpochResult, close_epoch, diverged_message)
 
 __all__ = ["train_stacked", "check_stackable", "RowGroups", "StreamMismatch"]
@@ -517,9 +517,9 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
     plans_by_steps: dict = {}
     mode = cfg.combine_mode if layouts[0].n_streams > 1 else "average"
     runner = StreamRunner(blocks.parts, layouts[0], data.persisted)
-    # Each group's own fit caps its summed rounds by the curvature of its own rows.
-    curvatures = (group_curvatures(problem, replace(blocks, groups=None),
-                                   n_groups) if mode == "sum" else [0.0] * n_groups)
+    # Each group's own fit limits its summed rounds by the curvature of its own rows.
+    limits = (group_limits(problem, replace(blocks, groups=None), n_groups, cfg)
+              if mode == "sum" else [None] * n_groups)
     results = [list(row) for row in states]
     for g, j in cells:
         states[g][j].stop_reason = None
@@ -530,9 +530,9 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
         # rounds are capped by their step sizes) share no pass: one grid per round length.
         by_steps: dict = {}
         for g, j in active:
-            steps = capped_local_steps(
-                steps_per_round, layouts[g], curvatures[g],
-                configs[g][j].schedule(states[g][j].opt.t + 1, states[g][j].lr_scale))
+            steps = steps_per_round if limits[g] is None else capped_local_steps(
+                steps_per_round, layouts[g], limits[g].steps(
+                    configs[g][j].schedule(states[g][j].opt.t + 1, states[g][j].lr_scale)))
             by_steps.setdefault(steps, []).append((g, j))
         out = {}
         for steps, members in by_steps.items():
@@ -541,7 +541,7 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
             out.update(zip(members, _grid_epoch(
                 problem, runner, row_groups is not None, configs, train_configs, states,
                 members, plans_by_steps[steps], lengths, block_index, layouts, mode,
-                curvatures)))
+                limits)))
         seconds = time.perf_counter() - started
         still = []
         for g, j in active:
@@ -562,22 +562,22 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
     return results[0] if flat else results
 
 
-def _sum_scales(curvatures, groups, cf, st, t, specs):
+def _sum_scales(limits, groups, cf, st, t, specs):
     """Per packed group and model, its summed round's factor (as its own fit's), or None."""
-    if not any(curvatures[g] for g in groups):
+    if all(limits[g] is None for g in groups):
         return None
     out = np.ones((len(groups), len(cf[0])))
     for a, g in enumerate(groups):
-        if specs[a] is None or not curvatures[g]:
+        if specs[a] is None or limits[g] is None:
             continue
         for k, (c, s) in enumerate(zip(cf[a], st[a])):
-            out[a, k] = sum_scale(curvatures[g], c.schedule(int(t[a]) + 1, s.lr_scale),
+            out[a, k] = sum_scale(limits[g].steps(c.schedule(int(t[a]) + 1, s.lr_scale)),
                                   specs[a].total_steps)
     return None if (out == 1.0).all() else out
 
 
 def _grid_epoch(problem, runner, masked, configs, train_configs, states, active, plans,
-                lengths, block_index, layouts, mode, curvatures):
+                lengths, block_index, layouts, mode, limits):
     """One epoch for the ``active`` models, packed into a rectangular (G', m', p) grid."""
     groups = sorted({g for g, _ in active})
     members = {g: [j for gg, j in active if gg == g] for g in groups}
@@ -618,7 +618,7 @@ def _grid_epoch(problem, runner, masked, configs, train_configs, states, active,
                               for b in range(n_blocks)),
             lr_scale=scale, penalty=penalty, rate=rate,
             layouts=tuple(layouts[g] for g in groups), mode=mode,
-            sum_scale=_sum_scales(curvatures, groups, cf, st, t, specs) if mode == "sum"
+            sum_scale=_sum_scales(limits, groups, cf, st, t, specs) if mode == "sum"
             else None)
         def touched(streams, specs=specs, groups=groups):
             # Groups differ in steps per block: the blocks any of them uses this round.
