@@ -16,8 +16,10 @@ Cases (100,000 rows by default, the block size of the workloads):
 * ``multinomial``: the ``nb_multinomial`` data (Poisson counts, 100 features, 3 classes);
   dml ``_count_block`` vs ``sklearn.naive_bayes.MultinomialNB().fit``.
 
-scikit-learn's fit includes its input validation (one finiteness pass); the dml kernel does
-not (dml validates each block with one sum before the kernel). Every repeat runs every
+scikit-learn's fit includes its input validation (one finiteness pass). dml's Gaussian kernel
+does not (dml validates each block with one sum before it); the count kernel
+(``_count_block``) makes its finiteness check from its own sums, so its time is the whole
+per-block work. Every repeat runs every
 function once, in an order rotated each repeat, so that load on a shared machine hits them
 alike; compare the ratios of one run, not absolute times across runs.
 """

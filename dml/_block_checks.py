@@ -46,6 +46,10 @@ class BlockSpec:
         Sparse X (scipy.sparse or pydata ``sparse``, local or as the blocks of a Dask array) is
         accepted and handed to the kernels as scipy CSR blocks. When False, sparse X is refused
         with a TypeError saying what to do instead.
+    check_finite : bool
+        Check a dense float X block for NaN/infinity here (one pass over it). False hands the
+        block on unchecked: for a kernel that makes the same check from statistics it computes
+        in its own pass anyway (raising the same errors). Sparse blocks are always checked.
     """
 
     numeric: bool = True
@@ -54,6 +58,7 @@ class BlockSpec:
     y_numeric: bool = False
     estimator: str = "estimator"
     accept_sparse: bool = False
+    check_finite: bool = True
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,7 +160,7 @@ def _as_numeric_block(xb, spec: BlockSpec, index: int) -> np.ndarray:
         xb = xb.astype(spec.dtype[0])
     if xb.ndim != 2:
         raise ValueError(f"{spec.estimator}: expected a 2-D block of X, got {xb.ndim}-D")
-    if xb.dtype.kind == "f":
+    if xb.dtype.kind == "f" and spec.check_finite:
         _check_finite(xb, "X", spec, index)
     return xb
 

@@ -45,6 +45,8 @@ FAMILIES = {
     "recommender": "MatrixFactorization, SGD and ALS (dml.recommender._kernels)",
     "neighbors": "NearestNeighbors, KNeighbors* brute force (dml.neighbors._knn_kernels)",
     "kmeans": "KMeans on dense X: Lloyd step, final assignment, statistics (dml.cluster._kernels)",
+    "naive_bayes": "MultinomialNB, ComplementNB, BernoulliNB on dense X: per-class sums "
+                   "(dml.naive_bayes._compiled)",
 }
 
 
@@ -117,6 +119,9 @@ def _signatures():
             ("dml.cluster._kernels", "argmin_sums", (f2, f2, f1, b, a(nt.int32, 1), f2, i64)),
             ("dml.cluster._kernels", "argmin_sqdist", (f2, f2, f2, a(nt.int32, 1), f1, i64)),
             ("dml.cluster._kernels", "column_stats", (f2, f1, f1, f1, f1, f1)),
+        ],
+        "naive_bayes": [
+            ("dml.naive_bayes._compiled", "class_sums", (f2, i1, f1, b, b, f64, f2, f1)),
         ],
     }
 

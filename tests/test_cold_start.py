@@ -243,6 +243,11 @@ def test_fits_use_exactly_the_warmed_signatures():
 
     KMeans(2, random_state=0, max_iter=3).fit(Xd)
 
+    from dml.naive_bayes import BernoulliNB, MultinomialNB
+
+    MultinomialNB().fit(abs(Xd), yd, sample_weight=wd)
+    BernoulliNB().fit(Xd, yd)
+
     table = {}
     for entries in _signatures().values():
         for module, name, sig in entries:

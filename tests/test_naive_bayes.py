@@ -425,6 +425,52 @@ def test_multinomial_negative_counts():
         nb.MultinomialNB().fit(da.from_array(X, chunks=40), y)
 
 
+@pytest.mark.parametrize("est_class", [nb.MultinomialNB, nb.ComplementNB])
+def test_count_models_check_finiteness_in_their_own_pass(est_class):
+    """The count models skip the finiteness pass of block validation (their compiled sums
+    show NaN/infinity): the errors are the same, also where the sums alone could hide them."""
+    X, y, w = make_data("multinomial")
+    name = est_class.__name__
+    for value, msg in ((np.inf, "infinity"), (NAN, "NaN")):
+        bad = X.copy()
+        bad[100, 3] = value
+        for Xin in (bad, da.from_array(bad, chunks=40)):
+            with pytest.raises(ValueError, match=f"{name}: Input X contains {msg} "
+                                                 r"\(row block"):
+                est_class().fit(Xin, y)
+        zero_w = w.copy()
+        zero_w[100] = 0.0  # a weight of 0 must not hide the bad value
+        with pytest.raises(ValueError, match=msg):
+            est_class().fit(da.from_array(bad, chunks=40), y, sample_weight=zero_w)
+    # Finite values whose sums overflow are valid input (the exact check decides).
+    big = X.copy()
+    big[np.flatnonzero(y == 0)[:2], 0] = 1e308
+    est = est_class().fit(da.from_array(big, chunks=40), y)
+    assert np.isinf(est.feature_count_[:, 0]).any()
+    # A negative count in a block whose other values are fine is still found, as is -inf.
+    neg = X.copy()
+    neg[7, 4] = -np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        est_class().fit(neg, y)
+
+
+@pytest.mark.parametrize("kind", ["multinomial", "bernoulli"])
+def test_compiled_and_numpy_count_paths_agree(kind):
+    """Dense blocks are summed by a compiled row pass; non-contiguous blocks and blocks with
+    missing values take the NumPy products: all give scikit-learn's counts."""
+    X, y, w = make_data(kind, n=300, seed=3)
+    for sw in (None, w):
+        ref = ours_and_ref(kind)[1].fit(X, y, sample_weight=sw)
+        for Xin in (X, np.asfortranarray(X), da.from_array(X, chunks=70)):
+            ours = ours_and_ref(kind)[0].fit(Xin, y, sample_weight=sw)
+            fitted_equal(ours, ref, kind)
+        withnan = X.copy()
+        withnan[::50, 1] = NAN  # the NumPy path: missing entries are not counted
+        ours = ESTIMATORS[kind][0](**ESTIMATORS[kind][2], missing="ignore").fit(
+            withnan, y, sample_weight=sw)
+        np.testing.assert_allclose(ours.feature_count_[:, 0], ref.feature_count_[:, 0], **TOL)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_structural_input_errors(kind):
     X, y, _ = make_data(kind)

@@ -87,9 +87,10 @@ def text_data(scale: float = 1.0, random_state: int = 0) -> Arrays:
                   "train / last 20% test")
 
 
-def incremental(spec: str, note: str, **params) -> Implementation:
-    """dask-ml ``Incremental`` around a scikit-learn estimator: one sequential pass of
-    ``partial_fit`` over the CSR blocks."""
+def incremental(spec: str, note: str, *, epochs: int = 1, **params) -> Implementation:
+    """dask-ml ``Incremental`` around a scikit-learn estimator: ``epochs`` sequential passes of
+    ``partial_fit`` over the CSR blocks (``Incremental.fit`` is one pass whatever the wrapped
+    estimator's ``max_iter`` says; each further ``Incremental.partial_fit`` call is one more)."""
 
     def fit(state):
         import importlib
@@ -98,8 +99,10 @@ def incremental(spec: str, note: str, **params) -> Implementation:
 
         module, _, name = spec.partition(":")
         est = getattr(importlib.import_module(module), name)(**params)
-        return Incremental(est).fit(state.X_train, state.y_train,
-                                    classes=list(range(N_CLASSES)))
+        model = Incremental(est)
+        for _ in range(epochs):
+            model.partial_fit(state.X_train, state.y_train, classes=list(range(N_CLASSES)))
+        return model
 
     def score(model, state):
         import dask
@@ -150,14 +153,21 @@ register(Workload(
         "sklearn": on_numpy("sklearn.linear_model:SGDClassifier", **SGD_PARAMS),
         "dask-ml": incremental("sklearn.linear_model:SGDClassifier",
                                "`dask_ml.wrappers.Incremental(SGDClassifier(loss='log_loss', "
-                               "alpha=1e-4, max_iter=5, tol=None, random_state=0))`: one "
-                               "sequential pass of partial_fit over the CSR blocks",
-                               **SGD_PARAMS),
+                               "alpha=1e-4, max_iter=5, tol=None, random_state=0))` with "
+                               "`partial_fit` called 5 times: each call is one sequential pass "
+                               "over the CSR blocks (one scikit-learn partial_fit, i.e. one "
+                               "epoch, per block; `Incremental.fit` would make one pass only), "
+                               "so 5 epochs as for dml and scikit-learn",
+                               epochs=SGD_PARAMS["max_iter"], **SGD_PARAMS),
+        # maxIter=10 as in Spark's own LogisticRegression example: on this corpus (20%
+        # scale) L-BFGS after 5, 10 and 20 iterations scores 0.865, 0.864 and 0.859 held-out
+        # accuracy against 0.853 for five SGD epochs, so more iterations buy no quality.
         "spark": on_spark("pyspark.ml.classification:LogisticRegression",
                           note="`pyspark.ml.classification.LogisticRegression(regParam=1e-4, "
-                               "standardization=False, maxIter=20)` (L-BFGS) on a cached "
-                               "DataFrame of SparseVectors",
-                          regParam=1e-4, standardization=False, maxIter=20),
+                               "standardization=False, maxIter=10)` (L-BFGS, 10 iterations: "
+                               "as accurate as 5 SGD epochs or more) on a cached DataFrame of "
+                               "SparseVectors",
+                          regParam=1e-4, standardization=False, maxIter=10),
     },
     target=Target({"sklearn": 1.5, "dask-ml": 1.0, "spark": 1.0},
                   reference="issue 17: faster than every distributed peer, within 1.5× of "

@@ -43,6 +43,10 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
     def _spec_overrides(self) -> dict:
         return {"allow_nan": self.missing == "ignore"}
 
+    def _fit_spec_overrides(self) -> dict:
+        """Block validation at fit time, on top of :meth:`_spec_overrides`."""
+        return {}
+
     def _prepare(self, X, blocks, first: bool):
         """Client-side set-up before the pass (CategoricalNB decides each feature's kind)."""
 
@@ -71,7 +75,8 @@ class _BaseNB(DaskEstimatorMixin, ClassifierMixin, BaseEstimator):
     # ---- fitting ----
     def _pass(self, X, y, sample_weight, first: bool):
         name = type(self).__name__
-        blocks = self._fit_blocks(X, y, sample_weight, reset=first, **self._spec_overrides())
+        blocks = self._fit_blocks(X, y, sample_weight, reset=first,
+                                  **self._spec_overrides(), **self._fit_spec_overrides())
         self._prepare(X, blocks, first)
         stats = self._reduce(blocks)
         if stats is None:

@@ -14,6 +14,9 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.special import logsumexp
 
+from dml._block_checks import BlockSpec, _check_finite
+from dml.naive_bayes._compiled import class_sums
+
 
 # --------------------------------------------------------------------------------------------
 # Label bookkeeping shared by the kernels and the combines
@@ -372,12 +375,43 @@ def _negative_count_error(estimator, index, value, column):
 
 
 def _count_block(index, X, y, w, binarize, non_negative, estimator, missing="error"):
-    """Per-class weighted feature sums, class weights and weights of missing entries."""
+    """Per-class weighted feature sums, class weights and weights of missing entries.
+
+    A dense block without missing values is summed in one compiled row pass
+    (:func:`~dml.naive_bayes._compiled.class_sums`), which also gives the column minima for the
+    non-negativity check and, through the sums, the block's finiteness: the estimators skip the
+    separate finiteness pass of block validation when they do not binarise
+    (``BlockSpec(check_finite=False)``), and a non-finite sum sends the block to the exact check
+    here. Missing values (``missing="ignore"``) take the NumPy path below.
+    """
     if X.shape[0] == 0:
         return None
     if sp.issparse(X):
         return _sparse_count_block(index, X, y, w, binarize, non_negative, estimator, missing)
-    nan = _missing_mask(X, missing)
+    classes, inverse, counts = _labels(y, estimator, index)
+    L, d = len(classes), X.shape[1]
+    wf = None if w is None else np.asarray(w, dtype=np.float64)
+    class_count = (counts.astype(np.float64) if wf is None else
+                   np.bincount(inverse, weights=wf, minlength=L))
+    # Binarised values hide NaN and infinity from the sums: look for NaN first (a validated
+    # block has no infinity).
+    nan = None if binarize is None else _missing_mask(X, missing)
+    if nan is None and X.dtype == np.float64 and X.flags.c_contiguous:
+        fc, colmin = np.zeros((L, d)), np.full(d, np.inf)
+        class_sums(X, np.ascontiguousarray(inverse, dtype=np.intp),
+                   np.zeros(0) if wf is None else wf, wf is not None, binarize is not None,
+                   0.0 if binarize is None else float(binarize), fc, colmin)
+        if binarize is not None or np.isfinite(fc).all():
+            if non_negative and d and colmin.min() < 0:
+                r, c = np.argwhere(X < 0)[0]
+                raise _negative_count_error(estimator, index, X[r, c], c)
+            return {"classes": classes, "class_count": class_count, "feature_count": fc,
+                    "missing_count": np.zeros((L, d))}
+    if binarize is None:
+        # NaN, infinity or float64 overflow: the exact check raises for what is not allowed.
+        _check_finite(X, "X", BlockSpec(allow_nan=missing == "ignore", estimator=estimator),
+                      index)
+        nan = _missing_mask(X, missing)
     if binarize is not None:
         X = (X > binarize).astype(np.float64)  # NaN > t is False; `nan` remembers them
     elif nan is not None:
@@ -385,11 +419,6 @@ def _count_block(index, X, y, w, binarize, non_negative, estimator, missing="err
     if non_negative and X.min() < 0:
         r, c = np.argwhere(X < 0)[0]
         raise _negative_count_error(estimator, index, X[r, c], c)
-    classes, inverse, counts = _labels(y, estimator, index)
-    L = len(classes)
-    wf = None if w is None else np.asarray(w, dtype=np.float64)
-    class_count = (counts.astype(np.float64) if wf is None else
-                   np.bincount(inverse, weights=wf, minlength=L))
     if L <= _ONEHOT_CLASSES:
         # scikit-learn's Y.T @ X with Y the (weighted) one-hot labels: one BLAS pass over X.
         onehot = inverse == np.arange(L)[:, None]
@@ -403,7 +432,7 @@ def _count_block(index, X, y, w, binarize, non_negative, estimator, missing="err
         fc = seg.sum(X.take(order, axis=0), ws)
         miss = None if nan is None else seg.sum(nan[order].astype(np.float64), ws)
     if miss is None:
-        miss = np.zeros((L, X.shape[1]))
+        miss = np.zeros((L, d))
     return {"classes": classes, "class_count": class_count, "feature_count": fc,
             "missing_count": miss}
 
