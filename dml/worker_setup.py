@@ -75,17 +75,18 @@ def _signatures():
     knn = "dml.neighbors._knn_kernels"
     return {
         "trees": [
-            (trees, "hist_sparse", (u2, i1, f1, u2, b, i32_2, i2, i64, i64, b)),   # classes
-            (trees, "hist_sparse", (u2, f1, f1, u2, b, i32_2, i2, i64, i64, b)),   # regression
-            (trees, "slots_of_rows", (i32_2, i32_2)),
+            (trees, "group_by_slot", (i32_2, i32_2, f1, u2, b, i1, i1, f1, b)),
+            (trees, "hist_sparse", (u2, i1, i1, i1, f1, i2, i64, i64, b, i1, f2, f2, b1, i1)),
+            (trees, "hist_sparse", (u2, f1, i1, i1, f1, i2, i64, i64, b, i1, f2, f2, b1, i1)),
             (trees, "route", (u2, i32_2, i32_2, i32_2, b2, i32_2, i32_2, i32_2, b2)),
-            (trees, "merge_sum", (i1, f2, i1)),
-            (trees, "best_candidates", (i1, i1, f2, f2, f3, f1, i64, b)),
+            (trees, "merge_sum", (i1, f2, i1, i1, f2, i1, f1)),
+            (trees, "best_candidates", (i1, i1, f2, f2, f3, f1, i64, b, i1, f2, f2, f2)),
             (trees, "split_scores", (f2, f2, f2, b1, f1, i64, b)),                 # categorical
-            (trees, "rows_by_slot", (u2, f1, u2, b, i32_2, i2)),
-            (trees, "order_by_slot", (i1, i64)),
-            (trees, "best_from_rows", (i1, u2, i1, f1, i64, i64, i64, b, i64, b)),  # classes
-            (trees, "best_from_rows", (i1, u2, f1, f1, i64, i64, i64, b, i64, b)),  # regression
+            (trees, "rows_by_slot", (u2, i1, i1, i2, a(nt.int32, 1), u2)),
+            (trees, "best_from_rows",                                              # classes
+             (i1, u2, i1, f1, i64, i64, b, i64, b, f2, i1, i1, f2, f2, f2, f2, b1, i1, f2)),
+            (trees, "best_from_rows",                                              # regression
+             (i1, u2, f1, f1, i64, i64, b, i64, b, f2, i1, i1, f2, f2, f2, f2, b1, i1, f2)),
         ],
         "gbt": [
             ("dml.ensemble._gb_kernels", "hist_dense",

@@ -255,7 +255,6 @@ def test_fits_use_exactly_the_warmed_signatures():
     # Kernels called only from other kernels: compiled (and cached) as part of their callers.
     # They show up here only when the cache is empty, so the check must not depend on them.
     callees = {("dml.tree._kernels", "_side_gain"),   # compiled as part of best_candidates
-               ("dml.tree._kernels", "_group_by_slot"),   # part of hist_sparse, rows_by_slot
                ("dml.tree._kernels", "_sort_prefix"),   # part of hist_sparse, best_from_rows
                ("dml.tree._kernels", "_weight_impurity"),   # part of the split searches
                ("dml.neighbors._knn_kernels", "_insert")}   # part of _dot_topk, _pair_topk

@@ -103,6 +103,37 @@ def route_kernel(part, assign, route):
     return _kernels.route(part[0], assign, feature, thr, mleft, left, right, cat_idx, bitsets)
 
 
+def _group_by_slot(assign, slot_map, w, boot, S):
+    """``(count, rows, wts)``: the (row, tree) entries of positive weight grouped by slot
+    (:func:`dml.tree._kernels.group_by_slot`); slot ``s`` holds ``count[s]:count[s + 1]``."""
+    w = np.asarray(w, dtype=np.float64)
+    has_boot = boot is not None
+    bt = boot if has_boot else np.zeros((1, 1), dtype=np.uint8)
+    count = np.zeros(S + 1, dtype=np.int64)
+    rows, wts = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+    _kernels.group_by_slot(assign, slot_map, w, bt, has_boot, count, rows, wts, False)
+    np.cumsum(count, out=count)
+    m = int(count[S])
+    rows, wts = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.float64)
+    _kernels.group_by_slot(assign, slot_map, w, bt, has_boot, count[:S].copy(), rows, wts, True)
+    return count, rows, wts
+
+
+def _hist_sparse(xb, y, grouped, feat_sel, nb, n_channels, classify):
+    """:func:`dml.tree._kernels.hist_sparse` of grouped entries, with its arrays allocated
+    here: ``(keys, sums)``."""
+    feat_sel = np.ascontiguousarray(feat_sel, dtype=np.int64)
+    S, F = feat_sel.shape
+    nb, C = int(nb), int(n_channels)
+    cells = F * (nb + 1)
+    cap = min(len(grouped[1]) * F, S * cells)
+    keys, sums = np.empty(cap, dtype=np.int64), np.empty((cap, C), dtype=np.float64)
+    n = _kernels.hist_sparse(xb, y, *grouped, feat_sel, nb, C, bool(classify), keys, sums,
+                             np.zeros((cells, C), dtype=np.float64),
+                             np.zeros(cells, dtype=np.bool_), np.empty(cells, dtype=np.int64))
+    return keys[:n], sums[:n]  # leading slices: no copy (the unused tail goes with them)
+
+
 def hist_kernel(part, assign, boot, slot_map, feat_sel, nb, n_channels, classify):
     """Sparse histograms of the rows in the requested slots.
 
@@ -110,12 +141,8 @@ def hist_kernel(part, assign, boot, slot_map, feat_sel, nb, n_channels, classify
     (slot, feature, bin) cells and their channel sums (class weights, or w, w·y, w·y²).
     """
     xb, y, w = part
-    slots = _kernels.slots_of_rows(assign, slot_map)
-    has_boot = boot is not None
-    bt = boot if has_boot else np.zeros((1, 1), dtype=np.uint8)
-    return _kernels.hist_sparse(xb, y, np.asarray(w, dtype=np.float64), bt, has_boot, slots,
-                                np.ascontiguousarray(feat_sel, dtype=np.int64), int(nb),
-                                int(n_channels), bool(classify))
+    grouped = _group_by_slot(assign, slot_map, w, boot, len(feat_sel))
+    return _hist_sparse(xb, y, grouped, feat_sel, nb, n_channels, classify)
 
 
 def combine_sparse(parts):
@@ -128,8 +155,12 @@ def combine_sparse(parts):
     if len(parts) <= 8:
         # A linear merge of the sorted runs (tree_reduce combines at most 8 at a time).
         offsets = np.cumsum([0] + [len(p[0]) for p in parts]).astype(np.int64)
-        return _kernels.merge_sum(keys.astype(np.int64, copy=False),
-                                  np.ascontiguousarray(vals, dtype=np.float64), offsets)
+        vals = np.ascontiguousarray(vals, dtype=np.float64)
+        out_k = np.empty(len(keys), dtype=np.int64)
+        out_v = np.empty(vals.shape, dtype=np.float64)
+        n = _kernels.merge_sum(keys.astype(np.int64, copy=False), vals, offsets, out_k, out_v,
+                               offsets[:-1].copy(), np.empty(vals.shape[1], dtype=np.float64))
+        return out_k[:n], out_v[:n]  # leading slices, no copy
     # Sorted runs: a stable sort merges them in about linear time.
     o = np.argsort(keys, kind="stable")
     keys = keys[o]
@@ -163,12 +194,11 @@ def _call_rows_ranges(part, assign, boot, slot_bounds, slot_map, feat_sel):
     """The entries of the requested slots as rows (see :func:`dml.tree._kernels.rows_by_slot`),
     cut at ``slot_bounds`` into ``len(slot_bounds) - 1`` pieces ``(slot, bins, y, w)``."""
     xb, y, w = part
-    slots = _kernels.slots_of_rows(assign, slot_map)
-    has_boot = boot is not None
-    bt = boot if has_boot else np.zeros((1, 1), dtype=np.uint8)
-    slot, rows, wts, bins = _kernels.rows_by_slot(
-        xb, np.asarray(w, dtype=np.float64), bt, has_boot, slots,
-        np.ascontiguousarray(feat_sel, dtype=np.int64))
+    feat_sel = np.ascontiguousarray(feat_sel, dtype=np.int64)
+    count, rows, wts = _group_by_slot(assign, slot_map, w, boot, len(feat_sel))
+    slot = np.empty(len(rows), dtype=np.int32)
+    bins = np.empty((len(rows), feat_sel.shape[1]), dtype=np.uint8)
+    _kernels.rows_by_slot(xb, count, rows, feat_sel, slot, bins)
     ys = y[rows]
     cut = np.searchsorted(slot, slot_bounds)
     return tuple((slot[cut[i]:cut[i + 1]], bins[cut[i]:cut[i + 1]], ys[cut[i]:cut[i + 1]],
@@ -193,16 +223,22 @@ def split_rows_kernel(merged, first_slot, feat_sel, depth, n_root, spec: GrowSpe
     slot, bins, ys, wts = merged
     S, F = feat_sel.shape
     local = slot.astype(np.int64) - first_slot
-    order = _kernels.order_by_slot(local, S)
+    # A stable sort: within a slot the rows keep their order (block order, then row order).
+    order = np.argsort(local, kind="stable")
     # Gathered once: the scans below then read each slot's rows sequentially.
     local, bins, ys, wts = local[order], bins[order], ys[order], wts[order]
     crit = spec.criterion
     if crit in ("gini", "squared_error") and not np.any(spec.is_cat):
         # One pass from the rows to each node's best split (no histogram cells in between).
-        tot, kb, pb, g1, g2, Lb, Mb = _kernels.best_from_rows(
-            local, bins, ys, np.ascontiguousarray(wts, dtype=np.float64), S, int(spec.nb),
-            int(spec.n_channels), bool(spec.classify), max(spec.min_samples_leaf, 0),
-            crit == "squared_error")
+        C, B = int(spec.n_channels), int(spec.nb) + 1
+        tot, Lb, Mb = (np.zeros((S, C), dtype=np.float64) for _ in range(3))
+        kb, pb = np.full(S, -1, dtype=np.int64), np.zeros(S, dtype=np.int64)
+        g1, g2 = gains = np.full((2, S), -np.inf)
+        _kernels.best_from_rows(
+            local, bins, ys, np.ascontiguousarray(wts, dtype=np.float64), int(spec.nb), C,
+            bool(spec.classify), max(spec.min_samples_leaf, 0), crit == "squared_error", tot, kb,
+            pb, gains, Lb, Mb, np.zeros((B, C), dtype=np.float64), np.zeros(B, dtype=np.bool_),
+            np.empty(B, dtype=np.int64), np.empty((3, C), dtype=np.float64))
         n_root = np.where(np.isnan(n_root), node_weight(tot, crit), n_root)
         splittable, _ = _can_split_many(tot, depth, spec)
         sel = np.nonzero(splittable & (kb >= 0))[0]
@@ -219,9 +255,10 @@ def split_rows_kernel(merged, first_slot, feat_sel, depth, n_root, spec: GrowSpe
         return _pack(tot, sel, valid, gain, k, p, mleft, left, right, [None] * len(sel),
                      feat_sel, depth, spec)
     ident = np.broadcast_to(np.arange(F, dtype=np.int64), (S, F)).copy()
-    keys, vals = _kernels.hist_sparse(bins, ys, wts, np.zeros((1, 1), dtype=np.uint8), False,
-                                      local.astype(np.int32).reshape(-1, 1), ident, int(spec.nb),
-                                      int(spec.n_channels), bool(spec.classify))
+    grouped = _group_by_slot(local.astype(np.int32).reshape(-1, 1),
+                             np.arange(S, dtype=np.int32).reshape(1, -1), wts, None, S)
+    keys, vals = _hist_sparse(bins, ys, grouped, ident, spec.nb, spec.n_channels,
+                              spec.classify)
     s_i, loc = np.divmod(keys, F * (spec.nb + 1))
     return split_level(s_i, loc, vals, feat_sel, depth, n_root, spec)
 
@@ -450,12 +487,15 @@ def _best_splits_fused(s_i, k_i, b_i, vals, M, tot, spec: GrowSpec, n_root):
     mleft = np.zeros(S, dtype=bool)
     left = np.zeros((S, C))
     if len(s_i):
-        best, g1, g2, Lb = _kernels.best_candidates(
+        best, gains = np.empty(S, dtype=np.int64), np.empty((3, S), dtype=np.float64)
+        Lb = np.empty((S, C), dtype=np.float64)
+        nn = _kernels.best_candidates(
             np.ascontiguousarray(s_i, dtype=np.int64), np.ascontiguousarray(k_i, dtype=np.int64),
             np.ascontiguousarray(vals, dtype=np.float64),
             np.ascontiguousarray(tot, dtype=np.float64), np.ascontiguousarray(M, dtype=np.float64),
             np.ascontiguousarray(weighted_impurity(tot, crit)), max(spec.min_samples_leaf, 0),
-            crit == "squared_error")
+            crit == "squared_error", best, gains, Lb, np.zeros((5, C), dtype=np.float64))
+        best, g1, g2, Lb = best[:nn], gains[0, :nn], gains[1, :nn], Lb[:nn]
         sl = s_i[best]
         _finish_splits(sl, g1, g2, k_i[best], b_i[best], Lb, M[sl, k_i[best]], tot, crit,
                        gain, k, p, mleft, left)

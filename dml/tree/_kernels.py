@@ -17,8 +17,10 @@ from dml.tree._binning import MISSING as _MISSING  # numba freezes the global as
 
 
 @kernel(nogil=True)
-def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
-    """Sparse histograms of one block's rows in every requested slot.
+def hist_sparse(xb, y, count, rows, wts, feat_sel, nb, C, classify, keys, sums, grid, seen,
+                touched):
+    """Sparse histograms of the entries of every requested slot, as grouped by
+    :func:`group_by_slot`.
 
     Parameters
     ----------
@@ -26,13 +28,8 @@ def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
         Binned block (255 = missing).
     y : ndarray, shape (n,)
         Class index (intp) when ``classify``, else the float64 target.
-    w : ndarray of float64, shape (n,)
-        Row weights.
-    boot : ndarray of uint8, shape (n, T)
-        Bootstrap multiplicities (ignored unless ``has_boot``).
-    has_boot : bool
-    slots_of : ndarray of int32, shape (n, T)
-        Slot (histogram) of each row in each tree, -1 when its node is not counted.
+    count, rows, wts : ndarray
+        Slot ``s`` holds the entries ``count[s]:count[s + 1]``: their rows and weights.
     feat_sel : ndarray of int, shape (S, F)
         Features counted in each slot.
     nb : int
@@ -40,26 +37,25 @@ def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
     C : int
         Channels: the number of classes, or 3 for regression (w, w·y, w·y²).
     classify : bool
+    keys, sums : ndarray of int64 (cap,) and float64 (cap, C)
+        Output, ``cap >= min(entries · F, S · F · (nb + 1))``: ``(slot · F + k) · (nb + 1) +
+        bin`` of the occupied cells, sorted, and their channel sums.
+    grid, seen, touched : ndarray
+        Scratch: zeros of shape (F · (nb + 1), C), False (F · (nb + 1)), any (F · (nb + 1)).
+        Left as given.
 
     Returns
     -------
-    keys : ndarray of int64
-        ``(slot · F + k) · (nb + 1) + bin`` of the occupied cells, sorted.
-    sums : ndarray of float64, shape (len(keys), C)
-        Their channel sums.
+    int
+        The number of occupied cells written to ``keys`` and ``sums``.
+
+    The caller allocates every array: numba compiles its array constructors once per type,
+    which cost about as much as the loops on a worker's first fit.
     """
     S, F = feat_sel.shape
     B = nb + 1
-    count, rows, wts = _group_by_slot(w, boot, has_boot, slots_of, S)
-    m = count[S]
     # One slot at a time into a small dense grid (features × bins × channels); only the cells
     # touched are read out, sorted, and reset.
-    cap = min(m * F, S * F * B)
-    keys = np.empty(cap, dtype=np.int64)
-    sums = np.empty((cap, C), dtype=np.float64)
-    grid = np.zeros((F * B, C), dtype=np.float64)
-    seen = np.zeros(F * B, dtype=np.bool_)
-    touched = np.empty(F * B, dtype=np.int64)
     out = 0
     for s in range(S):
         nt = 0
@@ -102,8 +98,7 @@ def hist_sparse(xb, y, w, boot, has_boot, slots_of, feat_sel, nb, C, classify):
                 grid[cell, c] = 0.0
             seen[cell] = False
             out += 1
-    # Contiguous leading slices: no copy (the unused tail is freed with the result).
-    return keys[:out], sums[:out]
+    return out
 
 
 @kernel(nogil=True)
@@ -151,73 +146,50 @@ def _sort_prefix(a, n):
 
 
 @kernel(nogil=True)
-def _group_by_slot(w, boot, has_boot, slots_of, S):
-    """Counting sort of the (row, tree) entries of positive weight by slot.
+def group_by_slot(assign, slot_map, w, boot, has_boot, count, rows, wts, fill):
+    """Counting sort of the (row, tree) entries of positive weight by slot, in two calls.
 
-    Returns ``count`` (S + 1: slot ``s`` holds entries ``count[s]:count[s + 1]``), the entries'
-    rows and weights (``w · boot``). Within a slot the rows stay in increasing order (a slot
-    belongs to one tree): the summation order of the NumPy formulation.
+    The slot of row ``r`` in tree ``t`` is ``slot_map[t, assign[r, t]]`` (-1: not counted); an
+    entry's weight is ``w[r] · boot[r, t]`` (``w[r]`` unless ``has_boot``). Without ``fill``,
+    ``count`` (S + 1 zeros) gets the number of entries of slot ``s`` at ``s + 1``; the caller
+    takes its cumulative sum (slot ``s`` then holds entries ``count[s]:count[s + 1]``) and
+    calls again with ``fill``, ``count`` a copy of the first ``S`` of those offsets (advanced
+    in place), and ``rows``, ``wts`` of the total length, which get each entry's row and
+    weight. Within a slot the rows stay in increasing order (a slot belongs to one tree): the
+    summation order of the NumPy formulation.
     """
-    n, T = slots_of.shape
-    count = np.zeros(S + 1, dtype=np.int64)
+    n, T = assign.shape
     for r in range(n):
         for t in range(T):
-            s = slots_of[r, t]
+            s = slot_map[t, assign[r, t]]
             if s >= 0:
                 wt = w[r] * boot[r, t] if has_boot else w[r]
                 if wt > 0:
-                    count[s + 1] += 1
-    for s in range(S):
-        count[s + 1] += count[s]
-    m = count[S]
-    rows = np.empty(m, dtype=np.int64)
-    wts = np.empty(m, dtype=np.float64)
-    fill = count[:S].copy()
-    for r in range(n):
-        for t in range(T):
-            s = slots_of[r, t]
-            if s >= 0:
-                wt = w[r] * boot[r, t] if has_boot else w[r]
-                if wt > 0:
-                    rows[fill[s]] = r
-                    wts[fill[s]] = wt
-                    fill[s] += 1
-    return count, rows, wts
+                    if fill:
+                        rows[count[s]] = r
+                        wts[count[s]] = wt
+                        count[s] += 1
+                    else:
+                        count[s + 1] += 1
 
 
 @kernel(nogil=True)
-def rows_by_slot(xb, w, boot, has_boot, slots_of, feat_sel):
+def rows_by_slot(xb, count, rows, feat_sel, slot, bins):
     """The entries of every requested slot as rows: for nodes whose rows take fewer bytes than
     their histograms (deep levels), the rows travel and the histograms are built where they
-    are merged (:func:`hist_sparse` on the result, with ``feat_sel`` the identity).
+    are merged.
 
-    Returns ``slot`` (int32), ``rows`` (int64) and ``wts`` (float64) per entry, sorted by slot
-    (rows increasing within a slot), and ``bins`` (uint8, entries × F): each entry's bins of
-    its slot's features ``feat_sel[slot]``.
+    ``count``, ``rows``: the entries grouped by slot (:func:`group_by_slot`). Fills ``slot``
+    (int32, per entry) and ``bins`` (uint8, entries × F: each entry's bins of its slot's
+    features ``feat_sel[slot]``).
     """
     S, F = feat_sel.shape
-    count, rows, wts = _group_by_slot(w, boot, has_boot, slots_of, S)
-    m = count[S]
-    slot = np.empty(m, dtype=np.int32)
-    bins = np.empty((m, F), dtype=np.uint8)
     for s in range(S):
         for e in range(count[s], count[s + 1]):
             slot[e] = s
             r = rows[e]
             for k in range(F):
                 bins[e, k] = xb[r, feat_sel[s, k]]
-    return slot, rows, wts, bins
-
-
-@kernel(nogil=True)
-def slots_of_rows(assign, slot_map):
-    """``slot_map[t, assign[r, t]]`` for every row and tree."""
-    n, T = assign.shape
-    out = np.empty((n, T), dtype=np.int32)
-    for r in range(n):
-        for t in range(T):
-            out[r, t] = slot_map[t, assign[r, t]]
-    return out
 
 
 @kernel(nogil=True)
@@ -249,7 +221,7 @@ def route(xb, assign, feature, thr, mleft, left, right, cat_idx, bitsets):
 
 
 @kernel(nogil=True)
-def merge_sum(keys, vals, offsets):
+def merge_sum(keys, vals, offsets, out_k, out_v, pos, acc):
     """Sum sparse histograms given as sorted runs ``keys[offsets[p]:offsets[p + 1]]`` (unique
     keys within a run) key by key; the result's keys are sorted.
 
@@ -257,14 +229,13 @@ def merge_sum(keys, vals, offsets):
     ``np.add.reduceat`` over a stable sort of the concatenation computed (NumPy reduces the
     elements after the first with its pairwise sum, which is sequential below 8 terms; callers
     pass at most 8 runs), so the merged histograms are bitwise those of the NumPy version.
+
+    Writes the result to ``out_k`` (int64) and ``out_v`` (float64, C columns), at least as long
+    as ``keys``, and returns its length; ``pos`` (a copy of ``offsets[:-1]``) and ``acc``
+    (C floats) are scratch.
     """
     P = offsets.shape[0] - 1
     C = vals.shape[1]
-    m = keys.shape[0]
-    out_k = np.empty(m, dtype=np.int64)
-    out_v = np.empty((m, C), dtype=np.float64)
-    pos = offsets[:P].copy()
-    acc = np.empty(C, dtype=np.float64)
     o = 0
     while True:
         best = -1
@@ -295,7 +266,7 @@ def merge_sum(keys, vals, offsets):
                 out_v[o, c] = out_v[o, c] + acc[c]
         out_k[o] = bk
         o += 1
-    return out_k[:o], out_v[:o]  # leading slices, no copy
+    return o
 
 
 @kernel(nogil=True)
@@ -368,7 +339,7 @@ def split_scores(L, T_, Mv, has_m, parent, msl, squared_error):
 
 
 @kernel(nogil=True)
-def best_candidates(s_i, k_i, vals, tot, M, parent, msl, squared_error):
+def best_candidates(s_i, k_i, vals, tot, M, parent, msl, squared_error, best, gains, Lb, work):
     """The best candidate split of every node, in one pass over its sparse histogram cells.
 
     ``s_i, k_i, vals``: the occupied non-missing cells sorted by (node, feature, bin); ``tot``
@@ -378,27 +349,20 @@ def best_candidates(s_i, k_i, vals, tot, M, parent, msl, squared_error):
     not a per-feature restart, which would round differently), scored with the missing rows
     right (``g1``) and left (``g2``) as :func:`split_scores`. Ties go to the first cell.
 
-    Returns
-    -------
-    best : ndarray of int64
-        Index of the best cell of each node present, in node order.
-    g1, g2 : ndarray of float64
-        Their gains.
-    Lb : ndarray of float64, shape (len(best), C)
-        Their left statistics (missing rows excluded).
+    Outputs, for the ``nn`` nodes present (the return value), in node order: ``best[:nn]``
+    (int64) the index of each one's best cell, ``gains[0, :nn]`` and ``gains[1, :nn]`` its
+    gains (``gains``: float64, shape (3, nodes), row 2 scratch) and ``Lb[:nn]`` (float64,
+    nodes × C) its left statistics (missing rows excluded). ``work``: scratch, (5, C) zeros.
     """
     N, C = vals.shape
-    S = tot.shape[0]
-    best = np.empty(S, dtype=np.int64)
-    g1b = np.empty(S, dtype=np.float64)
-    g2b = np.empty(S, dtype=np.float64)
-    gbest = np.empty(S, dtype=np.float64)
-    Lb = np.empty((S, C), dtype=np.float64)
-    csum = np.zeros(C, dtype=np.float64)
-    before = np.zeros(C, dtype=np.float64)
-    L = np.empty(C, dtype=np.float64)
-    left = np.empty(C, dtype=np.float64)
-    right = np.empty(C, dtype=np.float64)
+    g1b = gains[0]
+    g2b = gains[1]
+    gbest = gains[2]
+    csum = work[0]
+    before = work[1]
+    L = work[2]
+    left = work[3]
+    right = work[4]
     nn = -1
     for i in range(N):
         s = s_i[i]
@@ -433,12 +397,12 @@ def best_candidates(s_i, k_i, vals, tot, M, parent, msl, squared_error):
             g2b[nn] = g2
             for c in range(C):
                 Lb[nn, c] = L[c]
-    nn += 1
-    return best[:nn].copy(), g1b[:nn].copy(), g2b[:nn].copy(), Lb[:nn].copy()
+    return nn + 1
 
 
 @kernel(nogil=True)
-def best_from_rows(slot, bins, y, w, S, nb, C, classify, msl, squared_error):
+def best_from_rows(slot, bins, y, w, nb, C, classify, msl, squared_error, tot, bk, bb, gains,
+                   Lb, Mb, grid, seen, touched, work):
     """Totals and best candidate split of every slot, straight from its rows.
 
     The rows (grouped by ``slot``; ``bins`` (rows × F) the bins of the slot's features, ``y``,
@@ -449,31 +413,20 @@ def best_from_rows(slot, bins, y, w, S, nb, C, classify, msl, squared_error):
     bin). Sums run over the rows in their order, so with integer weights (counts, bootstrap
     multiplicities) every number equals the histogram path's.
 
-    Returns
-    -------
-    tot : ndarray of float64, shape (S, C)
-    k, b : ndarray of int64, shape (S,)
-        Feature (column of ``bins``) and bin of each slot's best candidate (-1: none).
-    g1, g2 : ndarray of float64, shape (S,)
-        Its gains with the missing rows right and left (-inf: not a valid split).
-    Lb, Mb : ndarray of float64, shape (S, C)
-        Its left statistics (missing rows excluded) and its feature's missing bin.
+    Outputs, per slot (the caller initialises them): ``tot`` (S × C zeros) its totals; ``bk``,
+    ``bb`` (int64, -1 and 0) the feature (column of ``bins``) and bin of its best candidate
+    (-1: none); ``gains`` (2 × S, -inf) that candidate's gains with the missing rows right and
+    left (-inf: not a valid split); ``Lb``, ``Mb`` (S × C zeros) its left statistics (missing
+    rows excluded) and its feature's missing bin. Scratch: ``grid`` ((nb + 1) × C zeros),
+    ``seen`` (nb + 1 False), ``touched`` (nb + 1 int64), ``work`` (3 × C floats).
     """
     m, F = bins.shape
     B = nb + 1
-    tot = np.zeros((S, C), dtype=np.float64)
-    bk = np.full(S, -1, dtype=np.int64)
-    bb = np.zeros(S, dtype=np.int64)
-    g1b = np.full(S, -np.inf)
-    g2b = np.full(S, -np.inf)
-    Lb = np.zeros((S, C), dtype=np.float64)
-    Mb = np.zeros((S, C), dtype=np.float64)
-    grid = np.zeros((B, C), dtype=np.float64)
-    seen = np.zeros(B, dtype=np.bool_)
-    touched = np.empty(B, dtype=np.int64)
-    L = np.empty(C, dtype=np.float64)
-    left = np.empty(C, dtype=np.float64)
-    right = np.empty(C, dtype=np.float64)
+    g1b = gains[0]
+    g2b = gains[1]
+    L = work[0]
+    left = work[1]
+    right = work[2]
     e0 = 0
     while e0 < m:
         s = slot[e0]
@@ -558,22 +511,4 @@ def best_from_rows(slot, bins, y, w, S, nb, C, classify, msl, squared_error):
                 for c in range(C):
                     grid[b, c] = 0.0
         e0 = e1
-    return tot, bk, bb, g1b, g2b, Lb, Mb
 
-
-@kernel(nogil=True)
-def order_by_slot(slot, S):
-    """A stable counting sort of ``slot`` (values 0..S-1): the positions of the entries grouped
-    by slot, in their original order within a slot."""
-    m = slot.shape[0]
-    count = np.zeros(S + 1, dtype=np.int64)
-    for e in range(m):
-        count[slot[e] + 1] += 1
-    for s in range(S):
-        count[s + 1] += count[s]
-    order = np.empty(m, dtype=np.int64)
-    for e in range(m):
-        s = slot[e]
-        order[count[s]] = e
-        count[s] += 1
-    return order
