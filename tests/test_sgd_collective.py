@@ -83,10 +83,10 @@ def test_lost_runs_are_submitted_again_with_the_same_model(inprocess_client, mon
     reference, _ = _fit(inprocess_client, make, X, y, 8)
     execute, outcomes = _collective.execute, []
 
-    def lose_every_other(client, futures, run, addresses, what="a run"):
+    def lose_every_other(client, futures, run, *args, **kwargs):
         if int(run.rsplit("-", 1)[1]) % 2 == 0:
             client.run(_collective.abandon, run)  # as a peer that cannot be reached does
-        result = execute(client, futures, run, addresses, what)
+        result = execute(client, futures, run, *args, **kwargs)
         outcomes.append(result is None)
         return result
 

@@ -67,6 +67,8 @@ class CollectiveRounds:
         self.runner = runner
         self.enabled = None  # decided at the first epoch, on the scheduler of the fit
         self.stats = {"runs": 0, "lost_runs": 0}
+        self.futures = None
+        self.placed = None
         self.fit = f"dml-sgd-{uuid.uuid4().hex}"
 
     def usable(self) -> bool:
@@ -76,37 +78,35 @@ class CollectiveRounds:
             client = _collective.cluster_client()
             self.enabled = self.runner.gathered is not None and client is not None
             if self.enabled:
+                from distributed import futures_of, wait
+
                 # The blocks' sizes are known once they are in memory (and the scheduler may
-                # not have registered them yet: persist does not wait).
-                self._ready()
+                # not have registered them yet: persist does not wait); the groups are placed
+                # where the blocks are.
+                self.futures = [futures_of(p)[0] for p in self.runner.gathered]
+                wait(self.futures)
                 self.enabled = _collective.has_headroom(client, self.runner.gathered)
         return bool(self.enabled)
-
-    def _ready(self):
-        from distributed import futures_of, wait
-
-        futures = [futures_of(p)[0] for p in self.runner.gathered]
-        wait(futures)
-        return futures
 
     def run_epoch(self, problem, payload, steps, mode, averaging_from):
         """(final payload, every round's info) of the rounds ``steps``, or None when the run
         could not start (the caller runs the chained graphs instead, from the same payload)."""
         client = _collective.cluster_client()
         runner = self.runner
-        futures = self._ready()  # placed where the blocks are, once they are there
         top = tree_levels(len(runner.ranges))
         while True:
             run = f"{self.fit}-{self.stats['runs']}"
-            addresses = _collective.placement(client, futures)
-            tasks = [client.submit(run_group, futures[g], g, run, addresses, problem, payload,
-                                   steps, mode, averaging_from, top, r, runner.levels,
-                                   key=f"sgd-run-{run}-{g}", workers=[addresses[g]],
-                                   allow_other_workers=False, pure=False)
+            addresses = self._placement(client)
+            tasks = [client.submit(run_group, self.futures[g], g, run, addresses, problem,
+                                   payload, steps, mode, averaging_from, top, r,
+                                   runner.levels, key=f"sgd-run-{run}-{g}",
+                                   workers=[addresses[g]], allow_other_workers=False,
+                                   pure=False)
                      for g, r in enumerate(runner.ranges)]
             self.stats["runs"] += 1
             try:
-                result = _collective.execute(client, tasks, run, addresses, "an SGD run")
+                result = _collective.execute(client, tasks, run, addresses, "an SGD run",
+                                             tidy_finished=False)
             except _collective.RunCannotStart as exc:
                 _logger.info("%s; running the rounds as chained graphs instead", exc)
                 self.enabled = False
@@ -114,4 +114,17 @@ class CollectiveRounds:
             if result is not None:
                 return result
             self.stats["lost_runs"] += 1
+            self.placed = None  # a worker may be gone: place the groups again
 
+    def _placement(self, client):
+        """The groups' workers, kept from epoch to epoch while the same workers are up (the
+        blocks stay where they are): placing costs two round trips to the cluster."""
+        workers = {a: w.get("id") for a, w in client.scheduler_info()["workers"].items()}
+        if self.placed is not None:
+            addresses, known = self.placed
+            if all(known.get(a) is not None and workers.get(a) == known[a] for a in addresses):
+                return addresses
+        # (Re)placing also adds the message handler to the workers.
+        addresses = _collective.placement(client, self.futures)
+        self.placed = (addresses, workers)
+        return addresses
