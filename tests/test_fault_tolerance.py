@@ -237,6 +237,61 @@ def test_gradient_boosting_survives_a_worker_killed_inside_a_run(cluster, fclien
     np.testing.assert_array_equal(disturbed.predict(X), reference.predict(X))
     np.testing.assert_array_equal(disturbed.train_score_, reference.train_score_)
 
+def _sgd_runs_processing(dask_scheduler):
+    """Run numbers of the SGD epoch runs (``sgd-run-<fit>-<run>-<group>``) being processed."""
+    return [int(str(k).split("-")[-2]) for k, ts in dask_scheduler.tasks.items()
+            if str(k).startswith("sgd-run-") and ts.state == "processing"]
+
+
+def test_sgd_survives_a_worker_killed_inside_a_run(cluster, fclient, monkeypatch):
+    """The worker is killed while the long-lived tasks of a later epoch's run exchange their
+    round results: the run is submitted again from the epoch's start, with the same model."""
+    from dml import _collective
+    from dml.linear_model import SGDRegressor
+
+    # 12 blocks of 32 steps, each a stream; one step a round: 32 exchanges per epoch's run, so
+    # the worker dies inside a run rather than between two.
+    X, y = classification(n=12000, d=8)
+    Xd, yd = da.from_array(X, chunks=(1000, -1)), da.from_array(y.astype(float), chunks=1000)
+
+    def make():
+        return SGDRegressor(max_iter=20, tol=None, random_state=0, stream_steps=4,
+                            local_steps=1)
+
+    reference = make().fit(Xd, yd)
+    execute, lost = _collective.execute, []
+
+    def counted(*args, **kwargs):
+        result = execute(*args, **kwargs)
+        lost.append(result is None)
+        return result
+
+    monkeypatch.setattr(_collective, "execute", counted)
+    killed = []
+
+    def killer():
+        with Client(cluster.pc.address, set_as_default=False) as c:
+            while not killed and running.is_set():
+                if any(r >= 1 for r in c.run_on_scheduler(_sgd_runs_processing)):
+                    killed.append(cluster.kill_one())
+                time.sleep(0.005)
+        cluster.add_worker()
+
+    running = threading.Event()
+    running.set()
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    try:
+        disturbed = make().fit(Xd, yd)
+    finally:
+        running.clear()
+        t.join(timeout=60)
+    assert killed, "no run was seen in progress"
+    assert any(lost), "the killed worker's run was not lost"
+    np.testing.assert_array_equal(disturbed.coef_, reference.coef_)
+    np.testing.assert_array_equal(disturbed.intercept_, reference.intercept_)
+
+
 SGD_JOB = """\
 name: resumable_sgd
 data:

@@ -539,6 +539,11 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
     local_steps = config.steps_per_round(layout, round_cost_params(problem))
     mode = config.combine_mode if layout.n_streams > 1 else "average"
     runner = StreamRunner(data.train.parts, layout, data.persisted, groups=data.train.groups)
+    collective = None
+    if runner.gathered is not None:
+        from dml.optim.collective_rounds import CollectiveRounds
+
+        collective = CollectiveRounds(runner)
     n_train = data.n_train
     # Summed rounds are kept short enough to be the sequential steps' first-order equivalent.
     limit = round_limit(problem, data.train, config) if mode == "sum" else None
@@ -573,18 +578,31 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
                     else math.inf, train_config.lr_hint))
 
         if runner.gathered is not None:
-            # Persisted data: rounds chained on the cluster, ROUNDS_PER_SUBMIT per graph.
-            for a in range(0, len(rounds), ROUNDS_PER_SUBMIT):
-                window, steps, t = rounds[a:a + ROUNDS_PER_SUBMIT], [], state.opt.t
-                for spec in window:
-                    steps.append((plan_of(spec, t), t))
-                    t += spec.total_steps
-                payload, infos = runner.run_chain(problem, (state.params, state.opt.slots),
-                                                  steps, mode, _averaging_from(config))
+            steps, t = [], state.opt.t
+            for spec in rounds:
+                steps.append((plan_of(spec, t), t))
+                t += spec.total_steps
+            payload = (state.params, state.opt.slots)
+            done = None
+            if collective is not None and collective.usable():
+                # On a cluster: the epoch as one run of long-lived tasks that exchange their
+                # results directly (dml.optim.collective_rounds); the same model.
+                done = collective.run_epoch(problem, payload, steps, mode,
+                                            _averaging_from(config))
+            if done is not None:
+                payload, infos = done
                 for (_, start_t), info in zip(steps, infos):
                     account(info, start_t)
-                state.params, state.opt.slots = payload
-                state.opt.t = t
+            else:
+                # Rounds chained on the cluster, ROUNDS_PER_SUBMIT per graph.
+                for a in range(0, len(steps), ROUNDS_PER_SUBMIT):
+                    window = steps[a:a + ROUNDS_PER_SUBMIT]
+                    payload, infos = runner.run_chain(problem, payload, window, mode,
+                                                      _averaging_from(config))
+                    for (_, start_t), info in zip(window, infos):
+                        account(info, start_t)
+            state.params, state.opt.slots = payload
+            state.opt.t = t
         else:
             for spec in rounds:
                 start_t = state.opt.t

@@ -1,0 +1,130 @@
+"""An epoch of SGD rounds as one long-lived task per group of streams, on a cluster.
+
+Chained rounds (:meth:`dml.optim.engine.StreamRunner.run_chain`) cost one scheduler hop each:
+every group's task of a round waits for the results of all groups of the round before, about
+15 ms a hop, while a round of a linear model on tens of thousands of rows computes for a few
+milliseconds. A summed fit (``SYNC_STEPS`` steps a round) has tens of rounds per epoch, so the
+hops, not the arithmetic, set the fit's time, and more blocks meant more of them.
+
+Here, on a ``distributed`` cluster with the blocks persisted, the whole epoch is a *run*: one
+task per group of streams, pinned to the worker that holds the group's blocks
+(:mod:`dml._collective`). Every round, a group runs its streams from the round's payload
+(:func:`dml.optim.engine._group_round_kernel`), sends its reduced result to the other groups'
+workers, receives theirs and applies the round's combine itself
+(:func:`dml.optim.engine._next_payload`: the rest of the fixed reduction tree in group order,
+then the sum or average), exactly as the chained graph's next task does. Every group computes
+the same function of the same values, so all start the next round from the same payload, and
+the model is the chained graphs' bit for bit, whatever the number of workers. Group 0 returns
+the epoch's final payload and every round's loss.
+
+Nothing is kept on the workers between runs: the client holds the parameters at the start of
+the epoch, so a lost worker or an unreachable peer costs the epoch's run, which is submitted
+again from its first round (the blocks are recomputed by Dask where they were lost). A run
+whose tasks cannot all start falls back to the chained graphs for the rest of the fit (same
+model), as do fits whose persisted blocks take more than
+:data:`dml._collective.HEADROOM_SHARE` of the workers' memory. See
+docs/partition_parallel_sgd.md ("What a round costs").
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+
+from dml import _collective
+from dml.optim.streams import tree_levels
+
+__all__ = ["CollectiveRounds"]
+
+_logger = logging.getLogger(__name__)
+_WHAT = "SGD"
+
+
+def run_group(parts, g, run, addresses, problem, payload, steps, mode, averaging_from, top,
+              streams, levels):
+    """Group ``g``'s part of a run: the rounds ``steps`` (``[(plan, start_t)]``) of its
+    ``streams``; returns (final payload, every round's info) from group 0, else None."""
+    from dml.optim.engine import _group_round_kernel, _next_payload
+
+    with _collective.long_lived(run, g, addresses, _WHAT) as link:
+        infos = []
+        for k, (plan, start_t) in enumerate(steps):
+            out = _group_round_kernel(parts, problem, payload, plan, streams, levels)
+            outs = link.exchange(k, out)
+            started = averaging_from is not None and start_t >= averaging_from
+            payload, info = _next_payload(payload, mode, started, top, *outs)
+            infos.append(info)
+            if info["nonfinite"]:
+                # Every group sees the same info and stops here; the client raises.
+                break
+        return (payload, infos) if g == 0 else None
+
+
+class CollectiveRounds:
+    """Runs epochs of a :class:`~dml.optim.engine.StreamRunner`'s persisted groups as
+    collective runs. :meth:`usable` says whether the current scheduler allows it."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.enabled = None  # decided at the first epoch, on the scheduler of the fit
+        self.stats = {"runs": 0, "lost_runs": 0}
+        self.futures = None
+        self.placed = None
+        self.fit = f"dml-sgd-{uuid.uuid4().hex}"
+
+    def usable(self) -> bool:
+        """Whether epochs run as collective runs: a ``distributed`` cluster, persisted blocks,
+        memory to spare, and no run that failed to start so far."""
+        if self.enabled is None:
+            client = _collective.cluster_client()
+            self.enabled = self.runner.gathered is not None and client is not None
+            if self.enabled:
+                from distributed import futures_of, wait
+
+                # The blocks' sizes are known once they are in memory (and the scheduler may
+                # not have registered them yet: persist does not wait); the groups are placed
+                # where the blocks are.
+                self.futures = [futures_of(p)[0] for p in self.runner.gathered]
+                wait(self.futures)
+                self.enabled = _collective.has_headroom(client, self.runner.gathered)
+        return bool(self.enabled)
+
+    def run_epoch(self, problem, payload, steps, mode, averaging_from):
+        """(final payload, every round's info) of the rounds ``steps``, or None when the run
+        could not start (the caller runs the chained graphs instead, from the same payload)."""
+        client = _collective.cluster_client()
+        runner = self.runner
+        top = tree_levels(len(runner.ranges))
+        while True:
+            run = f"{self.fit}-{self.stats['runs']}"
+            addresses = self._placement(client)
+            tasks = [client.submit(run_group, self.futures[g], g, run, addresses, problem,
+                                   payload, steps, mode, averaging_from, top, r,
+                                   runner.levels, key=f"sgd-run-{run}-{g}",
+                                   workers=[addresses[g]], allow_other_workers=False,
+                                   pure=False)
+                     for g, r in enumerate(runner.ranges)]
+            self.stats["runs"] += 1
+            try:
+                result = _collective.execute(client, tasks, run, addresses, "an SGD run",
+                                             tidy_finished=False)
+            except _collective.RunCannotStart as exc:
+                _logger.info("%s; running the rounds as chained graphs instead", exc)
+                self.enabled = False
+                return None
+            if result is not None:
+                return result
+            self.stats["lost_runs"] += 1
+            self.placed = None  # a worker may be gone: place the groups again
+
+    def _placement(self, client):
+        """The groups' workers, kept from epoch to epoch while the same workers are up (the
+        blocks stay where they are): placing costs two round trips to the cluster."""
+        workers = {a: w.get("id") for a, w in client.scheduler_info()["workers"].items()}
+        if self.placed is not None:
+            addresses, known = self.placed
+            if all(known.get(a) is not None and workers.get(a) == known[a] for a in addresses):
+                return addresses
+        # (Re)placing also adds the message handler to the workers.
+        addresses = _collective.placement(client, self.futures)
+        self.placed = (addresses, workers)
+        return addresses

@@ -1,0 +1,137 @@
+"""SGD epochs on a cluster as one run of long-lived tasks per group of streams
+(dml.optim.collective_rounds). The run must actually be used on a distributed cluster, give the
+chained graphs' model bit for bit on few and many blocks, and leave nothing on the workers."""
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+from distributed import get_task_stream
+
+from dml import _collective
+from dml.linear_model import SGDClassifier, SGDRegressor
+from dml.optim import collective_rounds
+
+
+def _data(n=1280, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = X @ rng.normal(size=d) + rng.normal(scale=0.3, size=n)
+    return X, y
+
+
+def _fit(client, make, X, y, n_blocks):
+    rows = -(-X.shape[0] // n_blocks)
+    Xd, yd = da.from_array(X, chunks=(rows, -1)), da.from_array(y, chunks=rows)
+    with get_task_stream(client) as ts:
+        model = make().fit(Xd, yd)
+    names = [str(t["key"]) for t in ts.data]
+    return model, (sum("sgd-run-" in k for k in names), sum("sgd-round" in k for k in names))
+
+
+def _chained(monkeypatch):
+    monkeypatch.setattr(collective_rounds.CollectiveRounds, "usable", lambda self: False)
+
+
+def _same(a, b):
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.intercept_, b.intercept_)
+    assert a.n_iter_ == b.n_iter_
+
+
+def test_collective_runs_are_used_and_equal_the_chained_graphs(client, monkeypatch):
+    """Summed rounds (invscaling) on 1, 8 and 64 blocks: one run task per group and epoch, no
+    chained round task, and the chained graphs' model bit for bit."""
+    X, y = _data()
+    make = lambda: SGDRegressor(max_iter=2, tol=None, random_state=0,  # noqa: E731
+                                stream_steps=4, local_steps=2)
+    found = {}
+    for n_blocks in (1, 8, 64):
+        found[n_blocks] = _fit(client, make, X, y, n_blocks)
+    with monkeypatch.context() as mp:
+        _chained(mp)
+        for n_blocks in (1, 8, 64):
+            chained, (runs, rounds) = _fit(client, make, X, y, n_blocks)
+            assert runs == 0 and rounds > 0
+            model, (runs, rounds) = found[n_blocks]
+            assert rounds == 0 and 0 < runs
+            assert runs % 2 == 0 and runs // 2 <= 2 * sum(client.nthreads().values())
+            _same(model, chained)
+    assert sum(client.run(_collective.leftovers, "").values()) == 0
+
+
+def test_averaged_rounds_with_iterate_averaging_equal_the_chained_graphs(client, monkeypatch):
+    """Averaged rounds (``optimal`` schedule) with ASGD slots, several rounds an epoch."""
+    X, y = _data(seed=1)
+    y = (y > 0).astype(int)
+    make = lambda: SGDClassifier(loss="log_loss", max_iter=2, tol=None, random_state=0,  # noqa: E731
+                                 average=3, stream_steps=4)
+    model, (runs, rounds) = _fit(client, make, X, y, 8)
+    assert runs > 0 and rounds == 0
+    _chained(monkeypatch)
+    chained, (runs, rounds) = _fit(client, make, X, y, 8)
+    assert runs == 0 and rounds > 0
+    _same(model, chained)
+
+
+def test_lost_runs_are_submitted_again_with_the_same_model(inprocess_client, monkeypatch):
+    """The first run of every epoch is abandoned as a lost worker would make it: each epoch is
+    submitted again from its first round, and the model is unchanged."""
+    X, y = _data(seed=2)
+    make = lambda: SGDRegressor(max_iter=3, tol=None, random_state=0,  # noqa: E731
+                                stream_steps=4, local_steps=2)
+    reference, _ = _fit(inprocess_client, make, X, y, 8)
+    execute, outcomes = _collective.execute, []
+
+    def lose_every_other(client, futures, run, *args, **kwargs):
+        if int(run.rsplit("-", 1)[1]) % 2 == 0:
+            client.run(_collective.abandon, run)  # as a peer that cannot be reached does
+        result = execute(client, futures, run, *args, **kwargs)
+        outcomes.append(result is None)
+        return result
+
+    monkeypatch.setattr(_collective, "execute", lose_every_other)
+    lost, _ = _fit(inprocess_client, make, X, y, 8)
+    assert outcomes.count(True) == 3 and outcomes.count(False) == 3, outcomes
+    _same(lost, reference)
+
+
+def test_local_schedulers_keep_the_chained_graphs(monkeypatch):
+    from dml.optim import engine
+
+    X, y = _data(seed=3)
+    make = lambda: SGDRegressor(max_iter=2, tol=None, random_state=0,  # noqa: E731
+                                stream_steps=4, local_steps=2)
+    chains = []
+    run_chain = engine.StreamRunner.run_chain
+
+    def counted(self, *args, **kwargs):
+        chains.append(1)
+        return run_chain(self, *args, **kwargs)
+
+    monkeypatch.setattr(engine.StreamRunner, "run_chain", counted)
+    Xd, yd = da.from_array(X, chunks=(160, -1)), da.from_array(y, chunks=160)
+    with dask.config.set(scheduler="sync"):
+        assert _collective.cluster_client() is None
+        make().fit(Xd, yd)
+    assert len(chains) == 2  # one chained graph per epoch
+
+
+def test_finished_runs_remembered_by_a_worker_are_bounded(monkeypatch):
+    """A worker remembers finished runs (to drop their late messages) only up to a bound."""
+    monkeypatch.setattr(_collective, "_DEAD_KEEP", 5)
+    before = dict(_collective._DEAD_RUNS)
+    try:
+        _collective._DEAD_RUNS.clear()
+        for k in range(12):
+            _collective.abandon(f"test-run-{k}")
+        assert _collective.dead_runs() == 5
+        assert list(_collective._DEAD_RUNS) == [f"test-run-{k}" for k in range(7, 12)]
+        _collective._deliver("test-run-11", 0, 0, [1], "late")
+        _collective._deliver("test-run-2", 0, 0, [1], "kept")  # forgotten: not dropped
+        assert ("test-run-11", 0, 0, 1) not in _collective._BOX
+        _collective.abandon("test-run-2")
+        assert ("test-run-2", 0, 0, 1) not in _collective._BOX
+    finally:
+        _collective._DEAD_RUNS.clear()
+        _collective._DEAD_RUNS.update(before)
