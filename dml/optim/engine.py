@@ -553,11 +553,11 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
         epoch = state.epoch + 1
         loss_total = 0.0
         reference = None
-        steps = local_steps if limit is None else capped_local_steps(
+        per_stream = local_steps if limit is None else capped_local_steps(
             local_steps, layout, limit.steps(config.schedule(state.opt.t + 1, state.lr_scale)))
-        if steps not in plans_by_steps:
-            plans_by_steps[steps] = round_plans(layout, steps)
-        rounds = plans_by_steps[steps]
+        if per_stream not in plans_by_steps:
+            plans_by_steps[per_stream] = round_plans(layout, per_stream)
+        rounds = plans_by_steps[per_stream]
 
         def plan_of(spec, t0):
             scale = 1.0 if limit is None else sum_scale(
