@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 
 __all__ = ["ImplResult", "WorkloadResult", "RunInfo", "machine_info", "render_section",
-           "render_header", "update_results", "read_sections"]
+           "render_header", "update_results", "read_sections", "emit"]
 
 TITLE = "# dml benchmarks"
 INTRO = """\
@@ -263,3 +263,11 @@ def update_results(path: str | Path, run: RunInfo, sections: dict[str, str],
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return text
+
+
+def emit(text: str, output: str | None) -> None:
+    """Print a stand-alone benchmark's table, and also write it to ``output`` when given."""
+    print(text)
+    if output:
+        with open(output, "w") as fh:
+            fh.write(text + "\n")

@@ -240,11 +240,9 @@ def main(argv=None):
     p.add_argument("--plot", default="")
     a = p.parse_args(argv)
     rows, curves = run(a.models, a.blocks, a.epochs, a.repeat, a.scale, a.plot)
-    text = table(rows, curves, a.epochs)
-    print(text)
-    if a.output:
-        with open(a.output, "w") as fh:
-            fh.write(text + "\n")
+    from benchmarks.report import emit
+
+    emit(table(rows, curves, a.epochs), a.output)
     return 0
 
 

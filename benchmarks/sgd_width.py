@@ -98,11 +98,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--output", help="also write the table to this file")
     args = ap.parse_args(argv)
-    text = table()
-    print(text)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text + "\n")
+    from benchmarks.report import emit
+
+    emit(table(), args.output)
     return 0
 
 
