@@ -111,3 +111,72 @@ def _loss(m):
     from dml.ensemble._gb_losses import make_loss
 
     return make_loss(m.loss, m.n_trees_per_iteration_, 0.5)
+
+
+def _blocker(name):
+    from distributed import Event
+
+    Event(name).wait(timeout=120)
+
+
+def test_run_that_cannot_start_falls_back_to_chained_graphs(inprocess_client, monkeypatch):
+    """When the tasks of a run cannot all start (here every worker thread is held by a task
+    that waits for an event; in practice paused workers near the memory limit), the client
+    gives up on the run after the start timeout and grows the same model as chained graphs.
+    The held threads are released only once the fallback begins (or after 60 s, and then the
+    fit ends on the long-lived tasks and the test fails)."""
+    import threading
+    import uuid
+
+    from distributed import Event
+
+    from dml.ensemble import _gb_fit
+
+    client = inprocess_client
+    X, y = make_classification(n_samples=400, n_features=5, random_state=6)
+    Xd, yd = da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100)
+    kw = dict(max_iter=3, max_leaf_nodes=4, early_stopping=False, random_state=0)
+    name = f"dml-test-hold-{uuid.uuid4().hex}"
+    release = Event(name, client=client)
+    holders = []
+    fit_rounds, chained = _gb_collective.fit_rounds, _gb_fit._chained_rounds
+
+    def held_fit_rounds(cl, *args, **kwargs):
+        # The binned blocks are in memory now; every thread of every worker gets busy.
+        for addr, n in cl.nthreads().items():
+            holders.extend(cl.submit(_blocker, name, workers=[addr], allow_other_workers=False,
+                                     pure=False) for _ in range(n))
+        while len(_busy(cl, holders)) < len(holders):
+            threading.Event().wait(0.05)
+        return fit_rounds(cl, *args, **kwargs)
+
+    def fallback(*args, **kwargs):
+        release.set()
+        return chained(*args, **kwargs)
+
+    monkeypatch.setattr(_gb_collective, "_START_TIMEOUT", 1.0)
+    monkeypatch.setattr(_gb_collective, "fit_rounds", held_fit_rounds)
+    monkeypatch.setattr(_gb_fit, "_chained_rounds", fallback)
+    safety = threading.Timer(60.0, release.set)
+    safety.start()
+    try:
+        a = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    finally:
+        safety.cancel()
+        release.set()
+        client.gather(holders)
+    assert a._fit_stats["collective"] is False
+    with dask.config.set(scheduler="sync"):
+        b = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    _assert_same(a, b)
+    assert _leftovers(client) == 0
+
+
+def _executing(keys, dask_worker=None):
+    tasks = dask_worker.state.tasks
+    return [k for k in keys if k in tasks and tasks[k].state == "executing"]
+
+
+def _busy(client, futures):
+    running = client.run(_executing, [f.key for f in futures])
+    return {k for v in running.values() for k in v}

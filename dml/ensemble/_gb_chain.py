@@ -225,14 +225,18 @@ class Driver:
 
     def _grown(self, total):
         trees = self.trees
+        got = {t: [] for t in self.reqs}
         for s, (t, n) in enumerate(self.counted):
-            trees[t].set_hist(n, total[s])
+            got[t].append((n, total[s]))
         for t, r in self.reqs.items():
             tr = trees[t]
+            counted = dict(got[t])
             for n, src in r:
                 if src is not None:
+                    # Sibling subtraction: the parent's histogram minus the counted child's.
                     parent, small = src
-                    tr.set_hist(n, tr.hist[parent] - tr.hist[small])
+                    got[t].append((n, tr.hist[parent] - counted[small]))
+            tr.set_hists(got[t])
         return self._grow()
 
     def _finish_round(self):

@@ -395,7 +395,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
     val_scores = (driver.val_scores if use_val else train_scores) if es else []
     # Growth statistics (waves per round, graph submissions) for benchmarks and docs.
     est._fit_stats = {"waves": list(driver.waves), "submissions": submissions,
-                      "groups": len(prep), "lost_runs": lost}
+                      "groups": len(prep), "lost_runs": lost, "collective": collective}
     new_nodes = _flatten(all_trees, edges) if all_trees else None
     est.nodes_ = _concat_nodes(nodes, new_nodes) if new_nodes is not None else (
         nodes if nodes is not None else _flatten([], edges))

@@ -119,29 +119,46 @@ class _Tree:
     # ---- split search ----
     def set_hist(self, node, hist):
         """A node's histogram arrived: store it and compute its best split."""
-        self.hist[node] = hist
+        self.set_hists([(node, hist)])
+
+    def set_hists(self, items):
+        """Histograms of nodes ``[(node, hist)]`` arrived (a wave's): store them and compute
+        their best splits, all in one call of the scan (each node's result is its own)."""
         p = self.p
-        if node == 0:
-            # Node sums from one feature's histogram (every row is in one of its bins).
-            self.G[0] = float(hist[0, :, 0].sum())
-            self.H[0] = float(hist[0, :, 1].sum())
-            self.N[0] = float(hist[0, :, 2].sum())
-            if self.N[0] < 2 * p.min_samples_leaf or self.H[0] < MIN_HESSIAN:
-                self.split[0] = ()
-                return
-        d = hist.shape[0]
-        mask = np.ones((1, d), dtype=bool)
+        todo = []
+        for node, hist in items:
+            self.hist[node] = hist
+            if node == 0:
+                # Node sums from one feature's histogram (every row is in one of its bins).
+                self.G[0] = float(hist[0, :, 0].sum())
+                self.H[0] = float(hist[0, :, 1].sum())
+                self.N[0] = float(hist[0, :, 2].sum())
+                if self.N[0] < 2 * p.min_samples_leaf or self.H[0] < MIN_HESSIAN:
+                    self.split[0] = ()
+                    continue
+            todo.append((node, hist))
+        if not todo:
+            return
+        d = todo[0][1].shape[0]
+        mask = np.ones((len(todo), d), dtype=bool)
         if p.max_features < d:
-            rng = block_rng(p.seed, "features", self.round, self.t, node)
             mask[:] = False
-            mask[0, rng.permutation(d)[:p.max_features]] = True
+            for i, (node, _) in enumerate(todo):
+                rng = block_rng(p.seed, "features", self.round, self.t, node)
+                mask[i, rng.permutation(d)[:p.max_features]] = True
+        nodes = [node for node, _ in todo]
         res = _gb_kernels.best_splits(
-            hist[None], np.array([self.G[node]]), np.array([self.H[node]]),
-            np.array([self.N[node]]), p.n_bins, p.has_missing, mask & ~p.is_cat,
-            float(p.min_samples_leaf), MIN_HESSIAN, float(p.l2_regularization))
-        res = [float(r[0]) for r in res]
+            np.stack([h for _, h in todo]), np.array([self.G[n] for n in nodes]),
+            np.array([self.H[n] for n in nodes]), np.array([self.N[n] for n in nodes]),
+            p.n_bins, p.has_missing, mask & ~p.is_cat, float(p.min_samples_leaf),
+            MIN_HESSIAN, float(p.l2_regularization))
+        for i, (node, hist) in enumerate(todo):
+            self._set_split(node, hist, mask[i], [float(r[i]) for r in res])
+
+    def _set_split(self, node, hist, mask, res):
+        p = self.p
         if p.is_cat.any():
-            res = self._categorical_split(node, hist, mask[0], res)
+            res = self._categorical_split(node, hist, mask, res)
         gain = res[0]
         if gain <= 0:
             self.split[node] = ()
