@@ -130,6 +130,7 @@ def test_run_that_cannot_start_falls_back_to_chained_graphs(inprocess_client, mo
 
     from distributed import Event
 
+    from dml import _collective
     from dml.ensemble import _gb_fit
 
     client = inprocess_client
@@ -154,7 +155,7 @@ def test_run_that_cannot_start_falls_back_to_chained_graphs(inprocess_client, mo
         release.set()
         return chained(*args, **kwargs)
 
-    monkeypatch.setattr(_gb_collective, "_START_TIMEOUT", 1.0)
+    monkeypatch.setattr(_collective, "START_TIMEOUT", 1.0)
     monkeypatch.setattr(_gb_collective, "fit_rounds", held_fit_rounds)
     monkeypatch.setattr(_gb_fit, "_chained_rounds", fallback)
     safety = threading.Timer(60.0, release.set)
