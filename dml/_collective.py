@@ -244,7 +244,9 @@ def placement(client, futures):
 START_TIMEOUT = 60.0
 
 
-def _running(dask_worker, keys):
+def _running(keys, dask_worker=None):
+    # Client.run passes the worker as the keyword ``dask_worker``: it must not be the first
+    # positional parameter, or the call fails and no task is ever seen running.
     tasks = dask_worker.state.tasks
     return [k for k in keys
             if k in tasks and tasks[k].state in ("executing", "long-running", "memory")]

@@ -181,3 +181,21 @@ def _executing(keys, dask_worker=None):
 def _busy(client, futures):
     running = client.run(_executing, [f.key for f in futures])
     return {k for v in running.values() for k in v}
+
+
+def test_a_long_run_that_started_is_not_mistaken_for_one_that_cannot_start(inprocess_client,
+                                                                          monkeypatch):
+    """Past the start timeout the client asks the workers which of the run's tasks are
+    running; a run whose tasks all run must go on (it used to be abandoned: the question
+    failed on every worker and no task was ever seen running)."""
+    from dml import _collective
+
+    monkeypatch.setattr(_collective, "START_TIMEOUT", 0.0)
+    monkeypatch.setattr(_collective, "POLL", 0.01)  # the check runs while the runs go on
+    X, y = make_classification(n_samples=2000, n_features=5, random_state=6)
+    Xd, yd = da.from_array(X, chunks=(250, -1)), da.from_array(y, chunks=250)
+    a = GradientBoostingClassifier(max_iter=30, max_leaf_nodes=8, early_stopping=False,
+                                   random_state=0).fit(Xd, yd)
+    assert a._fit_stats["collective"] is True
+    assert _leftovers(inprocess_client) == 0
+
