@@ -190,11 +190,13 @@ def test_a_long_run_that_started_is_not_mistaken_for_one_that_cannot_start(inpro
     failed on every worker and no task was ever seen running)."""
     from dml import _collective
 
-    monkeypatch.setattr(_collective, "START_TIMEOUT", 0.0)
-    monkeypatch.setattr(_collective, "POLL", 0.01)  # the check runs while the runs go on
-    X, y = make_classification(n_samples=2000, n_features=5, random_state=6)
-    Xd, yd = da.from_array(X, chunks=(250, -1)), da.from_array(y, chunks=250)
-    a = GradientBoostingClassifier(max_iter=30, max_leaf_nodes=8, early_stopping=False,
+    # Tasks start within a fraction of a second here; the later runs (up to 32 rounds) last
+    # longer than that, so the check runs while they go on.
+    monkeypatch.setattr(_collective, "START_TIMEOUT", 0.5)
+    monkeypatch.setattr(_collective, "POLL", 0.05)
+    X, y = make_classification(n_samples=4000, n_features=5, random_state=6)
+    Xd, yd = da.from_array(X, chunks=(500, -1)), da.from_array(y, chunks=500)
+    a = GradientBoostingClassifier(max_iter=80, max_leaf_nodes=8, early_stopping=False,
                                    random_state=0).fit(Xd, yd)
     assert a._fit_stats["collective"] is True
     assert _leftovers(inprocess_client) == 0
