@@ -113,10 +113,14 @@ def _loss(m):
     return make_loss(m.loss, m.n_trees_per_iteration_, 0.5)
 
 
-def _blocker(name):
-    from distributed import Event
+#: Events the held tasks wait on: the in-process workers share this module with the test.
+#: (A ``distributed.Event`` would make each task open its worker's own client, set as Dask's
+#: default: that changes the process's dask.config for the tests that come after.)
+_RELEASE: dict = {}
 
-    Event(name).wait(timeout=120)
+
+def _blocker(name):
+    _RELEASE[name].wait(timeout=120)
 
 
 def test_run_that_cannot_start_falls_back_to_chained_graphs(inprocess_client, monkeypatch):
@@ -128,8 +132,6 @@ def test_run_that_cannot_start_falls_back_to_chained_graphs(inprocess_client, mo
     import threading
     import uuid
 
-    from distributed import Event
-
     from dml import _collective
     from dml.ensemble import _gb_fit
 
@@ -138,7 +140,7 @@ def test_run_that_cannot_start_falls_back_to_chained_graphs(inprocess_client, mo
     Xd, yd = da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100)
     kw = dict(max_iter=3, max_leaf_nodes=4, early_stopping=False, random_state=0)
     name = f"dml-test-hold-{uuid.uuid4().hex}"
-    release = Event(name, client=client)
+    release = _RELEASE.setdefault(name, threading.Event())
     holders = []
     fit_rounds, chained = _gb_collective.fit_rounds, _gb_fit._chained_rounds
 
