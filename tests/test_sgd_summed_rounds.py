@@ -130,6 +130,7 @@ def test_limits_and_scales():
     assert sum_scale(float("nan"), 100) == 1.0
 
 
+@pytest.mark.slow  # about 50 s for the four cases: runs in the full suite
 @pytest.mark.parametrize("solver", ["adam", "sgd"])
 def test_network_rounds_are_short_on_many_streams(client, solver):
     # 32 streams (stream_steps=8, blocks of 7 steps): rounds of 256 summed steps left the
