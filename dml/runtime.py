@@ -57,6 +57,28 @@ def tls_security(ca_file: str | None = None, cert: str | None = None, key: str |
                     tls_client_key=files["key"], require_encryption=True)
 
 
+def _default_clients() -> list:
+    """The clients registered as candidates for Dask's default client, oldest first."""
+    try:
+        from distributed.client import _global_clients
+    except ImportError:  # a future distributed without the registry: nothing to clean
+        return []
+    return [c for _, c in sorted(_global_clients.items())]
+
+
+def _close_failed_clients(before: list) -> None:
+    """Close the clients that appeared since ``before`` and never connected.
+
+    distributed registers a Client as the default before it connects; one that failed to start
+    would otherwise be what ``dask.compute`` picks for the rest of the process, waiting on it
+    for ever.
+    """
+    known = {id(c) for c in before}
+    for c in _default_clients():
+        if id(c) not in known and c.status in ("newly-created", "connecting"):
+            c.close()
+
+
 def active_client() -> Client | None:
     """Return the ``distributed.Client`` that Dask would use now, or ``None``."""
     try:
@@ -157,20 +179,29 @@ def connect(address: str | None = None, *, security: Any = None, timeout: str | 
         if security is None:
             # Dask's TLS settings (distributed.comm.tls.*), as distributed.Client reads them.
             security = Security()
+        no_certificates = ConnectionError(
+            f"the scheduler at {address!r} (from {source}) uses TLS but no certificates "
+            "were given: pass security=dml.runtime.tls_security(ca_file, cert, key), set "
+            "$DML_TLS_CA_FILE/$DML_TLS_CERT/$DML_TLS_KEY, or configure Dask's "
+            "distributed.comm.tls.ca-file, .client.cert and .client.key.")
+        # Checked before a Client exists: distributed.Client fails on this inside its start,
+        # after registering itself as the process's default client, and leaves that client
+        # "connecting" for ever, so every later dask.compute() without a client would hang on it.
+        if (str(address).startswith("tls://")
+                and security.get_connection_args("client").get("ssl_context") is None):
+            raise no_certificates
         scheduler_setting = dask.config.get("scheduler", None)
+        registered = _default_clients()
         try:
             client = Client(address, security=security, timeout=timeout)
         except TypeError as exc:
+            dask.config.set(scheduler=scheduler_setting)  # a failed Client leaves it set
+            _close_failed_clients(registered)
             # distributed's message for a tls:// address without certificates
             # ("TLS expects a `ssl_context` argument ...") names none of the ways to give them.
-            dask.config.set(scheduler=scheduler_setting)  # a failed Client leaves it set
             if "ssl_context" not in str(exc):
                 raise
-            raise ConnectionError(
-                f"the scheduler at {address!r} (from {source}) uses TLS but no certificates "
-                "were given: pass security=dml.runtime.tls_security(ca_file, cert, key), set "
-                "$DML_TLS_CA_FILE/$DML_TLS_CERT/$DML_TLS_KEY, or configure Dask's "
-                "distributed.comm.tls.ca-file, .client.cert and .client.key.") from None
+            raise no_certificates from None
         except OSError as exc:
             dask.config.set(scheduler=scheduler_setting)
             raise ConnectionError(

@@ -246,3 +246,22 @@ LONG_FILES = ("test_readme_commands.py", "test_out_of_core.py", "test_notebooks.
 def pytest_collection_modifyitems(config, items):
     rank = {name: k for k, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(LONG_FILES)))
+
+
+@pytest.fixture(autouse=True)
+def _no_default_client_is_left_open():
+    """Fail the test that leaves a Dask default client open.
+
+    ``dask.compute`` without an explicit scheduler uses the newest open default client of the
+    process. One left behind by a test (say, a Client that failed to start, or a worker's own
+    client on a closed in-process cluster) keeps "connecting" to a scheduler that is gone, and
+    a later test that computes without a client hangs until the timeout, far from the cause.
+    """
+    from distributed.client import _global_clients
+
+    before = {id(c) for c in list(_global_clients.values())}
+    yield
+    left = [f"{c.id} ({c.status})" for c in list(_global_clients.values())
+            if id(c) not in before and c.status != "closed" and c.close() is None]
+    if left:
+        pytest.fail(f"the test left Dask default client(s) open (now closed): {', '.join(left)}")

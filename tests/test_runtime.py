@@ -87,3 +87,30 @@ def test_embedded_cluster_logs_dashboard_and_closes(monkeypatch):
 def test_default_options_size_the_cluster_for_the_machine():
     opts = runtime.default_local_options()
     assert opts["n_workers"] >= 1 and opts["threads_per_worker"] == 1 and opts["processes"]
+
+
+def _default_clients_open():
+    from distributed.client import _global_clients
+    return [c for c in list(_global_clients.values()) if c.status != "closed"]
+
+
+def test_tls_address_without_certificates_leaves_no_client_behind():
+    # distributed.Client fails on a tls:// address without certificates after registering
+    # itself as the default client, which then stays "connecting": every later dask.compute()
+    # without a client hung on it (an order-dependent hang of the test suite).
+    before = _default_clients_open()
+    with pytest.raises(ConnectionError, match="uses TLS but no certificates were given"):
+        runtime.connect("tls://127.0.0.1:9", timeout="2s")
+    assert _default_clients_open() == before
+    assert dask.compute(da.arange(4, chunks=2).sum())[0] == 6
+
+
+def test_failed_clients_are_closed():
+    # The clean-up for any Client that fails the same way (distributed's registry, by hand).
+    before = runtime._default_clients()
+    with pytest.raises(TypeError, match="ssl_context"):
+        Client("tls://127.0.0.1:9", timeout="2s")
+    stuck = [c for c in _default_clients_open() if c not in before]
+    assert stuck and stuck[0].status == "connecting"
+    runtime._close_failed_clients(before)
+    assert all(c.status == "closed" for c in stuck)
