@@ -535,10 +535,14 @@ def _fused_sparse_sums(index, X, inverse, wf, L, non_negative, estimator):
     """
     d = X.shape[1]
     sums = _zeroed_scratch(d * L).reshape(d, L)
-    indices = X.indices if X.indices.dtype in (np.int32, np.int64) else X.indices.astype(np.intp)
+    indices, indptr = X.indices, X.indptr
+    if indices.dtype != indptr.dtype or indices.dtype not in (np.int32, np.int64):
+        indices, indptr = indices.astype(np.int64), indptr.astype(np.int64)
     try:
-        lo = sparse_class_sums(X.data, indices, X.indptr, np.ascontiguousarray(inverse, np.intp),
-                               np.zeros(0) if wf is None else wf, wf is not None, sums)
+        lo = sparse_class_sums(np.ascontiguousarray(X.data), indices, indptr,
+                               np.ascontiguousarray(inverse, np.intp),
+                               np.zeros(0) if wf is None else np.ascontiguousarray(wf),
+                               wf is not None, sums)
         if non_negative and lo < 0:
             pos = int(np.flatnonzero(X.data < 0)[0])
             raise _negative_count_error(estimator, index, X.data[pos], int(X.indices[pos]))
