@@ -1,9 +1,9 @@
 """The compiled per-class sums of MultinomialNB and ComplementNB on CSR blocks.
 
 A CSR block with many stored values per column (hashed text) is summed in one compiled pass
-into a dense (n_features, n_classes) scratch array that each worker thread reuses; these tests
-check that this path gives scikit-learn's counts, leaves the scratch array zeroed (also after an
-error), and reports NaN, infinity and negative counts as the other paths do.
+into a dense (n_features, n_classes) array that also checks the values; these tests check that
+this path gives scikit-learn's counts and reports NaN, infinity and negative counts as the other
+paths do.
 """
 from __future__ import annotations
 
@@ -57,22 +57,6 @@ def test_compiled_sums_equal_the_one_hot_product(index_dtype):
         assert out.nnz == L * np.count_nonzero(expected.any(axis=0))
 
 
-def test_the_scratch_array_is_zero_again_after_each_block_and_after_an_error():
-    X, y = hashed_counts()
-    inverse = y.astype(np.intp)
-    _kernels._fused_sparse_sums(0, X, inverse, None, 3, True, "MultinomialNB")
-    assert not _kernels._zeroed_scratch(D * 3).any()
-    bad = X.copy()
-    bad.data[5] = -1.0
-    with pytest.raises(ValueError, match="non-negative counts"):
-        _kernels._fused_sparse_sums(3, bad, inverse, None, 3, True, "MultinomialNB")
-    assert not _kernels._zeroed_scratch(D * 3).any()
-    X2, y2 = hashed_counts(seed=5)
-    out = _kernels._fused_sparse_sums(0, X2, y2.astype(np.intp), None, 3, True, "MultinomialNB")
-    np.testing.assert_array_equal(out.toarray(),
-                                  product_sums(X2, y2, np.ones(X2.shape[0]), 3))
-
-
 @pytest.mark.parametrize("Est", [nb.MultinomialNB, nb.ComplementNB])
 @pytest.mark.parametrize("value,message", [(np.nan, "contains NaN"),
                                            (np.inf, "contains infinity"),
@@ -103,15 +87,11 @@ def test_missing_ignore_and_overflowing_sums_take_the_exact_path():
 
 @pytest.mark.parametrize("blocks", [1, 3, 7, 64])
 def test_hashed_counts_equal_scikit_learn_on_the_cluster(client, blocks):
-    """Two fits in a row on the same workers (the second on other data) both give scikit-learn's
-    model: the scratch arrays the workers keep carry nothing over."""
-    for seed in (0, 1):
-        X, y = hashed_counts(seed=seed)
-        w = np.random.default_rng(seed).uniform(0.5, 2.0, X.shape[0])
-        rows = -(-X.shape[0] // blocks)
-        m = nb.MultinomialNB().fit(sparse_blocks(X, rows), da.from_array(y, chunks=rows),
-                                   sample_weight=da.from_array(w, chunks=rows))
-        r = skb.MultinomialNB().fit(X, y, sample_weight=w)
-        for attr in ("class_count_", "feature_count_", "feature_log_prob_"):
-            np.testing.assert_allclose(getattr(m, attr), getattr(r, attr), rtol=1e-12,
-                                       err_msg=attr)
+    X, y = hashed_counts()
+    w = np.random.default_rng(0).uniform(0.5, 2.0, X.shape[0])
+    rows = -(-X.shape[0] // blocks)
+    m = nb.MultinomialNB().fit(sparse_blocks(X, rows), da.from_array(y, chunks=rows),
+                               sample_weight=da.from_array(w, chunks=rows))
+    r = skb.MultinomialNB().fit(X, y, sample_weight=w)
+    for attr in ("class_count_", "feature_count_", "feature_log_prob_"):
+        np.testing.assert_allclose(getattr(m, attr), getattr(r, attr), rtol=1e-12, err_msg=attr)

@@ -59,8 +59,7 @@ def sparse_class_sums(data, indices, indptr, inverse, w, weighted, sums):  # pra
 def compact_columns(sums, index_dtype_sample):  # pragma: no cover
     """The columns of ``sums`` (n_features, n_classes) with a nonzero sum, in increasing order,
     their sums as an (n_classes, k) array, and whether every sum is finite: one pass over
-    ``sums`` (dropping all-zero columns changes no sum). ``sums`` is left all zero again, in
-    O(k), so that it can be reused."""
+    ``sums`` (dropping all-zero columns changes no sum)."""
     d, L = sums.shape
     keep = np.empty(d, dtype=index_dtype_sample.dtype)
     k = 0
@@ -81,5 +80,4 @@ def compact_columns(sums, index_dtype_sample):  # pragma: no cover
     for t in range(k):
         for c in range(L):
             values[c, t] = sums[cols[t], c]
-            sums[cols[t], c] = 0.0
     return cols, values, finite

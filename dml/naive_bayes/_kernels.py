@@ -8,7 +8,6 @@ happens to contain; the combines merge them by label in the fixed order of
 from __future__ import annotations
 
 import numbers
-import threading
 
 import numpy as np
 import pandas as pd
@@ -499,29 +498,6 @@ def _sparse_count_block(index, X, y, w, binarize, non_negative, estimator, missi
             "missing_count": miss}
 
 
-#: Largest scratch buffer (float64 values) kept between blocks by :func:`_zeroed_scratch`.
-_SCRATCH_LIMIT = 1 << 23
-_SCRATCH = threading.local()
-
-
-def _zeroed_scratch(size):
-    """A zeroed float64 array of ``size`` values, the same one for every block of a thread.
-
-    Why keep it: the dense sums of hashed text are 16 MiB per block (2^20 columns, 2 classes)
-    and a fresh array of that size is fresh pages, whose first touch costs more than the
-    counting itself on a virtual machine that hands freed memory back to its host (60 ms
-    against 20 ms per 100,000-document block, measured). The caller must leave it zeroed
-    (:func:`~dml.naive_bayes._compiled.compact_columns` does, in O(columns used)) or drop it.
-    Buffers above :data:`_SCRATCH_LIMIT` values (64 MiB) are not kept.
-    """
-    buf = getattr(_SCRATCH, "buffer", None)
-    if buf is not None and len(buf) >= size:
-        return buf[:size]
-    buf = np.zeros(size)
-    _SCRATCH.buffer = buf if size <= _SCRATCH_LIMIT else None
-    return buf
-
-
 def _fused_sparse_sums(index, X, inverse, wf, L, non_negative, estimator):
     """Per-class sums of an unbinarised CSR block as an (L, d) CSR, or None when a sum is not
     finite (NaN, infinity or overflow: the caller's exact check decides).
@@ -534,22 +510,18 @@ def _fused_sparse_sums(index, X, inverse, wf, L, non_negative, estimator):
     :data:`_DENSE_SUMS_PER_VALUE` times the stored values).
     """
     d = X.shape[1]
-    sums = _zeroed_scratch(d * L).reshape(d, L)
+    sums = np.zeros((d, L))
     indices, indptr = X.indices, X.indptr
     if indices.dtype != indptr.dtype or indices.dtype not in (np.int32, np.int64):
         indices, indptr = indices.astype(np.int64), indptr.astype(np.int64)
-    try:
-        lo = sparse_class_sums(np.ascontiguousarray(X.data), indices, indptr,
-                               np.ascontiguousarray(inverse, np.intp),
-                               np.zeros(0) if wf is None else np.ascontiguousarray(wf),
-                               wf is not None, sums)
-        if non_negative and lo < 0:
-            pos = int(np.flatnonzero(X.data < 0)[0])
-            raise _negative_count_error(estimator, index, X.data[pos], int(X.indices[pos]))
-        cols, values, finite = compact_columns(sums, indices[:0])  # zeroes `sums` again
-    except BaseException:
-        _SCRATCH.buffer = None  # not known to be zero any more
-        raise
+    lo = sparse_class_sums(np.ascontiguousarray(X.data), indices, indptr,
+                           np.ascontiguousarray(inverse, np.intp),
+                           np.zeros(0) if wf is None else np.ascontiguousarray(wf),
+                           wf is not None, sums)
+    if non_negative and lo < 0:
+        pos = int(np.flatnonzero(X.data < 0)[0])
+        raise _negative_count_error(estimator, index, X.data[pos], int(X.indices[pos]))
+    cols, values, finite = compact_columns(sums, indices[:0])
     if not finite:
         return None
     k = len(cols)
