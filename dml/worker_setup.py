@@ -127,8 +127,7 @@ def _signatures():
             ("dml.naive_bayes._compiled", "sparse_class_sums",
              (f1, a(nt.int32, 1), a(nt.int32, 1), i1, f1, b, f2)),
             ("dml.naive_bayes._compiled", "sparse_class_sums", (f1, i1, i1, i1, f1, b, f2)),
-            ("dml.naive_bayes._compiled", "compact_columns", (f2, a(nt.int32, 1))),
-            ("dml.naive_bayes._compiled", "compact_columns", (f2, i1)),
+            ("dml.naive_bayes._compiled", "nonzero_columns", (f2, i1)),
         ],
     }
 

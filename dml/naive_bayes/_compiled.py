@@ -15,7 +15,7 @@ import numpy as np
 
 from dml._numba import kernel
 
-__all__ = ["class_sums", "sparse_class_sums", "compact_columns"]
+__all__ = ["class_sums", "sparse_class_sums", "nonzero_columns"]
 
 
 @kernel(nogil=True)
@@ -42,7 +42,7 @@ def sparse_class_sums(data, indices, indptr, inverse, w, weighted, sums):  # pra
     (row i owns ``indptr[i]:indptr[i + 1]``), with ``sums`` of shape (n_features, n_classes):
     one pass over the values, a single add each (a one-hot product makes one per class).
     Returns the smallest stored value (+inf when none) for the non-negativity check; a NaN or
-    an infinity makes some sum non-finite, which :func:`compact_columns` reports."""
+    an infinity makes some sum non-finite, which :func:`nonzero_columns` reports."""
     lo = np.inf
     for i in range(len(indptr) - 1):
         c = inverse[i]
@@ -56,12 +56,11 @@ def sparse_class_sums(data, indices, indptr, inverse, w, weighted, sums):  # pra
 
 
 @kernel(nogil=True)
-def compact_columns(sums, index_dtype_sample):  # pragma: no cover
-    """The columns of ``sums`` (n_features, n_classes) with a nonzero sum, in increasing order,
-    their sums as an (n_classes, k) array, and whether every sum is finite: one pass over
-    ``sums`` (dropping all-zero columns changes no sum)."""
+def nonzero_columns(sums, cols):  # pragma: no cover
+    """Writes the columns of ``sums`` (n_features, n_classes) with a nonzero sum to ``cols``, in
+    increasing order, and returns their number and whether every sum is finite: one pass over
+    ``sums`` (dropping all-zero columns changes no sum). Allocates nothing (cheap to compile)."""
     d, L = sums.shape
-    keep = np.empty(d, dtype=index_dtype_sample.dtype)
     k = 0
     finite = True
     for j in range(d):
@@ -73,11 +72,6 @@ def compact_columns(sums, index_dtype_sample):  # pragma: no cover
                 if s - s != 0.0:  # NaN or infinity
                     finite = False
         if nonzero:
-            keep[k] = j
+            cols[k] = j
             k += 1
-    cols = keep[:k].copy()
-    values = np.empty((L, k))
-    for t in range(k):
-        for c in range(L):
-            values[c, t] = sums[cols[t], c]
-    return cols, values, finite
+    return k, finite

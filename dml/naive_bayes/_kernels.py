@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from dml._block_checks import BlockSpec, _check_finite
-from dml.naive_bayes._compiled import class_sums, compact_columns, sparse_class_sums
+from dml.naive_bayes._compiled import class_sums, nonzero_columns, sparse_class_sums
 
 
 # --------------------------------------------------------------------------------------------
@@ -521,10 +521,12 @@ def _fused_sparse_sums(index, X, inverse, wf, L, non_negative, estimator):
     if non_negative and lo < 0:
         pos = int(np.flatnonzero(X.data < 0)[0])
         raise _negative_count_error(estimator, index, X.data[pos], int(X.indices[pos]))
-    cols, values, finite = compact_columns(sums, indices[:0])
+    cols = np.empty(d, dtype=np.intp)
+    k, finite = nonzero_columns(sums, cols)
     if not finite:
         return None
-    k = len(cols)
+    cols = cols[:k].astype(X.indices.dtype)
+    values = np.ascontiguousarray(sums[cols].T)
     return sp.csr_matrix((values.ravel(), np.tile(cols, L), np.arange(L + 1) * k),
                          shape=(L, d))
 
