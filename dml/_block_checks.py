@@ -124,7 +124,7 @@ def _as_sparse_block(xb, spec: BlockSpec, index: int):
         xb = xb.astype(spec.dtype[0])
     elif kind == "b":
         xb = xb.astype(np.float64)
-    if xb.dtype.kind == "f":
+    if xb.dtype.kind == "f" and spec.check_finite:
         _check_finite(xb.data, "X", spec, index)
     return xb
 

@@ -45,8 +45,8 @@ FAMILIES = {
     "recommender": "MatrixFactorization, SGD and ALS (dml.recommender._kernels)",
     "neighbors": "NearestNeighbors, KNeighbors* brute force (dml.neighbors._knn_kernels)",
     "kmeans": "KMeans on dense X: Lloyd step, final assignment, statistics (dml.cluster._kernels)",
-    "naive_bayes": "MultinomialNB, ComplementNB, BernoulliNB on dense X: per-class sums "
-                   "(dml.naive_bayes._compiled)",
+    "naive_bayes": "MultinomialNB, ComplementNB, BernoulliNB on dense X, MultinomialNB and "
+                   "ComplementNB on sparse X: per-class sums (dml.naive_bayes._compiled)",
 }
 
 
@@ -123,6 +123,11 @@ def _signatures():
         ],
         "naive_bayes": [
             ("dml.naive_bayes._compiled", "class_sums", (f2, i1, f1, b, b, f64, f2, f1)),
+            # CSR blocks (MultinomialNB, ComplementNB): int32 and int64 index arrays.
+            ("dml.naive_bayes._compiled", "sparse_class_sums",
+             (f1, a(nt.int32, 1), a(nt.int32, 1), i1, f1, b, f2)),
+            ("dml.naive_bayes._compiled", "sparse_class_sums", (f1, i1, i1, i1, f1, b, f2)),
+            ("dml.naive_bayes._compiled", "nonzero_columns", (f2, i1)),
         ],
     }
 

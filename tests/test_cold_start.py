@@ -246,6 +246,7 @@ def test_fits_use_exactly_the_warmed_signatures():
     from dml.naive_bayes import BernoulliNB, MultinomialNB
 
     MultinomialNB().fit(abs(Xd), yd, sample_weight=wd)
+    MultinomialNB().fit(sparse_blocks(sp.csr_matrix(abs(X)), 200), yd)  # CSR blocks
     BernoulliNB().fit(Xd, yd)
 
     table = {}

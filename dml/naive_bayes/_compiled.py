@@ -11,9 +11,11 @@ of the block needs none either (see :func:`dml.naive_bayes._kernels._count_block
 """
 from __future__ import annotations
 
+import numpy as np
+
 from dml._numba import kernel
 
-__all__ = ["class_sums"]
+__all__ = ["class_sums", "sparse_class_sums", "nonzero_columns"]
 
 
 @kernel(nogil=True)
@@ -32,3 +34,44 @@ def class_sums(X, inverse, w, weighted, binarize, threshold, sums, colmin):  # p
             sums[c, j] += wi * v
             if v < colmin[j]:
                 colmin[j] = v
+
+
+@kernel(nogil=True)
+def sparse_class_sums(data, indices, indptr, inverse, w, weighted, sums):  # pragma: no cover
+    """``sums[indices[k], inverse[i]] += w[i] · data[k]`` over the stored values of a CSR block
+    (row i owns ``indptr[i]:indptr[i + 1]``), with ``sums`` of shape (n_features, n_classes):
+    one pass over the values, a single add each (a one-hot product makes one per class).
+    Returns the smallest stored value (+inf when none) for the non-negativity check; a NaN or
+    an infinity makes some sum non-finite, which :func:`nonzero_columns` reports."""
+    lo = np.inf
+    for i in range(len(indptr) - 1):
+        c = inverse[i]
+        wi = w[i] if weighted else 1.0
+        for k in range(indptr[i], indptr[i + 1]):
+            v = data[k]
+            if v < lo:
+                lo = v
+            sums[indices[k], c] += wi * v
+    return lo
+
+
+@kernel(nogil=True)
+def nonzero_columns(sums, cols):  # pragma: no cover
+    """Writes the columns of ``sums`` (n_features, n_classes) with a nonzero sum to ``cols``, in
+    increasing order, and returns their number and whether every sum is finite: one pass over
+    ``sums`` (dropping all-zero columns changes no sum). Allocates nothing (cheap to compile)."""
+    d, L = sums.shape
+    k = 0
+    finite = True
+    for j in range(d):
+        nonzero = False
+        for c in range(L):
+            s = sums[j, c]
+            if s != 0.0:
+                nonzero = True
+                if s - s != 0.0:  # NaN or infinity
+                    finite = False
+        if nonzero:
+            cols[k] = j
+            k += 1
+    return k, finite

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from dml._block_checks import BlockSpec, _check_finite
-from dml.naive_bayes._compiled import class_sums
+from dml.naive_bayes._compiled import class_sums, nonzero_columns, sparse_class_sums
 
 
 # --------------------------------------------------------------------------------------------
@@ -461,16 +461,34 @@ def _sparse_values(X, binarize, missing):
 
 
 def _sparse_count_block(index, X, y, w, binarize, non_negative, estimator, missing):
-    """:func:`_count_block` of a CSR block: a sparse one-hot product, nothing densified."""
+    """:func:`_count_block` of a CSR block: nothing densified but the (d, L) sums.
+
+    Unbinarised counts take one compiled pass (:func:`_fused_sparse_sums`) that also checks
+    them; binarised or missing values, and blocks whose sums are not finite, take the
+    one-hot product below after the exact finiteness check.
+    """
+    classes, inverse, counts = _labels(y, estimator, index)
+    L, n = len(classes), X.shape[0]
+    wf = None if w is None else np.asarray(w, dtype=np.float64)
+    class_count = (counts.astype(np.float64) if wf is None else
+                   np.bincount(inverse, weights=wf, minlength=L))
+    if binarize is None and X.dtype == np.float64 and L * X.shape[1] <= (
+            _DENSE_SUMS_PER_VALUE * X.nnz):
+        fc = _fused_sparse_sums(index, X, inverse, wf, L, non_negative, estimator)
+        if fc is not None:
+            return {"classes": classes, "class_count": class_count, "feature_count": fc,
+                    "missing_count": None}
+    # Block validation leaves the finiteness of unbinarised sparse counts to this kernel
+    # (``check_finite=False``): the exact check raises for what is not allowed.
+    if binarize is None and X.dtype.kind == "f":
+        _check_finite(X.data, "X", BlockSpec(allow_nan=missing == "ignore", estimator=estimator),
+                      index)
     X, nan = _sparse_values(X, binarize, missing)
     if non_negative and X.nnz and X.data.min() < 0:
         pos = int(np.flatnonzero(X.data < 0)[0])
         raise _negative_count_error(estimator, index, X.data[pos], int(X.indices[pos]))
-    classes, inverse, counts = _labels(y, estimator, index)
-    L, n = len(classes), X.shape[0]
-    wf = np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
-    class_count = (counts.astype(np.float64) if w is None else
-                   np.bincount(inverse, weights=wf, minlength=L))
+    if wf is None:
+        wf = np.ones(n)
     # The sums stay sparse (L × d CSR): with hashed text d is 2^20 and a dense L × d result per
     # block would cost more to build, send and add than counting itself; the client densifies
     # the reduced sums once (:func:`dense_counts`).
@@ -478,6 +496,39 @@ def _sparse_count_block(index, X, y, w, binarize, non_negative, estimator, missi
     miss = None if nan is None else _class_sums(nan, inverse, wf, L)
     return {"classes": classes, "class_count": class_count, "feature_count": fc,
             "missing_count": miss}
+
+
+def _fused_sparse_sums(index, X, inverse, wf, L, non_negative, estimator):
+    """Per-class sums of an unbinarised CSR block as an (L, d) CSR, or None when a sum is not
+    finite (NaN, infinity or overflow: the caller's exact check decides).
+
+    One compiled pass over the stored values adds each to its column and class in a dense
+    (d, L) array (as scikit-learn's one-hot product, with one add per value instead of one per
+    class) and keeps the smallest value, so neither the finiteness nor the non-negativity check
+    needs a pass of its own; a second pass keeps the columns with a nonzero sum. Only used when
+    the dense sums cost no more than the values (``L * d`` at most
+    :data:`_DENSE_SUMS_PER_VALUE` times the stored values).
+    """
+    d = X.shape[1]
+    sums = np.zeros((d, L))
+    indices, indptr = X.indices, X.indptr
+    if indices.dtype != indptr.dtype or indices.dtype not in (np.int32, np.int64):
+        indices, indptr = indices.astype(np.int64), indptr.astype(np.int64)
+    lo = sparse_class_sums(np.ascontiguousarray(X.data), indices, indptr,
+                           np.ascontiguousarray(inverse, np.intp),
+                           np.zeros(0) if wf is None else np.ascontiguousarray(wf),
+                           wf is not None, sums)
+    if non_negative and lo < 0:
+        pos = int(np.flatnonzero(X.data < 0)[0])
+        raise _negative_count_error(estimator, index, X.data[pos], int(X.indices[pos]))
+    cols = np.empty(d, dtype=np.intp)
+    k, finite = nonzero_columns(sums, cols)
+    if not finite:
+        return None
+    cols = cols[:k].astype(X.indices.dtype)
+    values = np.ascontiguousarray(sums[cols].T)
+    return sp.csr_matrix((values.ravel(), np.tile(cols, L), np.arange(L + 1) * k),
+                         shape=(L, d))
 
 
 def _class_sums(X, inverse, wf, L):
