@@ -12,9 +12,10 @@ and add a ``missing`` parameter implementing the missing-value rule of docs/naiv
 skipped in the product at predict time.
 
 Layout: the per-block kernels and their combines (plain NumPy/pandas, testable without a
-cluster) are in :mod:`dml.naive_bayes._kernels`; the fit/predict machinery shared by the
-estimators in :mod:`dml.naive_bayes._base`; the estimators in :mod:`dml.naive_bayes._gaussian`
-and :mod:`dml.naive_bayes._discrete`.
+cluster) are in :mod:`dml.naive_bayes._kernels` (CategoricalNB's in
+:mod:`dml.naive_bayes._categorical`, prediction in :mod:`dml.naive_bayes._predict`); the
+fit/predict machinery shared by the estimators in :mod:`dml.naive_bayes._base`; the
+estimators in :mod:`dml.naive_bayes._gaussian` and :mod:`dml.naive_bayes._discrete`.
 
 See docs/naive_bayes.md.
 """

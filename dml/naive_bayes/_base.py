@@ -12,7 +12,7 @@ from dml._blocks import BlockSpec, as_blocks, is_dask
 from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, check_weights_not_all_zero, fit_context
-from dml.naive_bayes._kernels import _nb_output, _nb_score
+from dml.naive_bayes._predict import _nb_output, _nb_score
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ import pandas as pd
 from dml._blocks import BlockSpec
 from dml._param_validation import Integral, Interval, Real
 from dml.naive_bayes._base import _BaseDiscreteNB
-from dml.naive_bayes._kernels import (_categorical_block, _categorical_combine, _count_block,
-                                      _count_combine, _feature_label, dense_counts)
+from dml.naive_bayes._categorical import _categorical_block, _categorical_combine, _feature_label
+from dml.naive_bayes._kernels import _count_block, _count_combine, dense_counts
 
 __all__ = ["MultinomialNB", "ComplementNB", "BernoulliNB", "CategoricalNB"]
 
