@@ -59,7 +59,7 @@ from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_pr
                         tree_add)
 from dml._random import block_rng
 from dml.optim import sparse_steps
-from dml.optim.summed_rounds import capped_local_steps, round_limit, sum_scale
+from dml.optim.summed_rounds import limited_rounds, round_limit, sum_scale
 from dml.optim.data import TrainingData
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
@@ -553,8 +553,10 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
         epoch = state.epoch + 1
         loss_total = 0.0
         reference = None
-        per_stream = local_steps if limit is None else capped_local_steps(
-            local_steps, layout, limit.steps(config.schedule(state.opt.t + 1, state.lr_scale)))
+        # Each round as long as the step size at its own start allows (rounds lengthen as a
+        # decaying step size falls): a function of the state's step counter only.
+        per_stream = limited_rounds(local_steps, layout, limit,
+                                    lambda t: config.schedule(t, state.lr_scale), state.opt.t)
         if per_stream not in plans_by_steps:
             plans_by_steps[per_stream] = round_plans(layout, per_stream)
         rounds = plans_by_steps[per_stream]

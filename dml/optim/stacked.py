@@ -46,7 +46,7 @@ from dml.optim.optimizers import SGD
 from dml.optim.penalties import StackedPenalty
 from dml.optim.schedules import StackedRate
 from dml.optim.streams import StreamLayout, make_streams, round_plans, subtree_reduce
-from dml.optim.summed_rounds import capped_local_steps, group_limits, sum_scale
+from dml.optim.summed_rounds import group_limits, limited_rounds, sum_scale
 from dml.optim.training import (DivergedError, EpochResult, close_epoch, diverged_message)
 
 __all__ = ["train_stacked", "check_stackable", "RowGroups", "StreamMismatch"]
@@ -530,9 +530,9 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
         # rounds are capped by their step sizes) share no pass: one grid per round length.
         by_steps: dict = {}
         for g, j in active:
-            steps = steps_per_round if limits[g] is None else capped_local_steps(
-                steps_per_round, layouts[g], limits[g].steps(
-                    configs[g][j].schedule(states[g][j].opt.t + 1, states[g][j].lr_scale)))
+            c, st = configs[g][j], states[g][j]
+            steps = limited_rounds(steps_per_round, layouts[g], limits[g],
+                                   lambda t, c=c, st=st: c.schedule(t, st.lr_scale), st.opt.t)
             by_steps.setdefault(steps, []).append((g, j))
         out = {}
         for steps, members in by_steps.items():

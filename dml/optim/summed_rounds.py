@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["data_curvature", "round_curvature", "group_limits", "RoundLimit",
-           "round_limit", "optimizer_traits", "capped_local_steps", "sum_scale",
+           "round_limit", "optimizer_traits", "capped_local_steps", "limited_rounds", "sum_scale",
            "ADAPTIVE_ROUND_STEPS",
            "EXACT_GRAM_FEATURES"]
 
@@ -131,6 +131,12 @@ def data_curvature(blocks, n_features: int, fit_intercept: bool) -> float:
     return _largest(blocks.map_reduce(_gram_kernel, bool(fit_intercept), exact), exact)
 
 
+def _linear(problem) -> bool:
+    """Whether ``problem`` is a linear model on its raw features (not a network): the only
+    kind whose round limit can be read off the data."""
+    return all(hasattr(problem, a) for a in ("loss", "d", "fit_intercept"))
+
+
 def _loss_kappa(problem) -> float:
     return float(getattr(problem.loss, "summed_curvature", 0.0) or 0.0)
 
@@ -139,8 +145,7 @@ def group_limits(problem, blocks, n_groups: int, config) -> list:
     """:func:`round_limit` of every row group of the stacked trainer's ``blocks`` (whose
     weights come with a row mask per group, or None for all rows), in one pass."""
     traits = optimizer_traits(config)
-    if traits["adaptive"] or not all(hasattr(problem, a) for a in ("loss", "d",
-                                                                    "fit_intercept")):
+    if traits["adaptive"] or not _linear(problem):
         return [RoundLimit(None, **traits)] * n_groups
     kappa = _loss_kappa(problem)
     if kappa == 0.0:
@@ -155,7 +160,7 @@ def group_limits(problem, blocks, n_groups: int, config) -> list:
 def round_curvature(problem, blocks) -> float | None:
     """``κ · λ`` of ``problem`` on ``blocks`` (0 when its loss's gradient is bounded: no pass);
     None when the problem is not a linear model on its raw features (a network)."""
-    if not all(hasattr(problem, a) for a in ("loss", "d", "fit_intercept")):
+    if not _linear(problem):
         return None
     kappa = _loss_kappa(problem)
     if kappa == 0.0:
@@ -224,6 +229,41 @@ def capped_local_steps(local_steps, layout, limit: float):
     current = longest if local_steps is None else int(local_steps)
     capped = min(current, max(1, int(limit // layout.n_streams)))
     return local_steps if capped >= current else capped
+
+
+def limited_rounds(local_steps, layout, limit, lr_at, t: int):
+    """Stream steps of every round of an epoch that starts after ``t`` steps, each round
+    sized by :func:`capped_local_steps` for the step size ``lr_at(t' + 1)`` at *its own*
+    start ``t'``: rounds lengthen as a decaying step size falls. ``local_steps`` itself when
+    ``limit`` is None or never binds, an int when every round has the same length, else a
+    tuple for :func:`~dml.optim.streams.round_plans`. Depends only on the layout, the schedule and
+    ``t``, so a resumed or stacked fit plans the same rounds.
+
+    Examples
+    --------
+    >>> from dml.optim.streams import make_streams
+    >>> layout = make_streams([3200] * 8, batch_size=32, stream_steps=None)  # 8 streams, 100 steps
+    >>> limit = RoundLimit(1.0)
+    >>> limited_rounds(32, layout, limit, lambda t: 0.02 / t ** 0.25, 0)  # limit 50, 132, ...
+    (6, 16, 22, 27, 30)
+    >>> limited_rounds(32, layout, limit, lambda t: 0.001, 0)
+    32
+    """
+    if limit is None or layout.n_streams <= 1:
+        return local_steps
+    steps = np.array([layout.steps(s) for s in range(layout.n_streams)], dtype=np.int64)
+    longest = int(steps.max())
+    lengths, first, t = [], 0, int(t)
+    while first < longest:
+        L = capped_local_steps(local_steps, layout, limit.steps(lr_at(t + 1)))
+        L = longest if L is None else int(L)
+        lengths.append(L)
+        t += int(np.clip(steps - first, 0, L).sum())
+        first += L
+    plain = longest if local_steps is None else int(local_steps)
+    if len(set(lengths)) > 1:
+        return tuple(lengths)
+    return local_steps if lengths[0] == plain else lengths[0]
 
 
 def sum_scale(limit: float, total_steps: int) -> float:
