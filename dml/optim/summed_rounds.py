@@ -24,11 +24,14 @@ starting where the last one ended, would not. Two limits keep rounds short enoug
 Losses with bounded gradients (log-loss, hinge, Huber, ...) under plain SGD or momentum cannot
 run away like this; their rounds are left as they are. A limited round takes
 ``⌊limit / W⌋`` steps per stream (:func:`capped_local_steps`), the step size being taken at the
-start of the epoch, so it stays the first-order equivalent of that many sequential steps; with
-more streams ``W`` than the limit (every stream takes at least one step) the round's sum is
-scaled by ``limit / S`` instead (:func:`sum_scale`), like one large-batch step whose length is
-capped. The limits depend only on the data and the configuration, never on the partitioning or
-on sparse vs dense storage.
+start of *that round* (:func:`limited_rounds`: rounds lengthen as a decaying step size falls),
+so it stays the first-order equivalent of that many sequential steps; with more streams ``W``
+than the limit (every stream takes at least one step) the round's sum is scaled by
+``limit / S`` instead (:func:`sum_scale`), like one large-batch step whose length is capped.
+Because every round of a curvature-limited fit is bounded this way, its automatic rounds aim at
+:data:`dml.optim.engine.LIMITED_SYNC_STEPS` steps rather than ``SYNC_STEPS``
+(:func:`curvature_limited`). The limits depend only on the data, the configuration and the
+step counter, never on the partitioning or on sparse vs dense storage.
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ import scipy.sparse as sp
 
 __all__ = ["data_curvature", "round_curvature", "group_limits", "RoundLimit",
            "round_limit", "optimizer_traits", "capped_local_steps", "limited_rounds", "sum_scale",
+           "curvature_limited",
            "ADAPTIVE_ROUND_STEPS",
            "EXACT_GRAM_FEATURES"]
 
@@ -186,6 +190,22 @@ class RoundLimit:
         if not self.curvature or not lr > 0:
             return math.inf
         return (1.0 - self.momentum) / (float(self.curvature) * float(lr))
+
+
+def curvature_limited(limit) -> bool:
+    """Whether ``limit`` bounds rounds by a measured curvature (so automatic rounds may target
+    :data:`dml.optim.engine.LIMITED_SYNC_STEPS` steps): a linear model with an
+    unbounded-gradient loss under plain SGD or momentum, on data that is not all zeros.
+
+    Examples
+    --------
+    >>> curvature_limited(RoundLimit(2.0)), curvature_limited(RoundLimit(None, adaptive=True))
+    (True, False)
+    >>> curvature_limited(None), curvature_limited(RoundLimit(0.0))
+    (False, False)
+    """
+    return (limit is not None and not limit.adaptive and limit.curvature is not None
+            and limit.curvature > 0)
 
 
 def optimizer_traits(config) -> dict:
