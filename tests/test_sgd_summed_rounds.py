@@ -155,6 +155,29 @@ def test_rounds_lengthen_as_the_step_size_decays():
     assert later == 32 or later[0] > decaying[0]
 
 
+def test_partial_fit_measures_the_curvature_once_per_data_set(monkeypatch):
+    X, y, _, _ = _regression(8000, d=5)
+    Xd, yd = da.from_array(X, chunks=(500, -1)), da.from_array(y, chunks=500)
+    passes = []
+    largest = summed_rounds._largest
+    monkeypatch.setattr(summed_rounds, "_largest", lambda *a: passes.append(1) or largest(*a))
+    monkeypatch.setattr(summed_rounds, "_CURVATURES", {})
+    cached = SGDRegressor(random_state=0)
+    for _ in range(3):
+        cached.partial_fit(Xd, yd)
+    assert len(passes) == 1
+    # The same model as with a pass on every call.
+    fresh = SGDRegressor(random_state=0)
+    for _ in range(3):
+        summed_rounds._CURVATURES.clear()
+        fresh.partial_fit(Xd, yd)
+    assert len(passes) == 4
+    np.testing.assert_array_equal(cached.coef_, fresh.coef_)
+    # Other data: its own pass.
+    cached.partial_fit(Xd * 0.5, yd)
+    assert len(passes) == 5
+
+
 @pytest.mark.slow  # about 50 s for the four cases: runs in the full suite
 @pytest.mark.parametrize("solver", ["adam", "sgd"])
 def test_network_rounds_are_short_on_many_streams(client, solver):

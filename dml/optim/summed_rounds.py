@@ -55,6 +55,11 @@ ADAPTIVE_ROUND_STEPS = 32
 EXACT_GRAM_FEATURES = 2048
 
 
+#: Curvatures of the most recent data sets (:func:`data_curvature`), oldest first.
+_CURVATURES: dict = {}
+_CACHED_CURVATURES = 16
+
+
 def _row_stats(X, w, intercept, exact):
     """This block's share of ``Σ w x̃ x̃ᵀ`` (or of its trace) and its row count."""
     n = X.shape[0]
@@ -132,7 +137,17 @@ def data_curvature(blocks, n_features: int, fit_intercept: bool) -> float:
     2.0
     """
     exact = _exact(n_features, fit_intercept)
-    return _largest(blocks.map_reduce(_gram_kernel, bool(fit_intercept), exact), exact)
+    # partial_fit prepares the same blocks on every call: their (content-derived) task keys
+    # name the data, so the pass is made once per data set, not once per call.
+    key = (tuple(str(getattr(p, "key", id(p))) for p in blocks.parts), int(n_features),
+           bool(fit_intercept))
+    if key in _CURVATURES:
+        return _CURVATURES[key]
+    value = _largest(blocks.map_reduce(_gram_kernel, bool(fit_intercept), exact), exact)
+    while len(_CURVATURES) >= _CACHED_CURVATURES:
+        del _CURVATURES[next(iter(_CURVATURES))]
+    _CURVATURES[key] = value
+    return value
 
 
 def _linear(problem) -> bool:
