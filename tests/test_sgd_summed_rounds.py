@@ -130,6 +130,54 @@ def test_limits_and_scales():
     assert sum_scale(float("nan"), 100) == 1.0
 
 
+def test_rounds_lengthen_as_the_step_size_decays():
+    from dml.optim.streams import make_streams, round_plans
+
+    layout = make_streams([3200] * 8, batch_size=32, stream_steps=None)  # 8 × 100 steps
+    limit = RoundLimit(1.0)
+    decaying = summed_rounds.limited_rounds(32, layout, limit, lambda t: 0.05 / t ** 0.25, 0)
+    # Every round within the limit of the step size at its own start, and longer than the
+    # first (limited by the epoch's first step size, the rule before).
+    assert isinstance(decaying, tuple) and list(decaying) == sorted(decaying)
+    assert decaying[0] == summed_rounds.capped_local_steps(32, layout, limit.steps(0.05))
+    assert decaying[-1] > decaying[0]
+    t = 0
+    for spec in round_plans(layout, decaying):
+        assert spec.total_steps <= limit.steps(0.05 / (t + 1) ** 0.25)
+        t += spec.total_steps
+    assert t == 800
+    # A constant step or a limit that never binds: the uniform rounds.
+    assert summed_rounds.limited_rounds(32, layout, limit, lambda t: 0.05, 0) == 2
+    assert summed_rounds.limited_rounds(32, layout, limit, lambda t: 1e-4, 0) == 32
+    assert summed_rounds.limited_rounds(32, layout, None, lambda t: 0.05, 0) == 32
+    # Later in training (a larger step counter) the rounds are longer.
+    later = summed_rounds.limited_rounds(32, layout, limit, lambda t: 0.05 / t ** 0.25, 800)
+    assert later == 32 or later[0] > decaying[0]
+
+
+def test_partial_fit_measures_the_curvature_once_per_data_set(monkeypatch):
+    X, y, _, _ = _regression(8000, d=5)
+    Xd, yd = da.from_array(X, chunks=(500, -1)), da.from_array(y, chunks=500)
+    passes = []
+    largest = summed_rounds._largest
+    monkeypatch.setattr(summed_rounds, "_largest", lambda *a: passes.append(1) or largest(*a))
+    monkeypatch.setattr(summed_rounds, "_CURVATURES", {})
+    cached = SGDRegressor(random_state=0)
+    for _ in range(3):
+        cached.partial_fit(Xd, yd)
+    assert len(passes) == 1
+    # The same model as with a pass on every call.
+    fresh = SGDRegressor(random_state=0)
+    for _ in range(3):
+        summed_rounds._CURVATURES.clear()
+        fresh.partial_fit(Xd, yd)
+    assert len(passes) == 4
+    np.testing.assert_array_equal(cached.coef_, fresh.coef_)
+    # Other data: its own pass.
+    cached.partial_fit(Xd * 0.5, yd)
+    assert len(passes) == 5
+
+
 @pytest.mark.slow  # about 50 s for the four cases: runs in the full suite
 @pytest.mark.parametrize("solver", ["adam", "sgd"])
 def test_network_rounds_are_short_on_many_streams(client, solver):

@@ -399,11 +399,13 @@ def test_fold_grid_with_streams(stream_steps):
                                            take_rows(yd, train)))
 
 
-@pytest.mark.parametrize("folds", [False, True])
-def test_stacked_equals_own_fits_when_summed_rounds_are_capped(folds):
+@pytest.mark.parametrize("folds,schedule", [(False, "constant"), (True, "constant"),
+                                             (False, "invscaling")])
+def test_stacked_equals_own_fits_when_summed_rounds_are_capped(folds, schedule):
     """Candidates whose summed rounds are capped by their own step sizes (squared loss,
-    constant steps of different sizes, 32 blocks as 32 streams) take rounds of different
-    lengths: they are trained in one grid per round length, each still its own fit."""
+    steps of different sizes, 32 blocks as 32 streams) take rounds of different lengths —
+    with a decaying step, rounds that lengthen within the epoch: they are trained in one grid
+    per sequence of round lengths, each still its own fit."""
     from sklearn.preprocessing import StandardScaler
 
     from dml.model_selection import take_rows
@@ -413,7 +415,7 @@ def test_stacked_equals_own_fits_when_summed_rounds_are_capped(folds):
     y = (y - y.mean()) / y.std()
     Xd = da.from_array(X, chunks=(200, -1))
     yd = da.from_array(y, chunks=(200,))
-    params = [dict(learning_rate="constant", max_iter=3, tol=None, stream_steps=None,
+    params = [dict(learning_rate=schedule, max_iter=3, tol=None, stream_steps=None,
                    random_state=1, eta0=e) for e in (1e-3, 1e-2, 3e-2)]
     if not folds:
         _assert_same_models(_stacked(SGDRegressor, params, Xd, yd),

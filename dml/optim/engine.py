@@ -59,7 +59,7 @@ from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_pr
                         tree_add)
 from dml._random import block_rng
 from dml.optim import sparse_steps
-from dml.optim.summed_rounds import capped_local_steps, round_limit, sum_scale
+from dml.optim.summed_rounds import curvature_limited, limited_rounds, round_limit, sum_scale
 from dml.optim.data import TrainingData
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
@@ -80,6 +80,12 @@ __all__ = ["SGDConfig", "initial_state", "train", "final_params", "epoch_plan", 
 #: updates are summed: summed updates are exact to first order only while a round moves little
 #: (measured: docs/partition_parallel_sgd.md).
 SYNC_STEPS = 256
+#: The same for fits whose summed rounds are limited by the data's curvature (linear models,
+#: losses with unbounded gradients, plain SGD or momentum: :mod:`dml.optim.summed_rounds`):
+#: every round also stays within ``(1 − μ) / (η · λ)`` steps, the bound that keeps it the
+#: first-order equivalent of its sequential steps, so a longer target costs nothing in quality
+#: (measured: docs/partition_parallel_sgd.md) and saves rounds, each a message exchange.
+LIMITED_SYNC_STEPS = 1024
 #: Rounds per epoch when ``local_steps`` is automatic and the parameters are averaged: the
 #: average is stable with long rounds; a few per epoch help the first epoch.
 AVERAGE_ROUNDS = 4
@@ -143,9 +149,11 @@ class SGDConfig:
             return self.combine
         return "average" if isinstance(self.schedule, Optimal) else "sum"
 
-    def steps_per_round(self, layout: StreamLayout, n_params: int = 0) -> int | None:
+    def steps_per_round(self, layout: StreamLayout, n_params: int = 0,
+                        limited: bool = False) -> int | None:
         """Stream steps per round for ``layout`` (None: the whole epoch in one round) of a model
-        with ``n_params`` parameters."""
+        with ``n_params`` parameters; ``limited``: its summed rounds are also limited by the
+        data's curvature (:func:`dml.optim.summed_rounds.curvature_limited`)."""
         if self.local_steps == "epoch" or layout.n_streams <= 1:
             # One stream: rounds would change nothing but the number of round trips.
             return None
@@ -156,7 +164,8 @@ class SGDConfig:
                 return None
             longest = max(layout.steps(s) for s in range(layout.n_streams))
             return max(1, -(-longest // AVERAGE_ROUNDS))
-        return max(1, -(-SYNC_STEPS // layout.n_streams))
+        target = LIMITED_SYNC_STEPS if limited else SYNC_STEPS
+        return max(1, -(-target // layout.n_streams))
 
 
 @dataclass(frozen=True)
@@ -536,8 +545,11 @@ def round_cost_params(problem) -> int:
 def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: TrainConfig):
     """The ``epoch_fn`` of :func:`~dml.optim.training.run_epochs` for stream SGD on ``data``."""
     layout = make_streams(data.lengths, config.batch_size, config.stream_steps)
-    local_steps = config.steps_per_round(layout, round_cost_params(problem))
     mode = config.combine_mode if layout.n_streams > 1 else "average"
+    # Summed rounds are kept short enough to be the sequential steps' first-order equivalent.
+    limit = round_limit(problem, data.train, config) if mode == "sum" else None
+    local_steps = config.steps_per_round(layout, round_cost_params(problem),
+                                         curvature_limited(limit))
     runner = StreamRunner(data.train.parts, layout, data.persisted, groups=data.train.groups)
     collective = None
     if runner.gathered is not None:
@@ -545,16 +557,16 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
 
         collective = CollectiveRounds(runner)
     n_train = data.n_train
-    # Summed rounds are kept short enough to be the sequential steps' first-order equivalent.
-    limit = round_limit(problem, data.train, config) if mode == "sum" else None
     plans_by_steps: dict = {}
 
     def epoch_fn(state: TrainState) -> EpochResult:
         epoch = state.epoch + 1
         loss_total = 0.0
         reference = None
-        per_stream = local_steps if limit is None else capped_local_steps(
-            local_steps, layout, limit.steps(config.schedule(state.opt.t + 1, state.lr_scale)))
+        # Each round as long as the step size at its own start allows (rounds lengthen as a
+        # decaying step size falls): a function of the state's step counter only.
+        per_stream = limited_rounds(local_steps, layout, limit,
+                                    lambda t: config.schedule(t, state.lr_scale), state.opt.t)
         if per_stream not in plans_by_steps:
             plans_by_steps[per_stream] = round_plans(layout, per_stream)
         rounds = plans_by_steps[per_stream]

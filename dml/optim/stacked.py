@@ -46,7 +46,7 @@ from dml.optim.optimizers import SGD
 from dml.optim.penalties import StackedPenalty
 from dml.optim.schedules import StackedRate
 from dml.optim.streams import StreamLayout, make_streams, round_plans, subtree_reduce
-from dml.optim.summed_rounds import capped_local_steps, group_limits, sum_scale
+from dml.optim.summed_rounds import curvature_limited, group_limits, limited_rounds, sum_scale
 from dml.optim.training import (DivergedError, EpochResult, close_epoch, diverged_message)
 
 __all__ = ["train_stacked", "check_stackable", "RowGroups", "StreamMismatch"]
@@ -513,13 +513,15 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
     layouts = [group_layout(lengths[:, g], block_index[:, g], cfg) for g in range(n_groups)]
     if len({lay.starts for lay in layouts}) != 1:
         raise StreamMismatch("the groups' own fits cut their blocks into different streams")
-    steps_per_round = cfg.steps_per_round(layouts[0], round_cost_params(problem))
     plans_by_steps: dict = {}
     mode = cfg.combine_mode if layouts[0].n_streams > 1 else "average"
     runner = StreamRunner(blocks.parts, layouts[0], data.persisted)
     # Each group's own fit limits its summed rounds by the curvature of its own rows.
     limits = (group_limits(problem, replace(blocks, groups=None), n_groups, cfg)
               if mode == "sum" else [None] * n_groups)
+    # Whether a group's own fit targets the longer rounds of curvature-limited fits.
+    targets = {g: cfg.steps_per_round(layouts[0], round_cost_params(problem),
+                                      curvature_limited(limits[g])) for g in range(n_groups)}
     results = [list(row) for row in states]
     for g, j in cells:
         states[g][j].stop_reason = None
@@ -530,9 +532,9 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
         # rounds are capped by their step sizes) share no pass: one grid per round length.
         by_steps: dict = {}
         for g, j in active:
-            steps = steps_per_round if limits[g] is None else capped_local_steps(
-                steps_per_round, layouts[g], limits[g].steps(
-                    configs[g][j].schedule(states[g][j].opt.t + 1, states[g][j].lr_scale)))
+            c, st = configs[g][j], states[g][j]
+            steps = limited_rounds(targets[g], layouts[g], limits[g],
+                                   lambda t, c=c, st=st: c.schedule(t, st.lr_scale), st.opt.t)
             by_steps.setdefault(steps, []).append((g, j))
         out = {}
         for steps, members in by_steps.items():

@@ -143,9 +143,10 @@ class RoundSpec:
         return int(sum(self.taken))
 
 
-def round_plans(layout: StreamLayout, local_steps: int | None) -> list:
+def round_plans(layout: StreamLayout, local_steps) -> list:
     """The rounds of one epoch: every stream takes ``local_steps`` steps per round (None: its
-    whole epoch in one round). Streams with no steps left sit out with weight 0; the others are
+    whole epoch in one round; a tuple: round ``r`` takes ``local_steps[r]`` steps, the last
+    length repeating). Streams with no steps left sit out with weight 0; the others are
     weighted by their rows.
 
     Examples
@@ -153,19 +154,26 @@ def round_plans(layout: StreamLayout, local_steps: int | None) -> list:
     >>> layout = make_streams([10, 30, 20], batch_size=5, stream_steps=None)
     >>> [r.taken for r in round_plans(layout, 4)]
     [(2, 4, 4), (0, 2, 0)]
+    >>> [r.taken for r in round_plans(layout, (1, 5))]
+    [(1, 1, 1), (1, 5, 3)]
     """
     steps = np.array([layout.steps(s) for s in range(layout.n_streams)], dtype=np.int64)
     rows = np.array([layout.rows(s) for s in range(layout.n_streams)], dtype=np.float64)
     longest = int(steps.max()) if len(steps) else 0
-    L = max(longest if local_steps is None else int(local_steps), 1)
+    if isinstance(local_steps, tuple):
+        lengths = [max(int(n), 1) for n in local_steps] or [1]
+    else:
+        lengths = [max(longest if local_steps is None else int(local_steps), 1)]
     out = []
-    for r in range(-(-longest // L)):
-        first = r * L
+    first = 0
+    while first < longest:
+        L = lengths[min(len(out), len(lengths) - 1)]
         taken = np.clip(steps - first, 0, L)
         active = taken > 0
         total = float(rows[active].sum())
         weights = tuple(float(n) / total if a else 0.0 for n, a in zip(rows, active))
         out.append(RoundSpec(first, L, weights, tuple(int(t) for t in taken)))
+        first += L
     return out
 
 

@@ -24,11 +24,14 @@ starting where the last one ended, would not. Two limits keep rounds short enoug
 Losses with bounded gradients (log-loss, hinge, Huber, ...) under plain SGD or momentum cannot
 run away like this; their rounds are left as they are. A limited round takes
 ``⌊limit / W⌋`` steps per stream (:func:`capped_local_steps`), the step size being taken at the
-start of the epoch, so it stays the first-order equivalent of that many sequential steps; with
-more streams ``W`` than the limit (every stream takes at least one step) the round's sum is
-scaled by ``limit / S`` instead (:func:`sum_scale`), like one large-batch step whose length is
-capped. The limits depend only on the data and the configuration, never on the partitioning or
-on sparse vs dense storage.
+start of *that round* (:func:`limited_rounds`: rounds lengthen as a decaying step size falls),
+so it stays the first-order equivalent of that many sequential steps; with more streams ``W``
+than the limit (every stream takes at least one step) the round's sum is scaled by
+``limit / S`` instead (:func:`sum_scale`), like one large-batch step whose length is capped.
+Because every round of a curvature-limited fit is bounded this way, its automatic rounds aim at
+:data:`dml.optim.engine.LIMITED_SYNC_STEPS` steps rather than ``SYNC_STEPS``
+(:func:`curvature_limited`). The limits depend only on the data, the configuration and the
+step counter, never on the partitioning or on sparse vs dense storage.
 """
 from __future__ import annotations
 
@@ -39,7 +42,8 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["data_curvature", "round_curvature", "group_limits", "RoundLimit",
-           "round_limit", "optimizer_traits", "capped_local_steps", "sum_scale",
+           "round_limit", "optimizer_traits", "capped_local_steps", "limited_rounds", "sum_scale",
+           "curvature_limited",
            "ADAPTIVE_ROUND_STEPS",
            "EXACT_GRAM_FEATURES"]
 
@@ -49,6 +53,11 @@ ADAPTIVE_ROUND_STEPS = 32
 #: eigenvalue; above it the mean squared row norm (the Gram matrix's trace), an upper bound that
 #: costs one pass whatever the width (hashed text has 2^20 columns).
 EXACT_GRAM_FEATURES = 2048
+
+
+#: Curvatures of the most recent data sets (:func:`data_curvature`), oldest first.
+_CURVATURES: dict = {}
+_CACHED_CURVATURES = 16
 
 
 def _row_stats(X, w, intercept, exact):
@@ -128,7 +137,23 @@ def data_curvature(blocks, n_features: int, fit_intercept: bool) -> float:
     2.0
     """
     exact = _exact(n_features, fit_intercept)
-    return _largest(blocks.map_reduce(_gram_kernel, bool(fit_intercept), exact), exact)
+    # partial_fit prepares the same blocks on every call: their (content-derived) task keys
+    # name the data, so the pass is made once per data set, not once per call.
+    key = (tuple(str(getattr(p, "key", id(p))) for p in blocks.parts), int(n_features),
+           bool(fit_intercept))
+    if key in _CURVATURES:
+        return _CURVATURES[key]
+    value = _largest(blocks.map_reduce(_gram_kernel, bool(fit_intercept), exact), exact)
+    while len(_CURVATURES) >= _CACHED_CURVATURES:
+        del _CURVATURES[next(iter(_CURVATURES))]
+    _CURVATURES[key] = value
+    return value
+
+
+def _linear(problem) -> bool:
+    """Whether ``problem`` is a linear model on its raw features (not a network): the only
+    kind whose round limit can be read off the data."""
+    return all(hasattr(problem, a) for a in ("loss", "d", "fit_intercept"))
 
 
 def _loss_kappa(problem) -> float:
@@ -139,8 +164,7 @@ def group_limits(problem, blocks, n_groups: int, config) -> list:
     """:func:`round_limit` of every row group of the stacked trainer's ``blocks`` (whose
     weights come with a row mask per group, or None for all rows), in one pass."""
     traits = optimizer_traits(config)
-    if traits["adaptive"] or not all(hasattr(problem, a) for a in ("loss", "d",
-                                                                    "fit_intercept")):
+    if traits["adaptive"] or not _linear(problem):
         return [RoundLimit(None, **traits)] * n_groups
     kappa = _loss_kappa(problem)
     if kappa == 0.0:
@@ -155,7 +179,7 @@ def group_limits(problem, blocks, n_groups: int, config) -> list:
 def round_curvature(problem, blocks) -> float | None:
     """``κ · λ`` of ``problem`` on ``blocks`` (0 when its loss's gradient is bounded: no pass);
     None when the problem is not a linear model on its raw features (a network)."""
-    if not all(hasattr(problem, a) for a in ("loss", "d", "fit_intercept")):
+    if not _linear(problem):
         return None
     kappa = _loss_kappa(problem)
     if kappa == 0.0:
@@ -181,6 +205,22 @@ class RoundLimit:
         if not self.curvature or not lr > 0:
             return math.inf
         return (1.0 - self.momentum) / (float(self.curvature) * float(lr))
+
+
+def curvature_limited(limit) -> bool:
+    """Whether ``limit`` bounds rounds by a measured curvature (so automatic rounds may target
+    :data:`dml.optim.engine.LIMITED_SYNC_STEPS` steps): a linear model with an
+    unbounded-gradient loss under plain SGD or momentum, on data that is not all zeros.
+
+    Examples
+    --------
+    >>> curvature_limited(RoundLimit(2.0)), curvature_limited(RoundLimit(None, adaptive=True))
+    (True, False)
+    >>> curvature_limited(None), curvature_limited(RoundLimit(0.0))
+    (False, False)
+    """
+    return (limit is not None and not limit.adaptive and limit.curvature is not None
+            and limit.curvature > 0)
 
 
 def optimizer_traits(config) -> dict:
@@ -224,6 +264,41 @@ def capped_local_steps(local_steps, layout, limit: float):
     current = longest if local_steps is None else int(local_steps)
     capped = min(current, max(1, int(limit // layout.n_streams)))
     return local_steps if capped >= current else capped
+
+
+def limited_rounds(local_steps, layout, limit, lr_at, t: int):
+    """Stream steps of every round of an epoch that starts after ``t`` steps, each round
+    sized by :func:`capped_local_steps` for the step size ``lr_at(t' + 1)`` at *its own*
+    start ``t'``: rounds lengthen as a decaying step size falls. ``local_steps`` itself when
+    ``limit`` is None or never binds, an int when every round has the same length, else a
+    tuple for :func:`~dml.optim.streams.round_plans`. Depends only on the layout, the schedule and
+    ``t``, so a resumed or stacked fit plans the same rounds.
+
+    Examples
+    --------
+    >>> from dml.optim.streams import make_streams
+    >>> layout = make_streams([3200] * 8, batch_size=32, stream_steps=None)  # 8 streams, 100 steps
+    >>> limit = RoundLimit(1.0)
+    >>> limited_rounds(32, layout, limit, lambda t: 0.02 / t ** 0.25, 0)  # limit 50, 132, ...
+    (6, 16, 22, 27, 30)
+    >>> limited_rounds(32, layout, limit, lambda t: 0.001, 0)
+    32
+    """
+    if limit is None or layout.n_streams <= 1:
+        return local_steps
+    steps = np.array([layout.steps(s) for s in range(layout.n_streams)], dtype=np.int64)
+    longest = int(steps.max())
+    lengths, first, t = [], 0, int(t)
+    while first < longest:
+        L = capped_local_steps(local_steps, layout, limit.steps(lr_at(t + 1)))
+        L = longest if L is None else int(L)
+        lengths.append(L)
+        t += int(np.clip(steps - first, 0, L).sum())
+        first += L
+    plain = longest if local_steps is None else int(local_steps)
+    if len(set(lengths)) > 1:
+        return tuple(lengths)
+    return local_steps if lengths[0] == plain else lengths[0]
 
 
 def sum_scale(limit: float, total_steps: int) -> float:
