@@ -35,6 +35,8 @@ step counter, never on the partitioning or on sparse vs dense storage.
 """
 from __future__ import annotations
 
+import threading
+
 import math
 from dataclasses import dataclass
 
@@ -58,6 +60,7 @@ EXACT_GRAM_FEATURES = 2048
 #: Curvatures of the most recent data sets (:func:`data_curvature`), oldest first.
 _CURVATURES: dict = {}
 _CACHED_CURVATURES = 16
+_CURVATURES_LOCK = threading.Lock()
 
 
 def _row_stats(X, w, intercept, exact):
@@ -138,15 +141,20 @@ def data_curvature(blocks, n_features: int, fit_intercept: bool) -> float:
     """
     exact = _exact(n_features, fit_intercept)
     # partial_fit prepares the same blocks on every call: their (content-derived) task keys
-    # name the data, so the pass is made once per data set, not once per call.
-    key = (tuple(str(getattr(p, "key", id(p))) for p in blocks.parts), int(n_features),
-           bool(fit_intercept))
-    if key in _CURVATURES:
-        return _CURVATURES[key]
+    # name the data, so the pass is made once per data set, not once per call. Parts without a
+    # key are not cached (an object's id can be reused by other data once it is freed).
+    keys = [getattr(p, "key", None) for p in blocks.parts]
+    key = None if any(k is None for k in keys) else (
+        tuple(map(str, keys)), int(n_features), bool(fit_intercept))
+    with _CURVATURES_LOCK:
+        if key is not None and key in _CURVATURES:
+            return _CURVATURES[key]
     value = _largest(blocks.map_reduce(_gram_kernel, bool(fit_intercept), exact), exact)
-    while len(_CURVATURES) >= _CACHED_CURVATURES:
-        del _CURVATURES[next(iter(_CURVATURES))]
-    _CURVATURES[key] = value
+    if key is not None:
+        with _CURVATURES_LOCK:
+            while len(_CURVATURES) >= _CACHED_CURVATURES:
+                del _CURVATURES[next(iter(_CURVATURES))]
+            _CURVATURES[key] = value
     return value
 
 
