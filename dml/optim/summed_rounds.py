@@ -35,9 +35,8 @@ step counter, never on the partitioning or on sparse vs dense storage.
 """
 from __future__ import annotations
 
-import threading
-
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
