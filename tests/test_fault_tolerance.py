@@ -175,8 +175,11 @@ def test_random_forest_survives_a_killed_worker(cluster, fclient):
     np.testing.assert_array_equal(disturbed.predict_proba(X), reference.predict_proba(X))
 
 
-def test_gradient_boosting_survives_a_killed_worker(cluster, fclient):
+def test_gradient_boosting_survives_a_killed_worker(cluster, fclient, monkeypatch):
     from dml import ensemble
+    from dml.ensemble import _gb_fit
+
+    monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 0)  # several groups, on both workers
 
     X, y = classification(n=2000, d=6)
     Xd, yd = da.from_array(X, chunks=(250, -1)), da.from_array(y, chunks=250)
@@ -198,10 +201,13 @@ def _gbt_runs_processing(dask_scheduler):
             if str(k).startswith("gbt-run-") and ts.state == "processing"]
 
 
-def test_gradient_boosting_survives_a_worker_killed_inside_a_run(cluster, fclient):
+def test_gradient_boosting_survives_a_worker_killed_inside_a_run(cluster, fclient, monkeypatch):
     """The worker is killed while the long-lived tasks of a later run swap histograms: the run
     is abandoned and submitted again from its first round, with the same model."""
     from dml import ensemble
+    from dml.ensemble import _gb_fit
+
+    monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 0)  # several groups, on both workers
 
     X, y = classification(n=2400, d=6)
     Xd, yd = da.from_array(X, chunks=(200, -1)), da.from_array(y, chunks=200)

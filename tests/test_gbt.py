@@ -14,6 +14,15 @@ from dml.ensemble._gb_fit import _should_stop
 from dml.ensemble._gb_losses import make_loss
 
 
+@pytest.fixture(autouse=True)
+def _a_group_per_thread(monkeypatch):
+    """Tiny data would be grown as one group (``MIN_GROUP_CELLS``); these tests exercise the
+    groups and the exchanges between them."""
+    from dml.ensemble import _gb_fit
+
+    monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 0)
+
+
 def _exact_data(n=1500, d=5, seed=0, nan=0.0):
     """Few distinct values per feature (<= max_bins): dml's bins are scikit-learn's."""
     rng = np.random.default_rng(seed)

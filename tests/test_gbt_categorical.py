@@ -16,6 +16,15 @@ import dml
 from dml.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 
 
+@pytest.fixture(autouse=True)
+def _a_group_per_thread(monkeypatch):
+    """Tiny data would be grown as one group (``MIN_GROUP_CELLS``); these tests exercise the
+    groups and the exchanges between them."""
+    from dml.ensemble import _gb_fit
+
+    monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 0)
+
+
 def _cat_data(n=1500, seed=0, nan=0.05):
     """Features 1 and 3 are categorical codes (12 and 40 categories, 3 with gaps of 3) with
     effects that are not monotone in the code; the others are exact-bin numeric features."""

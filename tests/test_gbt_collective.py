@@ -13,6 +13,15 @@ from sklearn.datasets import make_classification
 from dml.ensemble import GradientBoostingClassifier, GradientBoostingRegressor, _gb_collective
 
 
+@pytest.fixture(autouse=True)
+def _a_group_per_thread(monkeypatch):
+    """Tiny data would be grown as one group (``MIN_GROUP_CELLS``); these tests exercise the
+    groups and the exchanges between them."""
+    from dml.ensemble import _gb_fit
+
+    monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 0)
+
+
 def _assert_same(a, b):
     for k in a.nodes_:
         np.testing.assert_array_equal(a.nodes_[k], b.nodes_[k])
@@ -40,6 +49,22 @@ def test_more_groups_than_threads(client, monkeypatch):
     assert a._fit_stats["groups"] == 5 and a._fit_stats["lost_runs"] == 0
     _assert_same(a, b)
     assert _leftovers(client) == 0
+
+
+def test_small_data_is_one_group(client, monkeypatch):
+    """Data below ``MIN_GROUP_CELLS`` per group is grown as one group (no exchange); the model
+    is the one grown by a group per thread."""
+    from dml.ensemble import _gb_fit
+
+    X, y = make_classification(n_samples=800, n_features=5, random_state=5)
+    Xd, yd = da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100)
+    kw = dict(max_iter=3, max_leaf_nodes=5, early_stopping=False, random_state=0)
+    a = GradientBoostingClassifier(**kw).fit(Xd, yd)  # a group per thread (fixture)
+    assert a._fit_stats["groups"] > 1
+    monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 10**9)
+    c = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    assert c._fit_stats["groups"] == 1
+    _assert_same(a, c)
 
 
 def test_lost_runs_restart_from_their_first_round(client, monkeypatch):
