@@ -32,9 +32,14 @@ class Cluster:
     def worker_procs(self):
         return [p for p in self.pc.procs[1:] if p.poll() is None]
 
-    def kill_one(self) -> int:
-        """SIGKILL the process group (nanny + worker) of a live worker; return its PID."""
-        proc = self.worker_procs()[-1]
+    def kill_one(self, name: str | None = None) -> int:
+        """SIGKILL the process group (nanny + worker) of a live worker (the one started as
+        ``--name name`` when given, else the newest); return its PID."""
+        procs = self.worker_procs()
+        if name is not None:
+            procs = [p for p in procs if f"--name {name} " in " ".join(map(str, p.args)) + " "]
+            assert procs, f"no live worker process named {name!r}"
+        proc = procs[-1]
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         return proc.pid
@@ -196,8 +201,10 @@ def test_gradient_boosting_survives_a_killed_worker(cluster, fclient, monkeypatc
 
 
 def _gbt_runs_processing(dask_scheduler):
-    """Run numbers of the boosting runs (``gbt-run-<fit>-<run>-<group>``) being processed."""
-    return [int(str(k).split("-")[-2]) for k, ts in dask_scheduler.tasks.items()
+    """(run number, worker name) of the boosting runs (``gbt-run-<fit>-<run>-<group>``) being
+    processed."""
+    return [(int(str(k).split("-")[-2]), ts.processing_on.name)
+            for k, ts in dask_scheduler.tasks.items()
             if str(k).startswith("gbt-run-") and ts.state == "processing"]
 
 
@@ -228,7 +235,8 @@ def test_gradient_boosting_survives_a_worker_killed_inside_a_run(cluster, fclien
 
 
 def _fit_killing_inside_a_run(cluster, processing, fit, lost_a_run, attempts=3):
-    """Fit while a thread kills one worker as soon as a run after the first is in progress.
+    """Fit while a thread kills a worker running a task of a run after the first, as soon as
+    one is in progress.
 
     Under load the kill can land just as the run finishes, and nothing is lost; the fit is then
     made again (at most ``attempts`` times) until one attempt lost a run. Returns every
@@ -242,8 +250,9 @@ def _fit_killing_inside_a_run(cluster, processing, fit, lost_a_run, attempts=3):
         def killer(killed=killed, running=running):
             with Client(cluster.pc.address, set_as_default=False) as c:
                 while not killed and running.is_set():
-                    if any(r >= 1 for r in c.run_on_scheduler(processing)):
-                        killed.append(cluster.kill_one())
+                    on = [name for r, name in c.run_on_scheduler(processing) if r >= 1]
+                    if on:
+                        killed.append(cluster.kill_one(on[0]))
                     time.sleep(0.005)
             cluster.add_worker()
 
@@ -261,8 +270,10 @@ def _fit_killing_inside_a_run(cluster, processing, fit, lost_a_run, attempts=3):
 
 
 def _sgd_runs_processing(dask_scheduler):
-    """Run numbers of the SGD epoch runs (``sgd-run-<fit>-<run>-<group>``) being processed."""
-    return [int(str(k).split("-")[-2]) for k, ts in dask_scheduler.tasks.items()
+    """(run number, worker name) of the SGD epoch runs (``sgd-run-<fit>-<run>-<group>``) being
+    processed."""
+    return [(int(str(k).split("-")[-2]), ts.processing_on.name)
+            for k, ts in dask_scheduler.tasks.items()
             if str(k).startswith("sgd-run-") and ts.state == "processing"]
 
 
