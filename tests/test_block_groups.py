@@ -14,7 +14,8 @@ from dml._blocks import as_blocks, tree_reduce
 from dml.linear_model import SGDClassifier
 from dml.optim.data import prepare
 
-BLOCK_COUNTS = [1, 7, 8, 9, 64, 65, 256]
+# 256 blocks (16 s here) runs in the full suite only; 64 and 65 keep many blocks in the quick one.
+BLOCK_COUNTS = [1, 7, 8, 9, 64, 65, pytest.param(256, marks=pytest.mark.slow)]
 
 
 def _data(n_blocks, rows=5, d=3, seed=0):
@@ -117,7 +118,7 @@ def test_a_pass_over_grouped_blocks_runs_one_task_per_group(client):
     assert out.compute()["n"] == len(X)
 
 
-@pytest.mark.parametrize("n_blocks", [8, 256])
+@pytest.mark.parametrize("n_blocks", [8, 64, pytest.param(256, marks=pytest.mark.slow)])
 def test_prepare_on_grouped_blocks_equals_per_block(inprocess_client, n_blocks):
     """The training/validation split and label encoding of grouped blocks are the per-block
     ones, block by block."""
@@ -141,6 +142,7 @@ def test_prepare_on_grouped_blocks_equals_per_block(inprocess_client, n_blocks):
                     np.testing.assert_array_equal(ua, ub)
 
 
+@pytest.mark.slow  # about 12 s: runs in the full suite only
 def test_sgd_fit_is_the_same_with_blocks_held_in_groups_or_not(inprocess_client, monkeypatch):
     """SGDClassifier on 256 blocks: persisted in groups of 64 blocks or one object per block,
     the same model bit for bit (and the same as not persisting at all)."""

@@ -98,6 +98,7 @@ class ReadOnly:
                 os.chmod(d, 0o755)
 
 
+@pytest.mark.slow  # a fresh process compiling kernels (about 7 s): full suite only
 def test_compiled_kernels_go_to_the_cache_dir_never_into_the_package(tmp_path):
     src = _package_copy(tmp_path)
     env = {"PYTHONPATH": str(src), "DML_CACHE_DIR": str(tmp_path / "cache")}
@@ -115,6 +116,7 @@ def test_compiled_kernels_go_to_the_cache_dir_never_into_the_package(tmp_path):
     assert _compiled_files(src) == []
 
 
+@pytest.mark.slow  # a fresh process compiling kernels (about 7 s): full suite only
 def test_default_cache_dir_is_the_user_cache(tmp_path):
     src = _package_copy(tmp_path)
     home = tmp_path / "home"

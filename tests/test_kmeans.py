@@ -448,6 +448,7 @@ def test_bad_input_is_reported_clearly():
         km.predict(X[:, :3])
 
 
+@pytest.mark.slow  # about 5 s: runs in the full suite only
 def test_sklearn_estimator_checks():
     from sklearn.utils.estimator_checks import check_estimator
 

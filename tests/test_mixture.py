@@ -160,7 +160,9 @@ def test_em_converges_like_sklearn(inprocess_client, covariance_type):
     assert_same_model(ours, sk)
 
 
-@pytest.mark.parametrize("covariance_type", TYPES)
+# "full" in the quick suite; the other covariance types (about 8 s) in the full one.
+@pytest.mark.parametrize("covariance_type", [
+    t if t == "full" else pytest.param(t, marks=pytest.mark.slow) for t in TYPES])
 def test_lower_bound_never_decreases(inprocess_client, covariance_type):
     X, _ = blobs(800, k=5, seed=2)
     # From uniform random responsibilities EM has a long way to go (the bound rises a lot).
