@@ -524,7 +524,14 @@ def _fused_sparse_sums(index, X, inverse, wf, L, non_negative, estimator):
     if not finite:
         return None
     cols = cols[:k].astype(X.indices.dtype)
-    values = np.ascontiguousarray(sums[cols].T)
+    return _dense_rows_on_columns(np.ascontiguousarray(sums[cols].T), cols, d)
+
+
+def _dense_rows_on_columns(values, cols, d):
+    """An (L, d) CSR whose every row stores ``values[r]`` at the sorted columns ``cols``
+    (``values`` is a C-contiguous (L, len(cols)) array): per-class sums kept only on the
+    columns some class uses."""
+    L, k = values.shape
     return sp.csr_matrix((values.ravel(), np.tile(cols, L), np.arange(L + 1) * k),
                          shape=(L, d))
 
@@ -550,10 +557,7 @@ def _class_sums(X, inverse, wf, L):
         for c in range(1, L):
             kept |= values[:, c] != 0
         cols = np.flatnonzero(kept).astype(X.indices.dtype)
-        k = len(cols)
-        sums = np.ascontiguousarray(values[cols].T)
-        return sp.csr_matrix((sums.ravel(), np.tile(cols, L), np.arange(L + 1) * k),
-                             shape=(L, d))
+        return _dense_rows_on_columns(np.ascontiguousarray(values[cols].T), cols, d)
     used = np.zeros(d, dtype=bool)
     used[X.indices] = True
     cols = np.flatnonzero(used).astype(X.indices.dtype)
@@ -565,9 +569,7 @@ def _class_sums(X, inverse, wf, L):
         # The (weighted) one-hot labels as a dense (n, L) matrix: Xc.T @ Y is one pass over
         # the stored entries per class (scikit-learn's product), with an (L, k) dense result.
         Y = np.where(inverse[:, None] == np.arange(L), wf[:, None], 0.0)
-        values = np.ascontiguousarray(np.asarray(Xc.T @ Y).T)
-        return sp.csr_matrix((values.ravel(), np.tile(cols, L), np.arange(L + 1) * k),
-                             shape=(L, d))
+        return _dense_rows_on_columns(np.ascontiguousarray(np.asarray(Xc.T @ Y).T), cols, d)
     # Many classes: Y as a sparse (L, n) one-hot matrix, Y @ Xc costs O(nnz).
     Y = sp.csr_matrix((wf, (inverse, np.arange(n))), shape=(L, n))
     out = (Y @ Xc).tocsr()
