@@ -161,13 +161,14 @@ def test_example_jobs_on_process_cluster(process_cluster, tmp_path, capsys, name
     assert dml.load(tmp_path / "model.dml").steps[-1][0] == "model"
 
 
-@pytest.mark.slow
-def test_demo_quick_on_embedded_cluster(tmp_path):
-    proc = run_cli("demo", "--quick", cwd=tmp_path, timeout=300)
-    assert_ok(proc)
-    assert "dashboard: http" in proc.stderr
-    lines = proc.stdout.splitlines()
-    assert lines[0].split()[:4] == ["model", "data", "rows", "fit"]
+def check_demo_output(stdout: str, stderr: str) -> None:
+    """The demo's metrics table has a sensible row for every entry of ``cli.DEMOS`` and it
+    printed the dashboard's address. Run by tests/test_readme_commands.py, whose README command 1
+    is ``dml demo`` itself (small with ``$DML_DEMO_QUICK``): one demo run checks both."""
+    assert "dashboard: http" in stderr
+    lines = stdout.splitlines()
+    lines = lines[next(i for i, line in enumerate(lines) if line.split()[:4] ==
+                       ["model", "data", "rows", "fit"]):]
     # Columns by the spans of the dashed rule under the header (cells may contain spaces).
     spans = [m.span() for m in re.finditer(r"-+", lines[1])]
     header = [lines[0][a:b].strip() for a, b in spans]
@@ -184,7 +185,6 @@ def test_demo_quick_on_embedded_cluster(tmp_path):
             # Every regression row explains most of the variance (the generated ratings are
             # rank 5 + noise 0.3: a test R2 near 0 means the demo data or the model broke).
             assert float(row["RMSE"]) > 0 and float(row["R2"]) > 0.8, line
-    assert list(tmp_path.iterdir()) == []  # the demo writes no files
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from test_cli import check_demo_output
 from test_project import readme_commands
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,13 +44,13 @@ def _clean_env(tmp_path: Path) -> dict:
     return env
 
 
-def _run(command: str, cwd: Path, env: dict, timeout: int) -> str:
+def _run(command: str, cwd: Path, env: dict, timeout: int) -> subprocess.CompletedProcess:
     proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
     assert proc.returncode == 0, (
         f"`{command}` exited with {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
         f"\n--- stderr\n{proc.stderr[-4000:]}")
-    return proc.stdout
+    return proc
 
 
 def _site_packages(venv: Path) -> Path:
@@ -75,7 +76,12 @@ def test_readme_commands_in_sequence_on_a_clean_clone(tmp_path):
     # Command 1 as written: a regular (non-editable) install, then the demo.
     demo_env = {**env, "DML_DEMO_QUICK": "1"}
     demo = _run(install_and_demo, clone, demo_env, timeout=1800)
-    assert "gaussian_nb" in demo and "accuracy" in demo, demo
+    check_demo_output(demo.stdout, demo.stderr)
+    # The demo writes no files: nothing but the virtualenv and pip's build products appeared.
+    status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=clone,
+                            capture_output=True, text=True, check=True).stdout.split("\n")
+    installed_by_pip = {"!! .venv/", "!! build/", "!! dml.egg-info/"}
+    assert [line for line in status if line and line not in installed_by_pip] == [], status
     installed = _site_packages(clone / ".venv") / "dml"
     assert (installed / "__init__.py").is_file(), "command 1 did not install the package"
     # The demo's numba kernels (trees, k-NN, ALS) are cached in the user cache directory ...
@@ -96,7 +102,7 @@ def test_readme_commands_in_sequence_on_a_clean_clone(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     probe = _run(f"{clone}/.venv/bin/python -c 'import dml; print(dml.__file__); "
-                 "print(callable(dml.save))'", elsewhere, env, timeout=300)
+                 "print(callable(dml.save))'", elsewhere, env, timeout=300).stdout
     assert probe.split() == [str(clone / "dml" / "__init__.py"), "True"], probe
 
     # The test that failed that way: the quickstart notebook on its embedded cluster (its
