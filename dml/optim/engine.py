@@ -2,10 +2,12 @@
 
 The blocks are walked by *streams* (:mod:`dml.optim.streams`): runs of consecutive blocks with
 at least ``stream_steps`` mini-batch steps per epoch each, walked in order by one model, every
-block's rows in its own shuffled order ``block_rng(seed, "shuffle", epoch, block)``. One
-*round*: the client broadcasts the parameters and the optimiser state; every stream takes up to
-``local_steps`` steps from them; the streams' results are combined in the fixed tree order over
-the streams; an epoch is as many rounds as the longest stream needs.
+block's rows in its own shuffled order ``block_rng(seed, "shuffle", epoch, block)``, cut into
+mini-batches that run on across the blocks' boundaries (a stream of n rows takes
+``ceil(n / batch_size)`` steps). One *round*: the client broadcasts the parameters and the
+optimiser state; every stream takes up to ``local_steps`` steps from them; the streams' results
+are combined in the fixed tree order over the streams; an epoch is as many rounds as the
+longest stream needs.
 
 How the streams' results are combined (``combine``) is what keeps the progress of an epoch
 independent of how many streams run side by side (docs/partition_parallel_sgd.md works through

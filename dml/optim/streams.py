@@ -10,10 +10,11 @@ Dask tasks decides what a round costs. The two are kept apart here:
   ``batch_size`` rows: a batch may take the tail of one block and the head of the next, so a
   stream of ``n`` rows takes ``ceil(n / batch_size)`` steps however many blocks it walks, and
   only its last batch is short. :func:`make_streams` cuts the blocks into streams of at least
-  ``stream_steps`` mini-batch steps per epoch each, so the sequential depth of a stream — the number of steps one
-  model takes per epoch — does not shrink when the data comes in more, smaller partitions. The
-  number of streams (the parallel width) therefore grows with the number of rows, not with the
-  number of partitions: ``n_rows / (stream_steps · batch_size)`` streams at most.
+  ``stream_steps`` mini-batch steps per epoch each, so the sequential depth of a stream — the
+  number of steps one model takes per epoch — does not shrink when the data comes in more,
+  smaller partitions. The number of streams (the parallel width) therefore grows with the
+  number of rows, not with the number of partitions: ``n_rows / (stream_steps · batch_size)``
+  streams at most.
 * A **round** is a segment of every stream's epoch: each stream takes up to ``local_steps``
   steps from the round's starting parameters, then the streams' results are combined
   (:mod:`dml.optim.engine` says how). :func:`round_plans` lays out an epoch's rounds.
