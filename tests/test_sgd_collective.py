@@ -44,7 +44,7 @@ def test_collective_runs_are_used_and_equal_the_chained_graphs(client, monkeypat
     chained round task, and the chained graphs' model bit for bit."""
     X, y = _data()
     make = lambda: SGDRegressor(max_iter=2, tol=None, random_state=0,  # noqa: E731
-                                stream_steps=4, local_steps=2)
+                                stream_steps=3, local_steps=2)  # 64 blocks: 16 streams
     found = {}
     for n_blocks in (1, 8, 64):
         found[n_blocks] = _fit(client, make, X, y, n_blocks)

@@ -156,7 +156,8 @@ def test_rounds_lengthen_as_the_step_size_decays():
 
 
 def test_partial_fit_measures_the_curvature_once_per_data_set(monkeypatch):
-    X, y, _, _ = _regression(8000, d=5)
+    # 18 blocks of 500 rows: two streams of 9 blocks (at least 128 batches of 32 each).
+    X, y, _, _ = _regression(9000, d=5)
     Xd, yd = da.from_array(X, chunks=(500, -1)), da.from_array(y, chunks=500)
     passes = []
     largest = summed_rounds._largest

@@ -2,10 +2,12 @@
 
 The blocks are walked by *streams* (:mod:`dml.optim.streams`): runs of consecutive blocks with
 at least ``stream_steps`` mini-batch steps per epoch each, walked in order by one model, every
-block's rows in its own shuffled order ``block_rng(seed, "shuffle", epoch, block)``. One
-*round*: the client broadcasts the parameters and the optimiser state; every stream takes up to
-``local_steps`` steps from them; the streams' results are combined in the fixed tree order over
-the streams; an epoch is as many rounds as the longest stream needs.
+block's rows in its own shuffled order ``block_rng(seed, "shuffle", epoch, block)``, cut into
+mini-batches that run on across the blocks' boundaries (a stream of n rows takes
+``ceil(n / batch_size)`` steps). One *round*: the client broadcasts the parameters and the
+optimiser state; every stream takes up to ``local_steps`` steps from them; the streams' results
+are combined in the fixed tree order over the streams; an epoch is as many rounds as the
+longest stream needs.
 
 How the streams' results are combined (``combine``) is what keeps the progress of an epoch
 independent of how many streams run side by side (docs/partition_parallel_sgd.md works through
@@ -50,6 +52,7 @@ from dataclasses import dataclass, replace
 
 import dask
 import numpy as np
+import scipy.sparse as sp
 from dask import delayed
 from dask._task_spec import Task, TaskRef
 from dask.delayed import Delayed
@@ -227,6 +230,8 @@ def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, pla
                     rng=None):
     """Run steps ``first..last-1`` of one block's epoch in place; returns (loss_sum, first_loss,
     finite). Step ``first + k`` is numbered ``t0 + k + 1`` for the schedule and the optimiser.
+    Step ``s`` takes rows ``order[s B:(s + 1) B]`` (the rows themselves without ``order``), the
+    last batch short when ``order`` (or X) runs out.
 
     This is the whole numerical content of a round, also usable on its own: the one-block
     reference of plain sequential mini-batch SGD. A problem with ``stochastic = True`` (dropout)
@@ -237,7 +242,7 @@ def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, pla
         return sparse_steps.lazy_sgd_steps(problem, params, X, Y, w, order, first, last, t0,
                                            plan)
     B = cfg.batch_size
-    n = X.shape[0]
+    n = X.shape[0] if order is None else len(order)
     opt, schedule, penalty = cfg.optimizer, cfg.schedule, cfg.penalty
     avg_start = int(cfg.average) if cfg.averaging else None
     loss_sum = 0.0
@@ -266,12 +271,34 @@ def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, pla
 
 def stream_steps_run(problem, params, slots, parts, s, plan: RoundPlan):
     """Stream ``s``'s steps of this round, in place: its blocks in order, each block's rows in
-    its epoch permutation. ``parts[b]`` is block b's ``(X, Y, w)``. Returns
-    (loss_sum, first_loss, finite)."""
+    its epoch permutation, cut into batches across the blocks' boundaries
+    (:meth:`~dml.optim.streams.StreamLayout.segments`). ``parts[b]`` is block b's
+    ``(X, Y, w)``. Returns (loss_sum, first_loss, finite).
+
+    The batches inside a block run on the block itself; a batch that starts in one block and
+    ends in a later one is copied together from the few rows it takes of each (at most
+    ``batch_size`` rows), so nothing beyond the blocks a round touches is held.
+    """
     layout, cfg = plan.layout, plan.config
+    B = cfg.batch_size
     last = plan.first_step + plan.local_steps
-    loss_sum, first_loss, done = 0.0, None, 0
+    stream_rows = layout.rows(s)
+    pos = plan.first_step * B  # stream row of the next row taken
+    totals = [0.0, None, 0]  # loss_sum, first_loss, steps done
     stochastic = getattr(problem, "stochastic", False)
+    carry: list = []  # (X, Y, w) row pieces of a batch begun in an earlier block
+    carried = 0
+
+    def run(X, Y, w, order, n_steps, rng):
+        ls, fl, finite = local_sgd_steps(problem, params, slots, X, Y, w, order, 0, n_steps,
+                                         plan.t0 + totals[2], plan, rng=rng)
+        totals[0] += ls
+        if totals[1] is None:
+            totals[1] = fl
+        totals[2] += n_steps
+        return finite
+
+    rng = None
     for b, lo, hi in layout.segments(s, plan.first_step, last):
         X, Y, w = parts[b]
         n = X.shape[0]
@@ -279,15 +306,43 @@ def stream_steps_run(problem, params, slots, parts, s, plan: RoundPlan):
                  if cfg.shuffle else None)
         # Per-step noise (dropout) of this block and round; drawn only by stochastic problems.
         rng = block_rng(plan.seed, "noise", plan.epoch, b, lo) if stochastic else None
-        ls, fl, finite = local_sgd_steps(problem, params, slots, X, Y, w, order, lo, hi,
-                                         plan.t0 + done, plan, rng=rng)
-        loss_sum += ls
-        if first_loss is None:
-            first_loss = fl
-        if not finite:
-            return loss_sum, first_loss, False
-        done += hi - lo
-    return loss_sum, first_loss, True
+        pos += hi - lo
+        if carried:
+            take = min(B - carried, hi - lo)
+            carry.append(_take_rows(X, Y, w, order, lo, lo + take))
+            carried += take
+            lo += take
+            if carried == B or pos == stream_rows and lo == hi:
+                if not run(*_join_rows(carry), None, 1, rng):
+                    return totals[0], totals[1], False
+                carry, carried = [], 0
+        # Whole batches inside the block; the stream's last (short) batch too when it ends here.
+        n_steps = (hi - lo) // B + (1 if pos == stream_rows and (hi - lo) % B else 0)
+        if n_steps:
+            sub = order[lo:] if order is not None else (None if lo == 0 else np.arange(lo, n))
+            if not run(X, Y, w, sub, n_steps, rng):
+                return totals[0], totals[1], False
+        rest = lo + n_steps * B
+        if rest < hi:
+            carry.append(_take_rows(X, Y, w, order, rest, hi))
+            carried += hi - rest
+    if carried:  # unreachable: a round ends on a batch boundary or at the stream's end
+        raise AssertionError("a round ended inside a mini-batch")
+    return totals[0], totals[1], True
+
+
+def _take_rows(X, Y, w, order, lo, hi):
+    """Rows ``lo .. hi - 1`` of a block's epoch order, copied."""
+    idx = order[lo:hi] if order is not None else np.arange(lo, hi)
+    return X[idx], Y[idx], None if w is None else w[idx]
+
+
+def _join_rows(pieces):
+    """One mini-batch ``(X, Y, w)`` out of row pieces of consecutive blocks."""
+    Xs, Ys, ws = zip(*pieces)
+    X = (sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.concatenate(Xs))
+    w = None if ws[0] is None else np.concatenate(ws)
+    return X, np.concatenate(Ys), w
 
 
 #: Slots that are running sums of the iterates (combined as the parameters are); the others

@@ -86,7 +86,7 @@ def _numpy_steps(problem, params, X, Y, w, order, first, last, t0, plan):
     outputs, e.g. softmax); the problem computes each batch's gradient on its columns."""
     cfg = plan.config
     B = cfg.batch_size
-    n = X.shape[0]
+    n = X.shape[0] if order is None else len(order)
     indptr, indices, values = X.indptr, X.indices, X.data
     W, b = problem.unpack_views(params)
     l2 = cfg.penalty.l2

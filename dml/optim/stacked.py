@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
+import scipy.sparse as sp
 from dask import delayed
 
 from dml._blocks import block_rng, tree_add
@@ -262,29 +263,44 @@ def _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, first_k, last_k,
     loss_sum[groups] += acc
 
 
-def _grid_block_steps(X, Y, w, mask, problem, P, slots, plan: _GridPlan, steps, block,
-                      loss_sum, first_loss, want_first):
-    """Run this block's steps of the round for every packed group, in place.
+def _grid_stream_steps(parts, segs, problem, P, slots, plan: _GridPlan, loss_sum, first_loss):
+    """Run one stream's steps of the round for every packed group, in place.
 
-    ``steps[g]`` is ``(lo, hi, t0)``: the group's block-local steps ``lo .. hi - 1``, numbered
-    from ``t0 + 1``; groups without steps here are absent. ``want_first[g]``: whether the
-    group's first step of the round is here (its loss is the round's first loss).
+    ``segs[g]`` is the group's :meth:`~dml.optim.streams.StreamLayout.segments` of the round
+    (groups without steps are absent). A group's rows are its blocks' rows in their epoch
+    orders, one block after the other, cut into batches across the blocks' boundaries as its
+    own fit cuts them; when the round touches several blocks they are put side by side.
     """
     B = plan.config.batch_size
     n_groups = len(plan.columns)
-    rows, n_steps = {}, np.zeros(n_groups, dtype=np.int64)
-    for g, (lo, hi, _) in steps.items():
-        col = plan.columns[g]
-        idx = np.arange(X.shape[0]) if col is None else np.flatnonzero(mask[:, col])
-        # The group's own fit sees these rows as one of its blocks: the same permutation.
-        order = (block_rng(plan.seed, "shuffle", plan.epoch,
-                           plan.block_index[block][g]).permutation(len(idx))
-                 if plan.config.shuffle else np.arange(len(idx)))
-        rows[g] = idx[order[lo * B:hi * B]]
-        n_steps[g] = hi - lo
-    if not rows:
+    blocks = sorted({b for pieces in segs.values() for b, _, _ in pieces})
+    if not blocks:
         return
-    t0 = tuple(int(steps[g][2]) if g in steps else 0 for g in range(n_groups))
+    offsets, off = {}, 0
+    for b in blocks:
+        offsets[b] = off
+        off += parts[b][0].shape[0]
+    rows, n_steps = {}, np.zeros(n_groups, dtype=np.int64)
+    for g, pieces in segs.items():
+        col = plan.columns[g]
+        chunks = []
+        for b, lo, hi in pieces:
+            mask = parts[b][2][1]
+            idx = (np.arange(parts[b][0].shape[0]) if col is None
+                   else np.flatnonzero(mask[:, col]))
+            # The group's own fit sees these rows as one of its blocks: the same permutation.
+            order = (block_rng(plan.seed, "shuffle", plan.epoch,
+                               plan.block_index[b][g]).permutation(len(idx))
+                     if plan.config.shuffle else np.arange(len(idx)))
+            chunks.append(offsets[b] + idx[order[lo:hi]])
+        rows[g] = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64)
+        n_steps[g] = -(-len(rows[g]) // B)
+    if len(blocks) == 1:
+        X, Y, (w, _) = parts[blocks[0]]
+    else:
+        X, Y, w = _side_by_side([parts[b] for b in blocks])
+    want_first = {g: True for g in segs}
+    t0 = tuple(int(plan.t0[g]) if g in segs else 0 for g in range(n_groups))
     plan = replace(plan, t0=t0)
     T = problem.stack_targets(Y)
     m = P.shape[1]
@@ -329,23 +345,10 @@ def _grid_stream(parts, problem, payload, plan: _GridPlan, s):
     m = P.shape[1]
     loss_sum = np.zeros((n_groups, m))
     first_loss = np.zeros((n_groups, m))
-    # Per block: each active group's (lo, hi, step counter before the block's first step).
-    per_block = {}
-    for g in range(n_groups):
-        if not active[g]:
-            continue
-        done = 0
-        last = plan.first[g] + plan.local_steps[g]
-        for b, lo, hi in plan.layouts[g].segments(s, plan.first[g], last):
-            per_block.setdefault(b, {})[g] = (lo, hi, plan.t0[g] + done, done == 0)
-            done += hi - lo
+    segs = {g: plan.layouts[g].segments(s, plan.first[g], plan.first[g] + plan.local_steps[g])
+            for g in range(n_groups) if active[g]}
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        for b in sorted(per_block):
-            X, Y, (w, mask) = parts[b]
-            steps = {g: v[:3] for g, v in per_block[b].items()}
-            want_first = {g: v[3] for g, v in per_block[b].items()}
-            _grid_block_steps(X, Y, w, mask, problem, P, slots, plan, steps, b, loss_sum,
-                              first_loss, want_first)
+        _grid_stream_steps(parts, segs, problem, P, slots, plan, loss_sum, first_loss)
         finite = np.isfinite(loss_sum) & np.isfinite(P).all(axis=2)
     weight = np.array([plan.weights[s][g] for g in range(n_groups)])
     scale3 = weight[:, None, None]
@@ -393,6 +396,15 @@ def _subset_plan(plan: _GridPlan, groups) -> _GridPlan:
                    sum_scale=None if plan.sum_scale is None else plan.sum_scale[groups])
 
 
+def _side_by_side(parts):
+    """``(X, Y, w)`` of several blocks ``(X, Y, (w, mask))`` one after the other."""
+    Xs = [p[0] for p in parts]
+    X = sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.concatenate(Xs)
+    ws = [p[2][0] for p in parts]
+    w = None if ws[0] is None else np.concatenate(ws)
+    return X, np.concatenate([p[1] for p in parts]), w
+
+
 def _with_masks(part, mask):
     X, Y, w = part
     return X, Y, (w, mask)
@@ -422,7 +434,7 @@ def group_layout(lengths, block_index, cfg: SGDConfig) -> StreamLayout:
     starts = [0] + [first_full[j] for j in own_layout.starts[1:-1]] + [len(lengths)]
     steps = -(-lengths // cfg.batch_size)
     return StreamLayout(tuple(int(x) for x in starts), tuple(int(x) for x in steps),
-                        tuple(int(x) for x in lengths))
+                        tuple(int(x) for x in lengths), int(cfg.batch_size))
 
 
 def train_stacked(problem, data: TrainingData, configs, train_configs, states, *,

@@ -6,11 +6,15 @@ Dask tasks decides what a round costs. The two are kept apart here:
 
 * A **stream** is a run of consecutive blocks walked in order by one model: each block's rows in
   that block's own shuffled order (``block_rng(seed, "shuffle", epoch, block)``), one block after
-  the other. :func:`make_streams` cuts the blocks into streams of at least ``stream_steps``
-  mini-batch steps per epoch each, so the sequential depth of a stream — the number of steps one
-  model takes per epoch — does not shrink when the data comes in more, smaller partitions. The
-  number of streams (the parallel width) therefore grows with the number of rows, not with the
-  number of partitions: ``n_rows / (stream_steps · batch_size)`` streams at most.
+  the other. A stream's epoch is the concatenation of those rows cut into mini-batches of
+  ``batch_size`` rows: a batch may take the tail of one block and the head of the next, so a
+  stream of ``n`` rows takes ``ceil(n / batch_size)`` steps however many blocks it walks, and
+  only its last batch is short. :func:`make_streams` cuts the blocks into streams of at least
+  ``stream_steps`` mini-batch steps per epoch each, so the sequential depth of a stream — the
+  number of steps one model takes per epoch — does not shrink when the data comes in more,
+  smaller partitions. The number of streams (the parallel width) therefore grows with the
+  number of rows, not with the number of partitions: ``n_rows / (stream_steps · batch_size)``
+  streams at most.
 * A **round** is a segment of every stream's epoch: each stream takes up to ``local_steps``
   steps from the round's starting parameters, then the streams' results are combined
   (:mod:`dml.optim.engine` says how). :func:`round_plans` lays out an epoch's rounds.
@@ -51,14 +55,17 @@ class StreamLayout:
         First block of every stream, plus the number of blocks at the end: stream ``s`` walks
         the blocks ``starts[s] .. starts[s + 1] - 1``.
     block_steps : tuple of int
-        Mini-batch steps per epoch of every block (``ceil(rows / batch_size)``).
+        ``ceil(rows / batch_size)`` of every block (what the block alone would take).
     block_rows : tuple of int
         Training rows of every block.
+    batch_size : int
+        Rows per mini-batch.
     """
 
     starts: tuple
     block_steps: tuple
     block_rows: tuple
+    batch_size: int
 
     @property
     def n_streams(self) -> int:
@@ -68,23 +75,37 @@ class StreamLayout:
         return range(self.starts[s], self.starts[s + 1])
 
     def steps(self, s: int) -> int:
-        return int(sum(self.block_steps[b] for b in self.blocks(s)))
+        """Mini-batch steps per epoch of stream ``s``: its rows cut into batches across its
+        blocks' boundaries."""
+        return -(-self.rows(s) // self.batch_size)
 
     def rows(self, s: int) -> int:
         return int(sum(self.block_rows[b] for b in self.blocks(s)))
 
     def segments(self, s: int, first: int, last: int) -> list:
-        """``[(block, lo, hi)]``: the block-local step ranges that make up stream steps
-        ``first .. last - 1`` of stream ``s``, in order."""
+        """``[(block, lo, hi)]``: the rows of stream steps ``first .. last - 1`` of stream
+        ``s``, in order, as ranges of positions in each block's epoch order (rows ``lo .. hi - 1``
+        of the block's permutation). Steps are ``batch_size`` consecutive stream rows, so a range
+        may start or end inside a batch that continues in the neighbouring block.
+
+        Examples
+        --------
+        >>> layout = make_streams([5, 5, 5], batch_size=4, stream_steps=None)
+        >>> layout.segments(0, 0, 2)
+        [(0, 0, 5)]
+        >>> make_streams([5, 5, 5], batch_size=4, stream_steps=4).segments(0, 1, 3)
+        [(0, 4, 5), (1, 0, 5), (2, 0, 2)]
+        """
+        a, e = first * self.batch_size, last * self.batch_size
         out = []
         offset = 0
         for b in self.blocks(s):
-            n = self.block_steps[b]
-            lo, hi = max(first - offset, 0), min(last - offset, n)
+            n = self.block_rows[b]
+            lo, hi = max(a - offset, 0), min(e - offset, n)
             if lo < hi:
                 out.append((b, lo, hi))
             offset += n
-            if offset >= last:
+            if offset >= e:
                 break
         return out
 
@@ -92,7 +113,8 @@ class StreamLayout:
 def make_streams(lengths, batch_size: int, stream_steps: int | None) -> StreamLayout:
     """Cut consecutive blocks into streams of at least ``stream_steps`` steps per epoch.
 
-    Blocks are taken in order until the stream has ``stream_steps`` steps; a block at least
+    Blocks are taken in order until the stream's rows make ``stream_steps`` batches (batches
+    run across block boundaries: :meth:`StreamLayout.segments`); a block at least
     that long is a stream of its own. A last stream shorter than ``stream_steps`` joins the one
     before it. ``stream_steps=None`` makes every block a stream (the layout of plain local SGD).
 
@@ -106,24 +128,27 @@ def make_streams(lengths, batch_size: int, stream_steps: int | None) -> StreamLa
     (0, 1, 2)
     """
     lengths = np.asarray(lengths, dtype=np.int64)
-    steps = -(-lengths // int(batch_size))
+    B = int(batch_size)
+    steps = -(-lengths // B)
     n = len(lengths)
     if stream_steps is None:
         starts = list(range(n + 1))
     else:
+        # A stream closes once its rows fill stream_steps batches (the last may be short).
+        need = (int(stream_steps) - 1) * B + 1
         starts = [0]
         acc = 0
         for b in range(n):
-            acc += int(steps[b])
-            if acc >= stream_steps and b + 1 < n:
+            acc += int(lengths[b])
+            if acc >= need and b + 1 < n:
                 starts.append(b + 1)
                 acc = 0
         starts.append(n)
         # A short tail (fewer than stream_steps steps) walks on from the stream before it.
-        if len(starts) > 2 and int(steps[starts[-2]:].sum()) < stream_steps:
+        if len(starts) > 2 and int(lengths[starts[-2]:].sum()) < need:
             del starts[-2]
     return StreamLayout(tuple(int(s) for s in starts), tuple(int(s) for s in steps),
-                        tuple(int(n) for n in lengths))
+                        tuple(int(n) for n in lengths), B)
 
 
 @dataclass(frozen=True)
