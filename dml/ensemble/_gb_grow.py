@@ -45,9 +45,18 @@ def route_kernel(part, assign, route):
                                bitsets)
 
 
-def hist_kernel(part, state, assign, slot_map, S, nb):
+def grow_kernel(part, state, assign, route, slot_map, S, nb):
+    """A wave on one block: the rows of the nodes split since the last wave move one level
+    down (``route``: None when none were), then the requested histograms are counted.
+    Returns the new node assignment and the histograms."""
+    if route is None:
+        T, M = slot_map.shape
+        route = (np.full((T, M), -2, dtype=np.int32), np.zeros((T, M), dtype=np.int32),
+                 np.zeros((T, M), dtype=bool), np.zeros((T, M), dtype=np.int32),
+                 np.zeros((T, M), dtype=np.int32), np.full((T, M), -1, dtype=np.int32),
+                 np.zeros((0, 256), dtype=bool))
     g, h, use = state[1], state[2], state[3]
-    return _gb_kernels.hist_dense(part[0], g, h, use, assign, slot_map, int(S), int(nb))
+    return _gb_kernels.grow_pass(part[0], g, h, use, assign, *route, slot_map, int(S), int(nb))
 
 
 def sum_hists(parts):
