@@ -104,7 +104,9 @@ def apply_decision(prep, carried, decision, args):
     else:  # "resid"
         carried = _routed(prep, carried, decision[1])
         parts = [_gb_fit.resid_kernel(p, c, c[4], decision[2]) for p, c in zip(prep, carried)]
-    return tuple(carried), range_reduce(parts, start, n_blocks, _combine(kind), _FANIN)
+    # The blocks' results are this step's own, so the grow histograms are summed in place.
+    combine = _gb_grow.add_fresh_hists if kind == "grow" else _combine(kind)
+    return tuple(carried), range_reduce(parts, start, n_blocks, combine, _FANIN)
 
 
 def start_group(prep, start, loss, baseline, nodes, seed, subsample, rnd, n_trees):

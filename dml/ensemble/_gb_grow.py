@@ -69,6 +69,17 @@ def sum_hists(parts):
     return out
 
 
+def add_fresh_hists(parts):
+    """:func:`sum_hists` for histograms nobody else holds (a group's own blocks' kernel
+    results and their partial sums): added into the first, so that the sums of a wave
+    allocate no new arrays (the same additions in the same order, so the same numbers)."""
+    parts = [p for p in parts if p is not None]
+    out = parts[0]
+    for p in parts[1:]:
+        out += p
+    return out
+
+
 def init_assign(part, n_trees):
     return np.zeros((part[0].shape[0], n_trees), dtype=np.int32)
 

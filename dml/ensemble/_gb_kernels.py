@@ -57,7 +57,8 @@ def grow_pass(xb, g, h, use, assign, feature, thr, mleft, left, right, cat_idx, 
             hi[t, a] = right[t, a] if split else a
     # First the routing, listing the (row, tree) pairs to count, in row order; then the
     # histograms of the listed rows only (a small share of the rows in most waves).
-    todo = np.empty(n * T, dtype=np.int64)
+    todo_r = np.empty(n * T, dtype=np.int64)
+    todo_t = np.empty(n * T, dtype=np.int64)
     k = 0
     for r in range(n):
         row = xb[r]
@@ -73,11 +74,12 @@ def grow_pass(xb, g, h, use, assign, feature, thr, mleft, left, right, cat_idx, 
                 go = mleft[t, a]
             a = lo[t, a] if go else hi[t, a]
             new[r, t] = a
-            todo[k] = r * T + t
+            todo_r[k] = r
+            todo_t[k] = t
             k += (slot_map[t, a] >= 0) & used
     for i in range(k):
-        r = todo[i] // T
-        t = todo[i] - r * T
+        r = todo_r[i]
+        t = todo_t[i]
         gv = np.float64(g[r, t])
         hv = np.float64(h[r, t])
         hs = out[slot_map[t, new[r, t]]]
