@@ -89,8 +89,9 @@ def _signatures():
              (i1, u2, f1, f1, i64, i64, b, i64, b, f2, i1, i1, f2, f2, f2, f2, b1, i1, f2)),
         ],
         "gbt": [
-            ("dml.ensemble._gb_kernels", "hist_dense",
-             (u2, a(nt.float32, 2), a(nt.float32, 2), b1, i32_2, i32_2, i64, i64)),
+            ("dml.ensemble._gb_kernels", "grow_pass",
+             (u2, a(nt.float32, 2), a(nt.float32, 2), b1, i32_2, i32_2, i32_2, b2, i32_2,
+              i32_2, i32_2, b2, i32_2, i64, i64)),
             ("dml.ensemble._gb_kernels", "best_splits",
              (a(f64, 4), f1, f1, f1, i1, b1, b2, f64, f64, f64)),
             (trees, "route", (u2, i32_2, i32_2, i32_2, b2, i32_2, i32_2, i32_2, b2)),

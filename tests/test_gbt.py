@@ -404,3 +404,52 @@ def test_adaboost_equals_scikit_learns_samme_on_exact_bins(client, n_classes):
     np.testing.assert_allclose(dist.estimator_weights_, ours.estimator_weights_, atol=1e-12)
     np.testing.assert_array_equal(
         dist.predict(da.from_array(X, chunks=(200, -1))).compute(), ours.predict(X))
+
+
+@pytest.mark.parametrize("routed", [True, False])
+def test_grow_kernel_routes_and_counts_as_the_reference(routed):
+    """The one-pass wave kernel equals routing with the trees' route kernel followed by a
+    plain NumPy histogram of the used rows, added in row order (so bit for bit), with two
+    trees, missing values, a categorical split, unused rows and uncounted nodes."""
+    from dml.ensemble._gb_grow import grow_kernel
+    from dml.tree._kernels import route as ref_route
+
+    rng = np.random.default_rng(3)
+    n, d, T, M, nb = 500, 4, 2, 7, 9
+    xb = rng.integers(0, nb, (n, d)).astype(np.uint8)
+    xb[rng.random((n, d)) < 0.1] = 255
+    g = rng.normal(size=(n, T)).astype(np.float32)
+    h = rng.random((n, T)).astype(np.float32)
+    use = rng.random(n) < 0.8
+    assign = rng.integers(0, 3, (n, T)).astype(np.int32)
+    feature = np.full((T, M), -2, dtype=np.int32)
+    feature[0, 1], feature[1, 2], feature[1, 0] = 2, 0, 3
+    thr = np.full((T, M), 4, dtype=np.int32)
+    mleft = np.zeros((T, M), dtype=bool)
+    mleft[1, 2] = True
+    left = np.tile(np.arange(M, dtype=np.int32), (T, 1))
+    left[:, :3] = [3, 3, 5]
+    right = left.copy()
+    right[:, :3] = [4, 4, 6]
+    cat_idx = np.full((T, M), -1, dtype=np.int32)
+    cat_idx[1, 0] = 0
+    bitsets = rng.random((1, 256)) < 0.5
+    route = (feature, thr, mleft, left, right, cat_idx, bitsets) if routed else None
+    slot_map = np.full((T, M), -1, dtype=np.int32)
+    slot_map[0, [3, 6]] = [0, 1]
+    slot_map[1, [5, 1]] = [2, 3]
+    new, hist = grow_kernel((xb,), (None, g, h, use), assign, route, slot_map, 4, nb)
+
+    want_assign = ref_route(xb, assign, *route) if routed else assign
+    np.testing.assert_array_equal(new, want_assign)
+    assert routed == (not np.array_equal(new, assign))
+    want = np.zeros((4, d, nb + 1, 3))
+    bins = np.where(xb == 255, nb, xb)
+    for t in range(T):
+        s = slot_map[t, want_assign[:, t]]
+        for r in np.flatnonzero(use & (s >= 0)):
+            want[s[r], np.arange(d), bins[r], 0] += np.float64(g[r, t])
+            want[s[r], np.arange(d), bins[r], 1] += np.float64(h[r, t])
+            want[s[r], np.arange(d), bins[r], 2] += 1.0
+    assert want[..., 2].sum() > 0
+    np.testing.assert_array_equal(hist, want)

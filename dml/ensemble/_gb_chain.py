@@ -92,19 +92,21 @@ def apply_decision(prep, carried, decision, args):
         nb = decision[4]
         slot_map = np.arange(n_trees, dtype=np.int32)[:, None]
         parts = [(_gb_fit.loss_kernel(p, c, loss),
-                  None if nb is None else _gb_grow.hist_kernel(p, c, c[4], slot_map, n_trees,
-                                                               nb))
+                  None if nb is None else _gb_grow.grow_kernel(p, c, c[4], None, slot_map,
+                                                               n_trees, nb)[1])
                  for p, c in zip(prep, carried)]
-    else:
+    elif kind == "grow":  # routing and counting in one pass over each block
+        _, route, slot_map, S, nb = decision
+        out = [_gb_grow.grow_kernel(p, c, c[4], route, slot_map, S, nb)
+               for p, c in zip(prep, carried)]
+        carried = [c[:4] + (a,) for c, (a, _) in zip(carried, out)]
+        parts = [hist for _, hist in out]
+    else:  # "resid"
         carried = _routed(prep, carried, decision[1])
-        if kind == "grow":
-            _, _, slot_map, S, nb = decision
-            parts = [_gb_grow.hist_kernel(p, c, c[4], slot_map, S, nb)
-                     for p, c in zip(prep, carried)]
-        else:  # "resid"
-            parts = [_gb_fit.resid_kernel(p, c, c[4], decision[2])
-                     for p, c in zip(prep, carried)]
-    return tuple(carried), range_reduce(parts, start, n_blocks, _combine(kind), _FANIN)
+        parts = [_gb_fit.resid_kernel(p, c, c[4], decision[2]) for p, c in zip(prep, carried)]
+    # The blocks' results are this step's own, so the grow histograms are summed in place.
+    combine = _gb_grow.add_fresh_hists if kind == "grow" else _combine(kind)
+    return tuple(carried), range_reduce(parts, start, n_blocks, combine, _FANIN)
 
 
 def start_group(prep, start, loss, baseline, nodes, seed, subsample, rnd, n_trees):

@@ -45,9 +45,18 @@ def route_kernel(part, assign, route):
                                bitsets)
 
 
-def hist_kernel(part, state, assign, slot_map, S, nb):
+def grow_kernel(part, state, assign, route, slot_map, S, nb):
+    """A wave on one block: the rows of the nodes split since the last wave move one level
+    down (``route``: None when none were), then the requested histograms are counted.
+    Returns the new node assignment and the histograms."""
+    if route is None:
+        T, M = slot_map.shape
+        route = (np.full((T, M), -2, dtype=np.int32), np.zeros((T, M), dtype=np.int32),
+                 np.zeros((T, M), dtype=bool), np.zeros((T, M), dtype=np.int32),
+                 np.zeros((T, M), dtype=np.int32), np.full((T, M), -1, dtype=np.int32),
+                 np.zeros((0, 256), dtype=bool))
     g, h, use = state[1], state[2], state[3]
-    return _gb_kernels.hist_dense(part[0], g, h, use, assign, slot_map, int(S), int(nb))
+    return _gb_kernels.grow_pass(part[0], g, h, use, assign, *route, slot_map, int(S), int(nb))
 
 
 def sum_hists(parts):
@@ -56,6 +65,17 @@ def sum_hists(parts):
         return parts[0].copy()
     out = parts[0] + parts[1]  # a new array without a copy first; the same sums in order
     for p in parts[2:]:
+        out += p
+    return out
+
+
+def add_fresh_hists(parts):
+    """:func:`sum_hists` for histograms nobody else holds (a group's own blocks' kernel
+    results and their partial sums): added into the first, so that the sums of a wave
+    allocate no new arrays (the same additions in the same order, so the same numbers)."""
+    parts = [p for p in parts if p is not None]
+    out = parts[0]
+    for p in parts[1:]:
         out += p
     return out
 

@@ -21,31 +21,75 @@ from dml.tree._binning import MISSING as _MISSING  # numba freezes the global as
 
 
 @kernel(nogil=True)
-def hist_dense(xb, g, h, use, assign, slot_map, S, nb):
-    """Histograms (S, d, nb + 1, 3) of (Σg, Σh, count) of the used rows in the counted slots.
+def grow_pass(xb, g, h, use, assign, feature, thr, mleft, left, right, cat_idx, bitsets,
+              slot_map, S, nb):
+    """One pass over a block's rows: route the rows of split nodes one level down, then add
+    every used row to the histogram of its (new) node's slot.
 
-    ``slot_map[t, node]`` is the slot of a node of tree ``t`` (-1: not counted); ``g``, ``h``
-    and ``assign`` have one column per tree. Rows are added in increasing order.
+    Returns the new node assignment (a new array) and the histograms (S, d, nb + 1, 3) of
+    (Σg, Σh, count) of the used rows in the counted slots. ``feature[t, node] >= 0`` marks a
+    split (``mleft``, ``cat_idx``/``bitsets`` and ``thr`` send a row left, as
+    :func:`dml.tree._kernels.route` does); ``slot_map[t, node]`` is the slot of a node of tree
+    ``t`` (-1: not counted); ``g``, ``h`` and ``assign`` have one column per tree. Rows are
+    added in increasing order, so the sums do not depend on how the work is arranged.
+
+    Routing and counting share one call: the rows to count are known once routed, and the
+    routing copy of the assignment is the new assignment.
     """
     n, d = xb.shape
-    T = assign.shape[1]
+    T, M = feature.shape
+    new = np.empty_like(assign)
     out = np.zeros((S, d, nb + 1, 3), dtype=np.float64)
+    # Bin of a byte in the histogram: the missing byte goes to bin nb (no branch per cell).
+    lut = np.arange(256)
+    lut[_MISSING] = nb
+    # Whether a row goes left depends on its bins, so a branch on it is mispredicted about
+    # every other row; routing was most of a wave's time. So every row takes the same path:
+    # a node without a split reads feature 0 and "moves" to itself.
+    fe = np.zeros((T, M), dtype=np.int64)
+    lo = np.empty((T, M), dtype=np.int64)
+    hi = np.empty((T, M), dtype=np.int64)
+    for t in range(T):
+        for a in range(M):
+            split = feature[t, a] >= 0
+            fe[t, a] = feature[t, a] if split else 0
+            lo[t, a] = left[t, a] if split else a
+            hi[t, a] = right[t, a] if split else a
+    # First the routing, listing the (row, tree) pairs to count, in row order; then the
+    # histograms of the listed rows only (a small share of the rows in most waves).
+    todo_r = np.empty(n * T, dtype=np.int64)
+    todo_t = np.empty(n * T, dtype=np.int64)
+    k = 0
     for r in range(n):
-        if not use[r]:
-            continue
+        row = xb[r]
+        used = use[r]
         for t in range(T):
-            s = slot_map[t, assign[r, t]]
-            if s < 0:
-                continue
-            gv = np.float64(g[r, t])
-            hv = np.float64(h[r, t])
-            for j in range(d):
-                b = xb[r, j]
-                bb = nb if b == _MISSING else np.int64(b)
-                out[s, j, bb, 0] += gv
-                out[s, j, bb, 1] += hv
-                out[s, j, bb, 2] += 1.0
-    return out
+            a = assign[r, t]
+            b = row[fe[t, a]]
+            ci = cat_idx[t, a]
+            go = np.int64(b) <= thr[t, a]
+            if ci >= 0:
+                go = bitsets[ci, b]
+            if b == _MISSING:
+                go = mleft[t, a]
+            a = lo[t, a] if go else hi[t, a]
+            new[r, t] = a
+            todo_r[k] = r
+            todo_t[k] = t
+            k += (slot_map[t, a] >= 0) & used
+    for i in range(k):
+        r = todo_r[i]
+        t = todo_t[i]
+        gv = np.float64(g[r, t])
+        hv = np.float64(h[r, t])
+        hs = out[slot_map[t, new[r, t]]]
+        row = xb[r]
+        for j in range(d):
+            bb = lut[row[j]]
+            hs[j, bb, 0] += gv
+            hs[j, bb, 1] += hv
+            hs[j, bb, 2] += 1.0
+    return new, out
 
 
 @kernel(nogil=True, inline="always")
