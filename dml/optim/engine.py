@@ -63,7 +63,7 @@ from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_pr
 from dml._random import block_rng
 from dml.optim import sparse_steps
 from dml.optim.summed_rounds import curvature_limited, limited_rounds, round_limit, sum_scale
-from dml.optim.data import TrainingData
+from dml.optim.data import TrainingData, fits_persist_budget
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
 from dml.optim.schedules import Constant, Optimal, Schedule
@@ -408,12 +408,17 @@ class StreamRunner:
     Persisted data: the groups' blocks are gathered once into one object per group, next to
     each other, so a round costs one task per group whatever the number of blocks. Data read
     from storage on every pass: one task per stream, reading only the blocks the stream
-    touches in that round (a task holds what it reads at once).
+    touches in that round (a task holds what it reads at once). With ``hold=True`` those blocks
+    stay in worker memory from the round that first touches them to the last one that does:
+    a stream takes only a few steps per round (Adam's rounds are short), so without it every
+    round would read its blocks from storage again, many times per epoch.
     """
 
     def __init__(self, parts, layout: StreamLayout, persisted: bool, n_tasks: int | None = None,
-                 groups=None):
+                 groups=None, hold: bool = False):
         self.layout = layout
+        #: Block index -> the block held in worker memory (data read from storage, ``hold``).
+        self.held = {} if hold and not persisted else None
         W = layout.n_streams
         # Data read from storage: a task holds every block it reads at once, so one stream per
         # task keeps that to a round's few blocks.
@@ -438,12 +443,22 @@ class StreamRunner:
         the group's streams use in this round."""
         if self.gathered is not None:
             return self.gathered
-        out = []
-        for r in self.ranges:
-            blocks = touched(r)
-            out.append(delayed(_gather, pure=True)(tuple(blocks),
-                                                    *[self.block_parts[b] for b in blocks]))
-        return out
+        per_group = [touched(r) for r in self.ranges]
+        source = self.block_parts
+        if self.held is not None:
+            needed = set().union(*per_group)
+            for b in [b for b in self.held if b not in needed]:
+                del self.held[b]  # no later round of this epoch reads it: freed
+            new = sorted(needed - set(self.held))
+            self.held.update(zip(new, dask.persist(*[source[b] for b in new])))
+            source = self.held
+        return [delayed(_gather, pure=True)(tuple(blocks), *[source[b] for b in blocks])
+                for blocks in per_group]
+
+    def release(self) -> None:
+        """Free the blocks held between rounds (end of an epoch)."""
+        if self.held is not None:
+            self.held.clear()
 
     def run(self, kernel, problem, payload, plan, touched):
         """``kernel(parts, problem, payload, plan, streams, levels)`` per group, reduced."""
@@ -597,6 +612,20 @@ def round_cost_params(problem) -> int:
     return problem.n_params if problem.steps_cheaper_than_params else 0
 
 
+#: Blocks read from storage are held between rounds only while the blocks of one round (about
+#: one or two per stream) take at most this fraction of the persist budget.
+HOLD_FRACTION = 0.25
+
+
+def _hold_fits(data: TrainingData, layout: StreamLayout) -> bool:
+    """Whether a round's blocks (two per stream at most, each as large as the largest block, in
+    float64 with targets and weights) may stay in worker memory between rounds."""
+    if not len(data.lengths):
+        return False
+    block_bytes = int(np.max(data.lengths)) * (int(data.train.n_features) + 2) * 8
+    return fits_persist_budget(2 * layout.n_streams * block_bytes / HOLD_FRACTION)
+
+
 def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: TrainConfig):
     """The ``epoch_fn`` of :func:`~dml.optim.training.run_epochs` for stream SGD on ``data``."""
     layout = make_streams(data.lengths, config.batch_size, config.stream_steps)
@@ -605,7 +634,8 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
     limit = round_limit(problem, data.train, config) if mode == "sum" else None
     local_steps = config.steps_per_round(layout, round_cost_params(problem),
                                          curvature_limited(limit))
-    runner = StreamRunner(data.train.parts, layout, data.persisted, groups=data.train.groups)
+    runner = StreamRunner(data.train.parts, layout, data.persisted, groups=data.train.groups,
+                          hold=not data.persisted and _hold_fits(data, layout))
     collective = None
     if runner.gathered is not None:
         from dml.optim.collective_rounds import CollectiveRounds
@@ -671,11 +701,14 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
             state.params, state.opt.slots = payload
             state.opt.t = t
         else:
-            for spec in rounds:
-                start_t = state.opt.t
-                out = run_round(problem, data, state, plan_of(spec, start_t), runner)
-                account(out, start_t)
-                apply_round(state, out, mode, start_t, spec.total_steps, config)
+            try:
+                for spec in rounds:
+                    start_t = state.opt.t
+                    out = run_round(problem, data, state, plan_of(spec, start_t), runner)
+                    account(out, start_t)
+                    apply_round(state, out, mode, start_t, spec.total_steps, config)
+            finally:
+                runner.release()
         params = final_params(state, config)
         objective = loss_total / max(n_train, 1) + config.penalty.value(state.params)
         score = None
