@@ -182,10 +182,19 @@ def process_client(_process_client):
         yield _process_client
 
 
+#: For the costliest both-cluster tests: the multi-process cluster in the quick tier, the
+#: in-process one with the slow tests (the full suite runs both).
+QUICK_ON_PROCESS_CLUSTER = [pytest.param("inprocess", marks=pytest.mark.slow),
+                            pytest.param("multiprocess", marks=pytest.mark.multiprocess)]
+
+
 @pytest.fixture(params=["inprocess", pytest.param("multiprocess",
                                                   marks=pytest.mark.multiprocess)])
 def client(request):
-    """Run the test on the in-process cluster and again on the multi-process one."""
+    """Run the test on the in-process cluster and again on the multi-process one.
+
+    A test may keep only one of the two in the quick tier with
+    ``@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)``."""
     name = "_inprocess_client" if request.param == "inprocess" else "_process_client"
     c = request.getfixturevalue(name)
     with c.as_current():

@@ -52,6 +52,25 @@ def test_the_matrix_covers_every_public_estimator():
 
 NAMES = _names()
 SUPERVISED = _names(("clf", "reg"))
+#: The checks that fit an estimator several times to compare results (dtypes, huge values, an
+#: empty partition, y chunked unlike X) run in the quick tier (``-m "not slow"``) on one
+#: estimator per family and code path; the full suite runs them on every estimator.
+QUICK_VALUE_CHECKS = {"GaussianNB", "CategoricalNB", "LinearRegression", "Lasso",
+                      "LogisticRegression", "SGDClassifier", "SGDRegressor",
+                      "DecisionTreeClassifier", "RandomForestRegressor",
+                      "GradientBoostingClassifier", "KMeans", "GaussianMixture", "MLPClassifier",
+                      "MatrixFactorization", "KNeighborsClassifier", "StandardScaler",
+                      "OneHotEncoder", "Nystroem", "PCA", "GridSearchCV"}
+
+
+def _value_checks(names):
+    """``names`` with those outside :data:`QUICK_VALUE_CHECKS` marked slow."""
+    out = []
+    for n in names:
+        value = n.values[0] if hasattr(n, "values") else n
+        out.append(n if value in QUICK_VALUE_CHECKS or hasattr(n, "values")
+                   else pytest.param(n, marks=pytest.mark.slow))
+    return out
 CLASSIFIERS = _names(("clf",))
 #: Estimators with a missing-value rule: NaN in X works (trees: learned default direction;
 #: scalers: statistics ignore NaN and keep it; encoder and column transformer: NaN is a
@@ -269,7 +288,7 @@ def test_string_in_numeric_X(name, dask):
 
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _value_checks(NAMES))
 def test_int_float32_float64_give_the_same_result(name, dask):
     make, kind = _get(name)
     X, y = data(kind)
@@ -280,7 +299,7 @@ def test_int_float32_float64_give_the_same_result(name, dask):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4, err_msg=str(dtype))
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _value_checks(NAMES))
 def test_very_large_values(name):
     """X (and a regression y) times 1e150: the right answer, or a clear error — never garbage."""
     make, kind = _get(name)
@@ -373,7 +392,7 @@ def test_empty_X(name):
         fit(make(), kind, X[:0], y[:0])
 
 
-@pytest.mark.parametrize("name", SUPERVISED)
+@pytest.mark.parametrize("name", _value_checks(SUPERVISED))
 def test_y_chunked_differently_from_X(name):
     """y partitions not aligned with X's are realigned: the same model as with aligned y."""
     make, kind = _get(name)
@@ -383,7 +402,7 @@ def test_y_chunked_differently_from_X(name):
     np.testing.assert_allclose(got.astype(float), ref.astype(float))
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _value_checks(NAMES))
 def test_empty_partition(name):
     """A zero-length chunk in X (and y) is skipped: same result as without it (for the exact
     estimators; a sane fit for the partition-dependent stochastic ones)."""

@@ -15,7 +15,8 @@ from dml.linear_model import SGDClassifier
 from dml.optim.data import prepare
 
 # 256 blocks (16 s here) runs in the full suite only; 64 and 65 keep many blocks in the quick one.
-BLOCK_COUNTS = [1, 7, 8, 9, 64, 65, pytest.param(256, marks=pytest.mark.slow)]
+BLOCK_COUNTS = [1, 7, 8, 9, 64, pytest.param(65, marks=pytest.mark.slow),
+                pytest.param(256, marks=pytest.mark.slow)]
 
 
 def _data(n_blocks, rows=5, d=3, seed=0):

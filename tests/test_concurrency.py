@@ -252,6 +252,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_concurrent_fits_leave_the_warning_filters_alone():
     """The client-side k-means|| reduction silences scikit-learn's duplicate-point warning;
     from several threads at once that must not leave the process's warning filters changed

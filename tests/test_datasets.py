@@ -579,6 +579,7 @@ sys.exit(failed != 0 or attempted < 30)
 """
 
 
+@pytest.mark.slow
 def test_doctests_run_on_an_installed_copy_without_the_data(tmp_path):
     """The examples of dml.datasets pass with the package installed elsewhere (nothing beside
     it) and no data home: none of them needs a file outside the repository."""

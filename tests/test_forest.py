@@ -13,6 +13,8 @@ from sklearn.ensemble import RandomForestClassifier as SKForest
 from sklearn.ensemble import RandomForestRegressor as SKForestReg
 from sklearn.model_selection import train_test_split
 
+from conftest import QUICK_ON_PROCESS_CLUSTER
+
 from dml.ensemble import RandomForestClassifier, RandomForestRegressor
 from dml.tree._grow import boot_kernel
 
@@ -184,6 +186,7 @@ def test_bagging_regressor_and_sample_size():
         BaggingRegressor(max_samples=0).fit(X, y)
 
 
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
 def test_rows_and_histogram_levels_grow_the_same_forest(client, monkeypatch):
     # Deep levels send each node's rows instead of its histograms when they are the smaller
     # message. With integer weights every sum is exact, so forcing either form at every level

@@ -16,6 +16,8 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from conftest import QUICK_ON_PROCESS_CLUSTER
+
 from dml.cluster import KMeans
 from dml.cluster import _init, _lloyd
 
@@ -107,6 +109,7 @@ def test_prepared_blocks_stay_where_the_input_blocks_are(client):
     assert_same_model(km, sk_reference(X, C0), km.labels_.compute())
 
 
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
 def test_chained_iterations_on_both_clusters(client, monkeypatch):
     check_chained_iterations(monkeypatch, 8)
 

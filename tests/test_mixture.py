@@ -138,7 +138,8 @@ def test_empty_block_returns_zero_moments():
 # The estimator against scikit-learn
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("n_blocks", [1, 3, 7, 64])
+@pytest.mark.parametrize("n_blocks", [1, pytest.param(3, marks=pytest.mark.slow),
+                                      pytest.param(7, marks=pytest.mark.slow), 64])
 @pytest.mark.parametrize("covariance_type", TYPES)
 def test_em_equals_sklearn_from_the_same_start(client, covariance_type, n_blocks):
     X, _ = blobs()

@@ -44,7 +44,7 @@ def assert_same(X, y, Xref, yref):
 
 
 @pytest.mark.parametrize("zero_based", [True, False])
-@pytest.mark.parametrize("blocksize", [10**6, 997, 61])
+@pytest.mark.parametrize("blocksize", [10**6, pytest.param(997, marks=pytest.mark.slow), 61])
 def test_read_equals_sklearn(client, tmp_path, zero_based, blocksize):
     X, y = make_data()
     path = tmp_path / "data.svm"
