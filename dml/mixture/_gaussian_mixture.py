@@ -124,7 +124,8 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
     >>> import numpy as np
     >>> from dml.mixture import GaussianMixture
     >>> X = np.array([[1, 2], [1, 4], [1, 0], [10, 2], [10, 4], [10, 0]], dtype=float)
-    >>> gm = GaussianMixture(n_components=2, means_init=[[0.0, 0.0], [9.0, 0.0]]).fit(X)
+    >>> gm = GaussianMixture(n_components=2, means_init=[[0.0, 0.0], [9.0, 0.0]],
+    ...                      random_state=0).fit(X)
     >>> gm.means_
     array([[ 1.,  2.],
            [10.,  2.]])
