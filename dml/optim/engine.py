@@ -338,7 +338,8 @@ def _take_rows(X, Y, w, order, lo, hi):
 
 
 def _join_rows(pieces):
-    """One mini-batch ``(X, Y, w)`` out of row pieces of consecutive blocks."""
+    """``(X, Y, w)`` of row pieces (dense or CSR) one after the other: a mini-batch out of
+    consecutive blocks, or the stacked search's blocks side by side."""
     Xs, Ys, ws = zip(*pieces)
     X = (sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.concatenate(Xs))
     w = None if ws[0] is None else np.concatenate(ws)

@@ -35,13 +35,12 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
-import scipy.sparse as sp
 from dask import delayed
 
 from dml._blocks import block_rng, tree_add
 from dml.optim.data import TrainingData
 from dml.optim._stacked_kernels import loss_code, sgd_segment
-from dml.optim.engine import (_ITERATE_SLOTS, SGDConfig, StreamRunner, round_blocks,
+from dml.optim.engine import (_ITERATE_SLOTS, _join_rows, SGDConfig, StreamRunner, round_blocks,
                               round_cost_params)
 from dml.optim.optimizers import SGD
 from dml.optim.penalties import StackedPenalty
@@ -398,11 +397,7 @@ def _subset_plan(plan: _GridPlan, groups) -> _GridPlan:
 
 def _side_by_side(parts):
     """``(X, Y, w)`` of several blocks ``(X, Y, (w, mask))`` one after the other."""
-    Xs = [p[0] for p in parts]
-    X = sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.concatenate(Xs)
-    ws = [p[2][0] for p in parts]
-    w = None if ws[0] is None else np.concatenate(ws)
-    return X, np.concatenate([p[1] for p in parts]), w
+    return _join_rows([(X, Y, w) for X, Y, (w, _) in parts])
 
 
 def _with_masks(part, mask):
