@@ -236,13 +236,15 @@ import numpy as np
 from dml.cluster import _init
 
 rng = np.random.default_rng(0)
-# Duplicated candidates: the path that suppresses scikit-learn's ConvergenceWarning.
-cand = np.repeat(rng.normal(size=(4, 3)), 30, axis=0)
-weights = rng.random(len(cand))
+# Duplicated candidates (fewer distinct rows than clusters) and distinct ones (Lloyd runs).
+dup = np.repeat(rng.normal(size=(4, 3)), 30, axis=0)
+distinct = rng.normal(size=(120, 3))
+weights = rng.random(120)
 before = list(warnings.filters)
 
 def work(i):
     for j in range(30):
+        cand = dup if (i + j) % 2 else distinct
         _init.weighted_kmeans_plusplus(cand, weights, 6, seed=i * 100 + j)
 
 with ThreadPoolExecutor(8) as pool:
@@ -254,10 +256,11 @@ print("ok")
 
 @pytest.mark.slow
 def test_concurrent_fits_leave_the_warning_filters_alone():
-    """The client-side k-means|| reduction silences scikit-learn's duplicate-point warning;
-    from several threads at once that must not leave the process's warning filters changed
-    (``warnings.catch_warnings`` saves and restores a process-wide list, so overlapping uses
-    from threads can restore each other's state: the process then ignores every warning).
+    """The client-side k-means|| reduction calls scikit-learn, whose validation (and dml's
+    silencing of a rare candidate warning) uses ``warnings.catch_warnings``: it saves and
+    restores a process-wide list, so overlapping uses from threads restore each other's
+    state and can leave a filter behind (seen: scikit-learn's "error on ComplexWarning", or
+    every warning ignored). From several threads at once the filters must stay as they were.
 
     Checked in a fresh interpreter: in this one, threads of the session's in-process clusters
     may still be finishing other tests' tasks that change the filters themselves."""

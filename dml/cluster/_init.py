@@ -34,7 +34,8 @@ from dml.cluster._lloyd import chunk_rows, largest
 __all__ = ["row_uniforms", "stream_key", "random_init", "kmeans_plusplus_init",
            "kmeans_parallel_candidates", "weighted_kmeans_plusplus"]
 
-#: Serialises the warning-silencing block of :func:`weighted_kmeans_plusplus` across threads.
+#: Serialises :func:`weighted_kmeans_plusplus`'s scikit-learn calls across threads (their
+#: ``warnings.catch_warnings`` blocks must not overlap).
 _WARNINGS_LOCK = threading.Lock()
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
@@ -320,18 +321,25 @@ def weighted_kmeans_plusplus(candidates: np.ndarray, weights: np.ndarray, k: int
         return np.resize(_sparse.as_dense(candidates), (k, candidates.shape[1]))
     keep = np.flatnonzero(weights > 0)
     cand, wts = candidates[keep].astype(np.float64), weights[keep]
-    if _sparse.n_distinct_rows(cand) < k:
+    few_distinct = _sparse.n_distinct_rows(cand) < k
+    if few_distinct:
         # Fewer distinct candidates than clusters: take them all (duplicates included, like
         # scikit-learn on data with fewer distinct points than clusters).
         cand, wts = candidates.astype(np.float64), np.where(weights > 0, weights, 1e-12)
-    # (scikit-learn's k-means++ and Lloyd below take sparse candidates as they are.)
-    init, _ = kmeans_plusplus(cand, k, sample_weight=wts, random_state=rs)
-    if cand.shape[0] == k:
-        return init
-    # warnings.catch_warnings saves and restores the process-wide filter list: fits running in
-    # several threads at once could restore each other's "ignore" and leave every warning of
-    # the process silenced (tests/test_concurrency.py). One at a time keeps the list intact.
-    with _WARNINGS_LOCK, warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # duplicate candidates: scikit-learn's ConvergenceWarning
-        km = _SkKMeans(k, init=init, n_init=1, random_state=rs).fit(cand, sample_weight=wts)
+    # scikit-learn's validation wraps every call in ``warnings.catch_warnings``, which saves and
+    # restores the process-wide filter list: calls overlapping in several threads (fits run
+    # side by side) restore each other's filters and can leave one behind for good
+    # (tests/test_concurrency.py). So the whole reduction runs one call at a time; it is small
+    # (a few hundred weighted candidates).
+    with _WARNINGS_LOCK:
+        # (scikit-learn's k-means++ and Lloyd take sparse candidates as they are.)
+        init, _ = kmeans_plusplus(cand, k, sample_weight=wts, random_state=rs)
+        if cand.shape[0] == k or few_distinct:
+            # With fewer distinct candidates than clusters k-means++ has taken every distinct
+            # one; Lloyd would only shuffle the duplicates (and warn about them here, where
+            # the user's data is not involved: the fit's own Lloyd warns on the data).
+            return init
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # rare empty cluster among the candidates
+            km = _SkKMeans(k, init=init, n_init=1, random_state=rs).fit(cand, sample_weight=wts)
     return km.cluster_centers_
