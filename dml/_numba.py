@@ -13,7 +13,9 @@ Where the cache lives
 system), new code is written to ``<temp dir>/dml-<uid>/numba`` and the unwritable directory is
 still *read*: a warm cache compiled into an image at build time (``python -m dml.worker_setup``)
 is used as is. Entries are keyed by the kernel's source (a content hash), its argument types,
-the numba version and the CPU, so a stale or foreign entry is never used, only recompiled.
+the numba version and the CPU, so a stale or foreign entry is never used, only recompiled; the
+folders are named after the module file and its content, not its path, so the same release
+installed in another place reuses them.
 
 The directory is chosen when a kernel module is first imported; set ``DML_CACHE_DIR`` before
 that (for Dask workers: in the worker's environment).
@@ -21,6 +23,7 @@ that (for Dask workers: in the worker's environment).
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -79,14 +82,30 @@ def kernels() -> list:
     return list(_KERNELS)
 
 
+@functools.lru_cache(maxsize=None)
+def _source_digest(path: str, mtime: float, size: int) -> str:
+    # (mtime and size in the key: an edited file is hashed again.)
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:20]
+
+
 class _Locator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
-    """Caches a kernel under ``<dir>/<folder>_<hash of the source folder>/``, like numba's
-    ``NUMBA_CACHE_DIR`` locator but in dml's directory."""
+    """Caches a kernel under ``<dir>/<module file>_<hash of the file's content>/``.
+
+    numba's own locators name the folder after the source file's *path*, so a fresh install
+    of the same release in another place (a new virtualenv, a clone, a container that installs
+    elsewhere than the image that compiled it) found nothing and compiled everything again.
+    Named after the content, identical sources share their compiled code wherever they are
+    installed, and different releases keep separate folders (no overwriting each other's
+    entries when two are used by turns)."""
 
     def __init__(self, py_func, py_file, root: Path):
         self._py_file = py_file
         self._lineno = py_func.__code__.co_firstlineno
-        self._cache_path = str(root / self.get_suitable_cache_subpath(py_file))
+        st = os.stat(py_file)
+        name = os.path.splitext(os.path.basename(py_file))[0]
+        digest = _source_digest(os.path.abspath(py_file), st.st_mtime, st.st_size)
+        self._cache_path = str(root / f"{name}_{digest}")
 
     def get_cache_path(self):
         return self._cache_path

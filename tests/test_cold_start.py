@@ -115,6 +115,19 @@ def test_compiled_kernels_go_to_the_cache_dir_never_into_the_package(tmp_path):
     assert second["cnt"] == first["cnt"]
     assert _compiled_files(src) == []
 
+    # The same source installed elsewhere (another virtualenv, a clone) uses the same entries;
+    # an edited source compiles again, beside them.
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(src, moved)
+    third = _python(CALL_ALS, env={**env, "PYTHONPATH": str(moved)}, cwd=tmp_path)
+    assert third["package"] == str(moved / "dml" / "__init__.py")
+    assert third["hits"] == 1 and third["misses"] == 0, "an identical source compiled again"
+    with open(moved / "dml" / "recommender" / "_kernels.py", "a") as f:
+        f.write("\n# edited\n")
+    fourth = _python(CALL_ALS, env={**env, "PYTHONPATH": str(moved)}, cwd=tmp_path)
+    assert fourth["hits"] == 0 and fourth["misses"] == 1, "an edited source used stale code"
+    assert fourth["cnt"] == first["cnt"]
+
 
 @pytest.mark.slow  # a fresh process compiling kernels (about 7 s): full suite only
 def test_default_cache_dir_is_the_user_cache(tmp_path):
