@@ -82,7 +82,7 @@ def kernels() -> list:
     return list(_KERNELS)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _source_digest(path: str, mtime: float, size: int) -> str:
     # (mtime and size in the key: an edited file is hashed again.)
     with open(path, "rb") as f:
