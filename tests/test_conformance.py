@@ -116,9 +116,19 @@ SMALL = {
 }
 
 
-def _estimators():
-    """One small instance per public estimator (a missing one fails the collection)."""
-    return [SMALL[name]() for name in registry.ESTIMATORS]
+#: Estimators whose checks run in the full suite only (``-m slow``): each shares its
+#: validation, fit loop and prediction code with a sibling checked in the quick run (the
+#: classifier of a regressor pair, SGDClassifier for Perceptron, the tree for AdaBoost, the
+#: grid for the randomized search), and together they took a third of this file's time.
+SIBLINGS = {"MLPRegressor", "SGDRegressor", "Perceptron", "AdaBoostClassifier",
+            "GradientBoostingRegressor", "RandomForestRegressor", "DecisionTreeRegressor",
+            "BaggingRegressor", "KNeighborsRegressor", "RandomizedSearchCV"}
+
+
+def _estimators(siblings: bool = False):
+    """One small instance per public estimator (a missing one fails the collection): those of
+    :data:`SIBLINGS` with ``siblings``, the others without."""
+    return [SMALL[name]() for name in registry.ESTIMATORS if (name in SIBLINGS) == siblings]
 
 
 _MINIBATCH = ("mini-batch SGD: weight 2 scales a row's gradient in one step, a repeated row takes "
@@ -193,12 +203,22 @@ def _synchronous_scheduler():
         yield
 
 
-@parametrize_with_checks(_estimators(), expected_failed_checks=_expected_failed_checks)
-def test_sklearn_compatible_estimator(estimator, check):
+def _run_check(estimator, check):
     with warnings.catch_warnings():
         # Convergence warnings from the deliberately tiny max_iter are expected here.
         warnings.simplefilter("ignore")
         check(estimator)
+
+
+@parametrize_with_checks(_estimators(), expected_failed_checks=_expected_failed_checks)
+def test_sklearn_compatible_estimator(estimator, check):
+    _run_check(estimator, check)
+
+
+@pytest.mark.slow
+@parametrize_with_checks(_estimators(siblings=True), expected_failed_checks=_expected_failed_checks)
+def test_sklearn_compatible_sibling_estimator(estimator, check):
+    _run_check(estimator, check)
 
 
 def test_expected_failures_are_documented():
@@ -231,3 +251,4 @@ def test_every_public_estimator_is_in_the_one_list():
         if reg_name is not None:
             assert registry.get(reg_name).__name__ == name
     assert set(SMALL) == set(registry.ESTIMATORS)
+    assert SIBLINGS <= set(SMALL)
