@@ -9,6 +9,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import QUICK_ON_PROCESS_CLUSTER
 
 from dml._blocks import BlockSpec, as_blocks, block_rng
 from dml.linear_model import SGDRegressor
@@ -148,7 +149,8 @@ def test_many_block_networks_are_deterministic_and_train(client, n_blocks):
     assert a.score(X, y) > 0.5
 
 
-@pytest.mark.parametrize("model", ["summed", "averaged"])
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
+@pytest.mark.parametrize("model", ["summed", pytest.param("averaged", marks=pytest.mark.slow)])
 def test_joined_streams_equal_the_walk_over_blocks(client, model, monkeypatch):
     # Persisted blocks are joined into one array per stream for the fit; data read from
     # storage (and persisted data without the memory to join) is walked block by block. 64

@@ -52,7 +52,6 @@ from dataclasses import dataclass, replace
 
 import dask
 import numpy as np
-import scipy.sparse as sp
 from dask import delayed
 from dask._task_spec import Task, TaskRef
 from dask.delayed import Delayed
@@ -67,8 +66,9 @@ from dml.optim.data import TrainingData, fits_persist_budget
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
 from dml.optim.schedules import Constant, Optimal, Schedule
-from dml.optim.streams import (StreamLayout, group_size, make_streams, round_plans,
-                               subtree_reduce, tree_levels)
+from dml.optim.streams import (JOINED, StreamLayout, _join_rows, group_size, join_streams,
+                               make_streams, round_order, round_plans, subtree_reduce,
+                               tree_levels)
 from dml.optim.state import TrainState
 from dml.optim.training import (DivergedError, EpochResult, TrainConfig, diverged_message,
                                 run_epochs)
@@ -338,32 +338,6 @@ def stream_steps_run(problem, params, slots, parts, s, plan: RoundPlan):
     return totals[0], totals[1], True
 
 
-#: Key of a stream's rows joined into one array in the object a group task reads
-#: (:class:`StreamRunner`, ``join=True``): ``parts[(JOINED, s)] = (X, Y, w)``.
-JOINED = "stream"
-
-
-def round_order(layout: StreamLayout, s: int, plan: RoundPlan) -> np.ndarray:
-    """Positions in stream ``s``'s joined rows of the rows its steps of this round take, in
-    order: every block's rows in the block's own epoch order, as :func:`stream_steps_run` walks
-    them block by block."""
-    pieces = []
-    offset = 0
-    segments = iter(layout.segments(s, plan.first_step, plan.first_step + plan.local_steps))
-    segment = next(segments, None)
-    for b in layout.blocks(s):
-        if segment is None:
-            break
-        n = layout.block_rows[b]
-        if segment[0] == b:
-            _, lo, hi = segment
-            perm = block_rng(plan.seed, "shuffle", plan.epoch, b).permutation(n)
-            pieces.append(perm[lo:hi] + offset)
-            segment = next(segments, None)
-        offset += n
-    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
-
-
 def _joined_steps(problem, params, slots, joined, s, plan: RoundPlan):
     """:func:`stream_steps_run` on stream ``s``'s rows joined into one array: the same batches
     in the same order (a batch across a block boundary is the same rows), so the same numbers
@@ -381,33 +355,10 @@ def _joined_steps(problem, params, slots, joined, s, plan: RoundPlan):
                            last - first, plan.t0, plan)
 
 
-def join_streams(parts: dict, streams) -> dict:
-    """``parts`` (``{block: (X, Y, w)}``) with the blocks of every stream ``(s, first block,
-    end block)`` of ``streams`` joined into one array under ``(JOINED, s)``. A stream of one
-    block keeps the block itself (no copy); streams with a sparse block keep their blocks."""
-    out = {}
-    for s, lo, hi in streams:
-        pieces = [parts[b] for b in range(lo, hi)]
-        if not all(isinstance(p[0], np.ndarray) for p in pieces):
-            out.update((b, parts[b]) for b in range(lo, hi))
-        else:
-            out[(JOINED, s)] = pieces[0] if len(pieces) == 1 else _join_rows(pieces)
-    return out
-
-
 def _take_rows(X, Y, w, order, lo, hi):
     """Rows ``lo .. hi - 1`` of a block's epoch order, copied."""
     idx = order[lo:hi] if order is not None else np.arange(lo, hi)
     return X[idx], Y[idx], None if w is None else w[idx]
-
-
-def _join_rows(pieces):
-    """``(X, Y, w)`` of row pieces (dense or CSR) one after the other: a mini-batch out of
-    consecutive blocks, or the stacked search's blocks side by side."""
-    Xs, Ys, ws = zip(*pieces)
-    X = (sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.concatenate(Xs))
-    w = None if ws[0] is None else np.concatenate(ws)
-    return X, np.concatenate(Ys), w
 
 
 #: Slots that are running sums of the iterates (combined as the parameters are); the others
@@ -471,7 +422,9 @@ class StreamRunner:
     """Runs rounds over ``data`` laid out as ``layout``: one task per group of streams.
 
     Persisted data: the groups' blocks are gathered once into one object per group, next to
-    each other, so a round costs one task per group whatever the number of blocks. Data read
+    each other, so a round costs one task per group whatever the number of blocks; with
+    ``join=True`` every stream's blocks are joined into one array there (:func:`join_streams`),
+    so a round walks one array per stream instead of its blocks. Data read
     from storage on every pass: one task per stream, reading only the blocks the stream
     touches in that round (a task holds what it reads at once). With ``hold=True`` those blocks
     stay in worker memory from the round that first touches them to the last one that does:
