@@ -4,10 +4,12 @@ of n rows takes ceil(n / batch_size) steps however its rows are split into block
 (docs/partition_parallel_sgd.md, "How batches are formed")."""
 from __future__ import annotations
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import QUICK_ON_PROCESS_CLUSTER
 
 from dml._blocks import BlockSpec, as_blocks, block_rng
 from dml.linear_model import SGDRegressor
@@ -145,3 +147,48 @@ def test_many_block_networks_are_deterministic_and_train(client, n_blocks):
     for wa, wb in zip(a.coefs_, b.coefs_):
         np.testing.assert_array_equal(wa, wb)
     assert a.score(X, y) > 0.5
+
+
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
+@pytest.mark.parametrize("model", ["summed", pytest.param("averaged", marks=pytest.mark.slow)])
+def test_joined_streams_equal_the_walk_over_blocks(client, model, monkeypatch):
+    # Persisted blocks are joined into one array per stream for the fit; data read from
+    # storage (and persisted data without the memory to join) is walked block by block. 64
+    # blocks of 32 rows, batches of 20 that cross the blocks' boundaries, streams of 7 blocks:
+    # the same model and the same objective bit for bit.
+    from dml.linear_model import SGDClassifier
+    from dml.optim import engine
+
+    Xd, yd, _, y = _many_blocks(64)
+    if model == "averaged":
+        yd = (yd > float(np.median(y))).astype(int)
+
+    def fit(persist):
+        kw = dict(batch_size=20, stream_steps=12, max_iter=3, tol=None, random_state=0,
+                  persist=persist)
+        est = (SGDRegressor(**kw) if model == "summed" else
+               SGDClassifier(loss="log_loss", **kw))
+        return est.fit(Xd, yd)
+
+    runners = []
+    init = engine.StreamRunner.__init__
+
+    def keep(self, *args, **kw):
+        init(self, *args, **kw)
+        runners.append(self)
+
+    monkeypatch.setattr(engine.StreamRunner, "__init__", keep)
+    joined = fit(True)
+    # The runner of the persisted fit holds every stream as one array, not its blocks.
+    held = dask.compute(*runners[-1].gathered)
+    assert all(isinstance(k, tuple) and k[0] == engine.JOINED for h in held for k in h)
+    walked = fit(False)
+    with monkeypatch.context() as mp:
+        mp.setattr(engine, "_join_fits", lambda problem, data: False)
+        unjoined = fit(True)
+    for other in (walked, unjoined):
+        np.testing.assert_array_equal(joined.coef_, other.coef_)
+        np.testing.assert_array_equal(joined.intercept_, other.intercept_)
+        assert [h["objective"] for h in joined.history_] == \
+               [h["objective"] for h in other.history_]
+        assert joined.t_ == other.t_

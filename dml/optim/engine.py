@@ -52,7 +52,6 @@ from dataclasses import dataclass, replace
 
 import dask
 import numpy as np
-import scipy.sparse as sp
 from dask import delayed
 from dask._task_spec import Task, TaskRef
 from dask.delayed import Delayed
@@ -67,8 +66,9 @@ from dml.optim.data import TrainingData, fits_persist_budget
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
 from dml.optim.schedules import Constant, Optimal, Schedule
-from dml.optim.streams import (StreamLayout, group_size, make_streams, round_plans,
-                               subtree_reduce, tree_levels)
+from dml.optim.streams import (JOINED, StreamLayout, _join_rows, group_size, join_streams,
+                               make_streams, round_order, round_plans, subtree_reduce,
+                               tree_levels)
 from dml.optim.state import TrainState
 from dml.optim.training import (DivergedError, EpochResult, TrainConfig, diverged_message,
                                 run_epochs)
@@ -227,11 +227,13 @@ def epoch_plan(lengths, batch_size: int, local_steps: int | None) -> tuple[int, 
 
 
 def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, plan: RoundPlan,
-                    rng=None):
+                    rng=None, loss_start: float = 0.0):
     """Run steps ``first..last-1`` of one block's epoch in place; returns (loss_sum, first_loss,
     finite). Step ``first + k`` is numbered ``t0 + k + 1`` for the schedule and the optimiser.
     Step ``s`` takes rows ``order[s B:(s + 1) B]`` (the rows themselves without ``order``), the
-    last batch short when ``order`` (or X) runs out.
+    last batch short when ``order`` (or X) runs out. The batches' losses are added to
+    ``loss_start`` one by one (a stream walked in pieces sums its losses in the same order as
+    in one piece).
 
     This is the whole numerical content of a round, also usable on its own: the one-block
     reference of plain sequential mini-batch SGD. A problem with ``stochastic = True`` (dropout)
@@ -239,13 +241,14 @@ def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, pla
     """
     cfg = plan.config
     if sparse_steps.applies(problem, X, cfg):
-        return sparse_steps.lazy_sgd_steps(problem, params, X, Y, w, order, first, last, t0,
-                                           plan)
+        loss_sum, first_loss, finite = sparse_steps.lazy_sgd_steps(
+            problem, params, X, Y, w, order, first, last, t0, plan)
+        return loss_start + loss_sum, first_loss, finite
     B = cfg.batch_size
     n = X.shape[0] if order is None else len(order)
     opt, schedule, penalty = cfg.optimizer, cfg.schedule, cfg.penalty
     avg_start = int(cfg.average) if cfg.averaging else None
-    loss_sum = 0.0
+    loss_sum = float(loss_start)
     first_loss = None
     extra = {"rng": rng} if getattr(problem, "stochastic", False) else {}
     for k, s in enumerate(range(first, last)):
@@ -282,6 +285,9 @@ def stream_steps_run(problem, params, slots, parts, s, plan: RoundPlan):
     layout, cfg = plan.layout, plan.config
     B = cfg.batch_size
     last = plan.first_step + plan.local_steps
+    joined = parts.get((JOINED, s))
+    if joined is not None:
+        return _joined_steps(problem, params, slots, joined, s, plan)
     stream_rows = layout.rows(s)
     pos = plan.first_step * B  # stream row of the next row taken
     totals = [0.0, None, 0]  # loss_sum, first_loss, steps done
@@ -291,8 +297,9 @@ def stream_steps_run(problem, params, slots, parts, s, plan: RoundPlan):
 
     def run(X, Y, w, order, n_steps, rng):
         ls, fl, finite = local_sgd_steps(problem, params, slots, X, Y, w, order, 0, n_steps,
-                                         plan.t0 + totals[2], plan, rng=rng)
-        totals[0] += ls
+                                         plan.t0 + totals[2], plan, rng=rng,
+                                         loss_start=totals[0])
+        totals[0] = ls
         if totals[1] is None:
             totals[1] = fl
         totals[2] += n_steps
@@ -331,19 +338,27 @@ def stream_steps_run(problem, params, slots, parts, s, plan: RoundPlan):
     return totals[0], totals[1], True
 
 
+def _joined_steps(problem, params, slots, joined, s, plan: RoundPlan):
+    """:func:`stream_steps_run` on stream ``s``'s rows joined into one array: the same batches
+    in the same order (a batch across a block boundary is the same rows), so the same numbers
+    bit for bit, without a call, a copy or a slice per block."""
+    layout, cfg = plan.layout, plan.config
+    X, Y, w = joined
+    first = plan.first_step
+    last = min(first + plan.local_steps, layout.steps(s))
+    if last <= first:
+        return 0.0, None, True
+    if not cfg.shuffle:
+        return local_sgd_steps(problem, params, slots, X, Y, w, None, first, last, plan.t0,
+                               plan)
+    return local_sgd_steps(problem, params, slots, X, Y, w, round_order(layout, s, plan), 0,
+                           last - first, plan.t0, plan)
+
+
 def _take_rows(X, Y, w, order, lo, hi):
     """Rows ``lo .. hi - 1`` of a block's epoch order, copied."""
     idx = order[lo:hi] if order is not None else np.arange(lo, hi)
     return X[idx], Y[idx], None if w is None else w[idx]
-
-
-def _join_rows(pieces):
-    """``(X, Y, w)`` of row pieces (dense or CSR) one after the other: a mini-batch out of
-    consecutive blocks, or the stacked search's blocks side by side."""
-    Xs, Ys, ws = zip(*pieces)
-    X = (sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.concatenate(Xs))
-    w = None if ws[0] is None else np.concatenate(ws)
-    return X, np.concatenate(Ys), w
 
 
 #: Slots that are running sums of the iterates (combined as the parameters are); the others
@@ -407,7 +422,9 @@ class StreamRunner:
     """Runs rounds over ``data`` laid out as ``layout``: one task per group of streams.
 
     Persisted data: the groups' blocks are gathered once into one object per group, next to
-    each other, so a round costs one task per group whatever the number of blocks. Data read
+    each other, so a round costs one task per group whatever the number of blocks; with
+    ``join=True`` every stream's blocks are joined into one array there (:func:`join_streams`),
+    so a round walks one array per stream instead of its blocks. Data read
     from storage on every pass: one task per stream, reading only the blocks the stream
     touches in that round (a task holds what it reads at once). With ``hold=True`` those blocks
     stay in worker memory from the round that first touches them to the last one that does:
@@ -416,7 +433,7 @@ class StreamRunner:
     """
 
     def __init__(self, parts, layout: StreamLayout, persisted: bool, n_tasks: int | None = None,
-                 groups=None, hold: bool = False):
+                 groups=None, hold: bool = False, join: bool = False):
         self.layout = layout
         #: Block index -> the block held in worker memory (data read from storage, ``hold``).
         self.held = {} if hold and not persisted else None
@@ -429,15 +446,24 @@ class StreamRunner:
         self.ranges = [range(a, min(a + self.group, W)) for a in range(0, W, self.group)]
         self.block_parts = list(parts)
         self.gathered = None
-        if persisted and groups is not None:
+        if not persisted:
+            return
+        if groups is not None:
             # Blocks held in groups (Blocks.persist): one task per stream group reads them.
-            self.gathered = list(dask.persist(*groups.gather(
-                [(layout.starts[r.start], layout.starts[r.stop]) for r in self.ranges])))
-        elif persisted:
+            gathered = groups.gather(
+                [(layout.starts[r.start], layout.starts[r.stop]) for r in self.ranges])
+        else:
             gathered = [delayed(_gather, pure=True)(
                 tuple(range(layout.starts[r.start], layout.starts[r.stop])),
                 *parts[layout.starts[r.start]:layout.starts[r.stop]]) for r in self.ranges]
-            self.gathered = list(dask.persist(*gathered))
+        if join:
+            # Every stream's rows in one array, held for the whole fit: an epoch then walks a
+            # few large arrays instead of every block (no generator, call or copy per block
+            # beyond the permutations). The same numbers (join_streams).
+            gathered = [delayed(join_streams, pure=True)(
+                g, tuple((s, layout.starts[s], layout.starts[s + 1]) for s in r))
+                for g, r in zip(gathered, self.ranges)]
+        self.gathered = list(dask.persist(*gathered))
 
     def inputs(self, touched) -> list:
         """Per group, the object its round task reads; ``touched(streams)`` lists the blocks
@@ -627,6 +653,21 @@ def _hold_fits(data: TrainingData, layout: StreamLayout) -> bool:
     return fits_persist_budget(2 * layout.n_streams * block_bytes / HOLD_FRACTION)
 
 
+#: Persisted training rows are joined into one array per stream (a copy of the data, held for
+#: the fit) only while that copy takes at most this fraction of the persist budget.
+JOIN_FRACTION = 0.5
+
+
+def _join_fits(problem, data: TrainingData) -> bool:
+    """Whether a stream's persisted blocks may be joined into one array for the fit
+    (:func:`join_streams`): memory to spare, and no per-block noise (dropout draws its
+    generator per block)."""
+    if not data.persisted or getattr(problem, "stochastic", False):
+        return False
+    nbytes = int(data.n_train) * (int(data.train.n_features) + 2) * 8
+    return fits_persist_budget(nbytes / JOIN_FRACTION)
+
+
 def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: TrainConfig):
     """The ``epoch_fn`` of :func:`~dml.optim.training.run_epochs` for stream SGD on ``data``."""
     layout = make_streams(data.lengths, config.batch_size, config.stream_steps)
@@ -636,7 +677,8 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
     local_steps = config.steps_per_round(layout, round_cost_params(problem),
                                          curvature_limited(limit))
     runner = StreamRunner(data.train.parts, layout, data.persisted, groups=data.train.groups,
-                          hold=not data.persisted and _hold_fits(data, layout))
+                          hold=not data.persisted and _hold_fits(data, layout),
+                          join=_join_fits(problem, data))
     collective = None
     if runner.gathered is not None:
         from dml.optim.collective_rounds import CollectiveRounds

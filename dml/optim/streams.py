@@ -34,11 +34,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from dml._graph import reduce_levels, tree_depth
+from dml._random import block_rng
 
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
-           "subtree_reduce", "tree_levels", "SPLIT_EVERY"]
+           "subtree_reduce", "tree_levels", "SPLIT_EVERY", "JOINED", "round_order",
+           "join_streams"]
 
 #: Fan-in of the reduction tree over the streams: binary, so task groups can be any power of two
 #: (finer than powers of 8 for balancing a few dozen streams over a cluster's threads).
@@ -232,3 +235,64 @@ def subtree_reduce(values: list, combine, levels: int):
     level = reduce_levels(list(values), combine, levels, SPLIT_EVERY)
     assert len(level) == 1
     return level[0]
+
+
+#: Key of a stream's rows joined into one array in the object a group task reads
+#: (:class:`dml.optim.engine.StreamRunner`, ``join=True``): ``parts[(JOINED, s)] = (X, Y, w)``.
+JOINED = "stream"
+
+
+def round_order(layout: StreamLayout, s: int, plan) -> np.ndarray:
+    """Positions in stream ``s``'s joined rows of the rows its steps of ``plan``'s round take,
+    in order: every block's rows in the block's own epoch order, as
+    :func:`dml.optim.engine.stream_steps_run` walks them block by block.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> layout = make_streams([3, 3, 3], batch_size=2, stream_steps=4)
+    >>> layout.starts                                  # one stream of three 3-row blocks
+    (0, 3)
+    >>> plan = SimpleNamespace(seed=0, epoch=1, first_step=1, local_steps=2)
+    >>> order = round_order(layout, 0, plan)           # rows 2 .. 5 of the stream
+    >>> len(order), int(order[0]) < 3, sorted(order[1:].tolist()) == [3, 4, 5]
+    (4, True, True)
+    """
+    pieces = []
+    offset = 0
+    segments = iter(layout.segments(s, plan.first_step, plan.first_step + plan.local_steps))
+    segment = next(segments, None)
+    for b in layout.blocks(s):
+        if segment is None:
+            break
+        n = layout.block_rows[b]
+        if segment[0] == b:
+            _, lo, hi = segment
+            perm = block_rng(plan.seed, "shuffle", plan.epoch, b).permutation(n)
+            pieces.append(perm[lo:hi] + offset)
+            segment = next(segments, None)
+        offset += n
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+
+
+def join_streams(parts: dict, streams) -> dict:
+    """``parts`` (``{block: (X, Y, w)}``) with the blocks of every stream ``(s, first block,
+    end block)`` of ``streams`` joined into one array under ``(JOINED, s)``. A stream of one
+    block keeps the block itself (no copy); streams with a sparse block keep their blocks."""
+    out = {}
+    for s, lo, hi in streams:
+        pieces = [parts[b] for b in range(lo, hi)]
+        if not all(isinstance(p[0], np.ndarray) for p in pieces):
+            out.update((b, parts[b]) for b in range(lo, hi))
+        else:
+            out[(JOINED, s)] = pieces[0] if len(pieces) == 1 else _join_rows(pieces)
+    return out
+
+
+def _join_rows(pieces):
+    """``(X, Y, w)`` of row pieces (dense or CSR) one after the other: a mini-batch out of
+    consecutive blocks, or the stacked search's blocks side by side."""
+    Xs, Ys, ws = zip(*pieces)
+    X = (sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.concatenate(Xs))
+    w = None if ws[0] is None else np.concatenate(ws)
+    return X, np.concatenate(Ys), w
