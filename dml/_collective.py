@@ -224,19 +224,25 @@ _SWITCH_INTERVAL = 0.001
 #: glibc's allocator settings while a run goes on (bytes). A nanny starts its worker with
 #: ``MALLOC_TRIM_THRESHOLD_=65536`` (distributed's default, so that freed memory goes back to the
 #: system), which also fixes the size from which an allocation gets pages of its own at
-#: 128 KiB. A run allocates and frees such arrays all the time (a wave's histograms are 180 KiB
-#: a node, its lists of rows 160 KiB a block), and fresh pages must be faulted in and zeroed by
-#: the kernel every time: that was 40% of a boosting fit's CPU time on a worker. During a run,
-#: arrays up to 32 MiB (glibc's maximum) come from the heap and up to 256 MiB of free heap are
-#: kept; afterwards the settings are restored and the free memory is given back.
+#: 128 KiB (glibc otherwise raises that size as such arrays are freed). A run allocates and
+#: frees such arrays all the time (a wave's histograms are 180 KiB a node, its lists of rows
+#: 160 KiB a block), and fresh pages must be faulted in and zeroed by the kernel every time:
+#: that was 40% of a boosting run's CPU time on a worker. So in a process started with either
+#: setting, arrays up to 32 MiB (glibc's maximum) come from the heap during a run and up to
+#: 256 MiB of free heap is kept; afterwards the settings are restored and the free memory is
+#: given back. A process without them keeps glibc's own adaptive settings.
 _MMAP_THRESHOLD, _TRIM_THRESHOLD = 32 << 20, 256 << 20
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
+_MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 _TUNED = {"runs": 0, "switch": None}
 
 
 def _libc():
-    """glibc's ``mallopt`` and ``malloc_trim``, or None (another C library or system)."""
-    if not sys.platform.startswith("linux"):
+    """glibc's ``mallopt`` and ``malloc_trim`` when the process started with fixed allocator
+    settings (see above), else None (adaptive settings, or another C library or system)."""
+    import os
+
+    if not sys.platform.startswith("linux") or not any(k in os.environ for k in _MALLOC_ENV):
         return None
     try:
         import ctypes
@@ -258,7 +264,7 @@ def _malloc_defaults():
         except (KeyError, ValueError):
             return 128 << 10  # glibc's default for both
 
-    return env("MALLOC_MMAP_THRESHOLD_"), env("MALLOC_TRIM_THRESHOLD_")
+    return tuple(env(k) for k in _MALLOC_ENV)
 
 
 def _tune_process(enter):
