@@ -41,7 +41,7 @@ FAMILIES = {
     "trees": "decision trees, random forests, bagging of trees (dml.tree._kernels)",
     "stacked_sgd": "searches over SGD linear models, stacked (dml.optim._stacked_kernels)",
     "sparse_sgd": "SGD linear models on sparse X (dml.optim._stacked_kernels)",
-    "gbt": "gradient-boosted trees (dml.ensemble._gb_kernels, dml.tree._kernels' route)",
+    "gbt": "gradient-boosted trees (dml.ensemble._gb_kernels)",
     "recommender": "MatrixFactorization, SGD and ALS (dml.recommender._kernels)",
     "neighbors": "NearestNeighbors, KNeighbors* brute force (dml.neighbors._knn_kernels)",
     "kmeans": "KMeans on dense X: Lloyd step, final assignment, statistics (dml.cluster._kernels)",
@@ -90,11 +90,10 @@ def _signatures():
         ],
         "gbt": [
             ("dml.ensemble._gb_kernels", "grow_pass",
-             (u2, a(nt.float32, 2), a(nt.float32, 2), b1, i32_2, i32_2, i32_2, b2, i32_2,
-              i32_2, i32_2, b2, i32_2, i64, i64)),
+             (u2, a(nt.float32, 2), a(nt.float32, 2), b1, i32_2, i32_2, i2, i2, i32_2, i32_2,
+              b2, i32_2, i32_2, i32_2, b2, i32_2, i64, i64)),
             ("dml.ensemble._gb_kernels", "best_splits",
              (a(f64, 4), f1, f1, f1, i1, b1, b2, f64, f64, f64)),
-            (trees, "route", (u2, i32_2, i32_2, i32_2, b2, i32_2, i32_2, i32_2, b2)),
         ],
         "stacked_sgd": [
             ("dml.optim._stacked_kernels", "sgd_segment",

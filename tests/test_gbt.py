@@ -410,8 +410,9 @@ def test_adaboost_equals_scikit_learns_samme_on_exact_bins(client, n_classes):
 def test_grow_kernel_routes_and_counts_as_the_reference(routed):
     """The one-pass wave kernel equals routing with the trees' route kernel followed by a
     plain NumPy histogram of the used rows, added in row order (so bit for bit), with two
-    trees, missing values, a categorical split, unused rows and uncounted nodes."""
-    from dml.ensemble._gb_grow import grow_kernel
+    trees, missing values, a categorical split, unused rows and uncounted nodes; the rows it
+    keeps grouped by node are those of the new assignment, in increasing order per node."""
+    from dml.ensemble._gb_grow import grow_kernel, nodes_of
     from dml.tree._kernels import route as ref_route
 
     rng = np.random.default_rng(3)
@@ -438,10 +439,18 @@ def test_grow_kernel_routes_and_counts_as_the_reference(routed):
     slot_map = np.full((T, M), -1, dtype=np.int32)
     slot_map[0, [3, 6]] = [0, 1]
     slot_map[1, [5, 1]] = [2, 3]
-    new, hist = grow_kernel((xb,), (None, g, h, use), assign, route, slot_map, 4, nb)
+    nodes, hist = grow_kernel((xb,), (None, g, h, use), nodes_of(assign), route, slot_map, 4,
+                              nb)
+    new = nodes[0]
 
     want_assign = ref_route(xb, assign, *route) if routed else assign
     np.testing.assert_array_equal(new, want_assign)
+    for t in range(T):
+        np.testing.assert_array_equal(np.sort(nodes[1][t]), np.arange(n))
+        for a in range(M):
+            first, count = nodes[2][t, a], nodes[3][t, a]
+            np.testing.assert_array_equal(nodes[1][t, first:first + count],
+                                          np.flatnonzero(want_assign[:, t] == a))
     assert routed == (not np.array_equal(new, assign))
     want = np.zeros((4, d, nb + 1, 3))
     bins = np.where(xb == 255, nb, xb)

@@ -228,3 +228,32 @@ def test_a_long_run_that_started_is_not_mistaken_for_one_that_cannot_start(inpro
     assert a._fit_stats["collective"] is True
     assert _leftovers(inprocess_client) == 0
 
+
+
+def _inside_a_run(addresses):
+    import sys
+    import threading
+
+    from distributed import get_worker
+
+    from dml import _collective
+
+    worker, ident = get_worker(), threading.get_ident()
+    before = sys.getswitchinterval()
+    with _collective.long_lived("test-tuned-run", 0, addresses, "test"):
+        inside = (ident in worker.active_threads, sys.getswitchinterval(),
+                  _collective._TUNED["runs"])
+    after = (ident in worker.active_threads, sys.getswitchinterval(), _collective._TUNED["runs"])
+    return before, inside, after, _collective._libc() is not None
+
+
+def test_a_run_tunes_its_worker_process_and_restores_it(process_client):
+    """While a run goes on, its thread is hidden from the worker's sampling profiler, the thread
+    switch interval is short and (a nanny's worker has fixed allocator settings) glibc's
+    allocator is tuned; all is restored when it ends."""
+    addr = sorted(process_client.nthreads())[0]
+    before, inside, after, tuned = process_client.submit(
+        _inside_a_run, [addr], workers=[addr], pure=False).result()
+    assert inside == (False, min(before, 0.001), 1)
+    assert after == (True, before, 0)
+    assert tuned

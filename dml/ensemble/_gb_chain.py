@@ -52,7 +52,7 @@ def _combine(kind):
 def _routed(prep, carried, route):
     if route is None:
         return carried
-    return [c[:4] + (_gb_grow.route_kernel(p, c[4], route),) for p, c in zip(prep, carried)]
+    return [c[:4] + (_gb_grow.route_kernel(p, c, c[4], route),) for p, c in zip(prep, carried)]
 
 
 def group_step(prep, carried, driver, args, *partials):
@@ -60,8 +60,10 @@ def group_step(prep, carried, driver, args, *partials):
     group computes the same), then the decision applied to the group's blocks.
 
     ``prep`` holds the blocks' ``(bins, y, w, is_validation)``, ``carried`` their ``(raw, g,
-    h, use, node assignment)``; returns the new carried state, the driver and the group's
-    partial sums (its pieces of the block tree, :func:`~dml._block_groups.range_reduce`)."""
+    h, use, nodes)`` (``nodes``: the rows grouped by node,
+    :func:`~dml.ensemble._gb_grow.init_nodes`); returns the new carried state, the driver and
+    the group's partial sums (its pieces of the block tree,
+    :func:`~dml._block_groups.range_reduce`)."""
     decision, driver = drive(driver, *partials)
     if decision[0] == "idle":
         return carried, driver, None
@@ -76,10 +78,10 @@ def end_round(prep, carried, decision, args):
     _, route, values, rnd_next, _ = decision
     carried = _routed(prep, carried, route)
     if values is not None:
-        carried = [_gb_fit.end_kernel(start + j, p, c, c[4], values, loss, seed, subsample,
+        carried = [_gb_fit.end_kernel(start + j, p, c, c[4][0], values, loss, seed, subsample,
                                       rnd_next) + (None,)
                    for j, (p, c) in enumerate(zip(prep, carried))]
-    return tuple(c[:4] + (_gb_grow.init_assign(p, n_trees),) for p, c in zip(prep, carried))
+    return tuple(c[:4] + (_gb_grow.init_nodes(p, n_trees),) for p, c in zip(prep, carried))
 
 
 def apply_decision(prep, carried, decision, args):
@@ -103,7 +105,7 @@ def apply_decision(prep, carried, decision, args):
         parts = [hist for _, hist in out]
     else:  # "resid"
         carried = _routed(prep, carried, decision[1])
-        parts = [_gb_fit.resid_kernel(p, c, c[4], decision[2]) for p, c in zip(prep, carried)]
+        parts = [_gb_fit.resid_kernel(p, c, c[4][0], decision[2]) for p, c in zip(prep, carried)]
     # The blocks' results are this step's own, so the grow histograms are summed in place.
     combine = _gb_grow.add_fresh_hists if kind == "grow" else _combine(kind)
     return tuple(carried), range_reduce(parts, start, n_blocks, combine, _FANIN)
@@ -117,7 +119,7 @@ def start_group(prep, start, loss, baseline, nodes, seed, subsample, rnd, n_tree
         raw0 = None if nodes is None else _gb_fit.raw_binned_kernel(p, nodes, baseline,
                                                                     loss.n_outputs)
         out.append(_gb_fit.start_kernel(start + j, p, loss, baseline, raw0, seed, subsample,
-                                        rnd) + (_gb_grow.init_assign(p, n_trees),))
+                                        rnd) + (_gb_grow.init_nodes(p, n_trees),))
     return tuple(out)
 
 

@@ -56,7 +56,7 @@ def rebuild(prep, start, loss, baseline, prior, trees, seed, subsample, rnd, n_t
             for k in range(leaves.shape[1]):
                 raw[:, k % n_trees] += trees["value"][leaves[:, k]]
         out.append(_gb_fit.start_kernel(start + j, p, loss, baseline, raw, seed, subsample, rnd)
-                   + (_gb_grow.init_assign(p, n_trees),))
+                   + (_gb_grow.init_nodes(p, n_trees),))
     return tuple(out)
 
 

@@ -3,9 +3,10 @@ histograms, in a few *waves* (steps of the chained graph of :mod:`dml.ensemble._
 
 The workers keep, per block, the binned features and targets and a *state*: raw predictions,
 float32 gradients and hessians (already multiplied by the sample weight) and the mask of rows
-used this round. A wave routes the rows of newly split nodes to their children (a new node
-assignment per block) and returns the histograms (Σg, Σh, count per node,
-feature and bin) of the requested nodes, summed over the blocks in a fixed order.
+used this round, and the rows grouped by node (:func:`init_nodes`). A wave routes the rows of
+newly split nodes to their children (reading only those nodes' rows) and returns the
+histograms (Σg, Σh, count per node, feature and bin) of the requested nodes, summed over the
+blocks in a fixed order.
 
 Best-first growth, as scikit-learn's ``TreeGrower``: the open node with the largest gain is
 split next; a child's best split is computed from its histogram as soon as the node is split.
@@ -28,7 +29,6 @@ import numpy as np
 
 from dml._blocks import block_rng
 from dml.ensemble import _gb_kernels
-from dml.tree import _kernels as _tree_kernels
 
 #: Hessian below which a side of a split is refused (scikit-learn's ``min_hessian_to_split``).
 MIN_HESSIAN = 1e-3
@@ -38,25 +38,28 @@ MIN_HESSIAN = 1e-3
 # worker side
 # --------------------------------------------------------------------------------------------
 
-def route_kernel(part, assign, route):
-    """Rows of nodes split since the last wave move one level down (a new array)."""
-    feature, thr, mleft, left, right, cat_idx, bitsets = route
-    return _tree_kernels.route(part[0], assign, feature, thr, mleft, left, right, cat_idx,
-                               bitsets)
+def _no_route(T, M):
+    return (np.full((T, M), -2, dtype=np.int32), np.zeros((T, M), dtype=np.int32),
+            np.zeros((T, M), dtype=bool), np.zeros((T, M), dtype=np.int32),
+            np.zeros((T, M), dtype=np.int32), np.full((T, M), -1, dtype=np.int32),
+            np.zeros((0, 256), dtype=bool))
 
 
-def grow_kernel(part, state, assign, route, slot_map, S, nb):
+def grow_kernel(part, state, nodes, route, slot_map, S, nb):
     """A wave on one block: the rows of the nodes split since the last wave move one level
     down (``route``: None when none were), then the requested histograms are counted.
-    Returns the new node assignment and the histograms."""
+    ``nodes`` is the block's ``(assign, order, nstart, ncount)`` (:func:`init_nodes`).
+    Returns the new ``nodes`` and the histograms."""
     if route is None:
-        T, M = slot_map.shape
-        route = (np.full((T, M), -2, dtype=np.int32), np.zeros((T, M), dtype=np.int32),
-                 np.zeros((T, M), dtype=bool), np.zeros((T, M), dtype=np.int32),
-                 np.zeros((T, M), dtype=np.int32), np.full((T, M), -1, dtype=np.int32),
-                 np.zeros((0, 256), dtype=bool))
+        route = _no_route(*slot_map.shape)
     g, h, use = state[1], state[2], state[3]
-    return _gb_kernels.grow_pass(part[0], g, h, use, assign, *route, slot_map, int(S), int(nb))
+    return _gb_kernels.grow_pass(part[0], g, h, use, *nodes, *route, slot_map, int(S), int(nb))
+
+
+def route_kernel(part, state, nodes, route):
+    """Only the routing of a wave (the last splits of a round): the new ``nodes``."""
+    T = nodes[0].shape[1]
+    return grow_kernel(part, state, nodes, route, np.full((T, 1), -1, dtype=np.int32), 0, 1)[0]
 
 
 def sum_hists(parts):
@@ -80,8 +83,25 @@ def add_fresh_hists(parts):
     return out
 
 
-def init_assign(part, n_trees):
-    return np.zeros((part[0].shape[0], n_trees), dtype=np.int32)
+def init_nodes(part, n_trees):
+    """A block's rows all at the roots: ``(assign, order, nstart, ncount)`` of
+    :func:`~dml.ensemble._gb_kernels.grow_pass`."""
+    return nodes_of(np.zeros((part[0].shape[0], n_trees), dtype=np.int32))
+
+
+def nodes_of(assign):
+    """The rows grouped by node (each node's rows in increasing order) for a node
+    assignment ``assign`` (rows × trees): ``(assign, order, nstart, ncount)``."""
+    n, T = assign.shape
+    M = int(assign.max(initial=0)) + 1
+    order = np.empty((T, n), dtype=np.int32)
+    nstart = np.zeros((T, M), dtype=np.int64)
+    ncount = np.zeros((T, M), dtype=np.int64)
+    for t in range(T):
+        order[t] = np.argsort(assign[:, t], kind="stable")
+        ncount[t] = np.bincount(assign[:, t], minlength=M)
+        nstart[t, 1:] = np.cumsum(ncount[t])[:-1]
+    return assign, order, nstart, ncount
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,75 +21,91 @@ from dml.tree._binning import MISSING as _MISSING  # numba freezes the global as
 
 
 @kernel(nogil=True)
-def grow_pass(xb, g, h, use, assign, feature, thr, mleft, left, right, cat_idx, bitsets,
-              slot_map, S, nb):
-    """One pass over a block's rows: route the rows of split nodes one level down, then add
-    every used row to the histogram of its (new) node's slot.
+def grow_pass(xb, g, h, use, assign, order, nstart, ncount, feature, thr, mleft, left, right,
+              cat_idx, bitsets, slot_map, S, nb):
+    """A wave on one block: the rows of the nodes split since the last wave move one level
+    down, then the used rows of the counted nodes are added to their histograms.
 
-    Returns the new node assignment (a new array) and the histograms (S, d, nb + 1, 3) of
-    (Σg, Σh, count) of the used rows in the counted slots. ``feature[t, node] >= 0`` marks a
-    split (``mleft``, ``cat_idx``/``bitsets`` and ``thr`` send a row left, as
-    :func:`dml.tree._kernels.route` does); ``slot_map[t, node]`` is the slot of a node of tree
-    ``t`` (-1: not counted); ``g``, ``h`` and ``assign`` have one column per tree. Rows are
-    added in increasing order, so the sums do not depend on how the work is arranged.
+    The rows are kept partitioned by node (LightGBM's ``DataPartition``, scikit-learn's
+    ``sample_indices``): ``order[t]`` lists the rows of tree ``t`` grouped by node, each node's
+    rows in increasing order from ``nstart[t, node]`` (``ncount[t, node]`` of them), and
+    ``assign[r, t]`` is the node of row ``r``. So routing reads only the rows of the split
+    nodes (a stable split of each one's range into its children's), and counting a node reads
+    only its rows. Returns the new ``(assign, order, nstart, ncount)`` (new arrays: the inputs
+    are left as they were) and the histograms (S, d, nb + 1, 3) of (Σg, Σh, count).
 
-    Routing and counting share one call: the rows to count are known once routed, and the
-    routing copy of the assignment is the new assignment.
+    ``feature[t, node] >= 0`` marks a split (``mleft``, ``cat_idx``/``bitsets`` and ``thr``
+    send a row left, as :func:`dml.tree._kernels.route` does); ``slot_map[t, node]`` is the
+    slot of a node of tree ``t`` (-1: not counted); ``g``, ``h`` and ``assign`` have one
+    column per tree. A node's rows are added in increasing order, so the sums do not depend on
+    how the work is arranged.
     """
     n, d = xb.shape
     T, M = feature.shape
-    new = np.empty_like(assign)
+    cap = max(M, slot_map.shape[1], nstart.shape[1])
+    new = assign.copy()
+    new_order = order.copy()
+    ns = np.zeros((T, cap), dtype=np.int64)
+    nc = np.zeros((T, cap), dtype=np.int64)
+    ns[:, :nstart.shape[1]] = nstart
+    nc[:, :ncount.shape[1]] = ncount
+    right_rows = np.empty(n, dtype=np.int32)
+    for t in range(T):
+        for a in range(M):
+            f = feature[t, a]
+            if f < 0:
+                continue
+            lo, hi = left[t, a], right[t, a]
+            th, ml, ci = np.int64(thr[t, a]), mleft[t, a], cat_idx[t, a]
+            first = ns[t, a]
+            nl = 0
+            nr = 0
+            for i in range(first, first + nc[t, a]):
+                r = order[t, i]
+                b = xb[r, f]
+                go = np.int64(b) <= th
+                if ci >= 0:
+                    go = bitsets[ci, b]
+                if b == _MISSING:
+                    go = ml
+                # Whether a row goes left depends on its bins, so a branch on it would be
+                # mispredicted about every other row: both lists get the row, one keeps it.
+                new_order[t, first + nl] = r
+                right_rows[nr] = r
+                nl += go
+                nr += 1 - go
+                new[r, t] = lo if go else hi
+            for i in range(nr):
+                new_order[t, first + nl + i] = right_rows[i]
+            nc[t, a] = 0  # its rows are its children's now
+            ns[t, lo] = first
+            nc[t, lo] = nl
+            ns[t, hi] = first + nl
+            nc[t, hi] = nr
     out = np.zeros((S, d, nb + 1, 3), dtype=np.float64)
     # Bin of a byte in the histogram: the missing byte goes to bin nb (no branch per cell).
     lut = np.arange(256)
     lut[_MISSING] = nb
-    # Whether a row goes left depends on its bins, so a branch on it is mispredicted about
-    # every other row; routing was most of a wave's time. So every row takes the same path:
-    # a node without a split reads feature 0 and "moves" to itself.
-    fe = np.zeros((T, M), dtype=np.int64)
-    lo = np.empty((T, M), dtype=np.int64)
-    hi = np.empty((T, M), dtype=np.int64)
-    for t in range(T):
-        for a in range(M):
-            split = feature[t, a] >= 0
-            fe[t, a] = feature[t, a] if split else 0
-            lo[t, a] = left[t, a] if split else a
-            hi[t, a] = right[t, a] if split else a
-    # First the routing, listing the (row, tree) pairs to count, in row order; then the
-    # histograms of the listed rows only (a small share of the rows in most waves).
-    todo_r = np.empty(n * T, dtype=np.int64)
-    todo_t = np.empty(n * T, dtype=np.int64)
-    k = 0
-    for r in range(n):
-        row = xb[r]
-        used = use[r]
-        for t in range(T):
-            a = assign[r, t]
-            b = row[fe[t, a]]
-            ci = cat_idx[t, a]
-            go = np.int64(b) <= thr[t, a]
-            if ci >= 0:
-                go = bitsets[ci, b]
-            if b == _MISSING:
-                go = mleft[t, a]
-            a = lo[t, a] if go else hi[t, a]
-            new[r, t] = a
-            todo_r[k] = r
-            todo_t[k] = t
-            k += (slot_map[t, a] >= 0) & used
-    for i in range(k):
-        r = todo_r[i]
-        t = todo_t[i]
-        gv = np.float64(g[r, t])
-        hv = np.float64(h[r, t])
-        hs = out[slot_map[t, new[r, t]]]
-        row = xb[r]
-        for j in range(d):
-            bb = lut[row[j]]
-            hs[j, bb, 0] += gv
-            hs[j, bb, 1] += hv
-            hs[j, bb, 2] += 1.0
-    return new, out
+    for t in range(slot_map.shape[0]):
+        for a in range(slot_map.shape[1]):
+            s = slot_map[t, a]
+            if s < 0:
+                continue
+            hs = out[s]
+            first = ns[t, a]
+            for i in range(first, first + nc[t, a]):
+                r = new_order[t, i]
+                if not use[r]:
+                    continue
+                gv = np.float64(g[r, t])
+                hv = np.float64(h[r, t])
+                row = xb[r]
+                for j in range(d):
+                    bb = lut[row[j]]
+                    hs[j, bb, 0] += gv
+                    hs[j, bb, 1] += hv
+                    hs[j, bb, 2] += 1.0
+    return (new, new_order, ns, nc), out
 
 
 @kernel(nogil=True, inline="always")
