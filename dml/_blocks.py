@@ -528,7 +528,30 @@ def _lengths_of(obj) -> np.ndarray | None:
     if isinstance(obj, da.Array):
         rows = obj.chunks[0]
         return None if any(np.isnan(r) for r in rows) else np.asarray(rows, dtype=np.int64)
+    if isinstance(obj, (dd.DataFrame, dd.Series)):
+        return _frame_lengths(obj)
     return None
+
+
+def _frame_lengths(frame) -> np.ndarray | None:
+    """Partition lengths of a Dask dataframe that its source states without reading any data.
+
+    A frame read from Parquet (without filters) knows the row count of every partition from the
+    files' footers: Dask's query optimiser rewrites the partition lengths into a constant. Using
+    them saves a full pass over data that may not fit in memory. None when the optimiser cannot
+    tell (any other source, a filter, a row-changing operation), or on a Dask version without
+    this optimisation.
+    """
+    try:
+        from dask.dataframe.dask_expr._expr import Lengths, Literal
+
+        expr = Lengths(frame.expr).optimize(fuse=False)
+    except Exception:  # noqa: BLE001 - only an optimisation: the lengths are computed instead
+        return None
+    if not isinstance(expr, Literal):
+        return None
+    lengths = np.asarray(expr.value, dtype=np.int64)
+    return lengths if len(lengths) == frame.npartitions else None
 
 
 def compute_lengths(*objs) -> list[np.ndarray]:
@@ -680,7 +703,7 @@ def as_blocks(X, y=None, sample_weight=None, *, spec: BlockSpec | None = None,
             parts = _extract_parts(xparts, None, None, spec, (features, ycol, wcol))
             return Blocks(parts, len(features), feature_names, local, spec,
                           has_y=y is not None, has_weight=sample_weight is not None,
-                          dtypes=dtypes)
+                          dtypes=dtypes, known_lengths=_frame_lengths(X))
         # Separate y or weights: align them to X's partitions by row counts.
         return _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local,
                                dtypes, y is not None, sample_weight is not None)
@@ -740,7 +763,7 @@ def _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local,
     if frame:
         X = X[features + [c for c in (ycol, wcol) if c]]
     vectors = [v for v in (yv, wv) if v is not None]
-    known = {id(o): (_lengths_of(o) if isinstance(o, da.Array) else
+    known = {id(o): (_lengths_of(o) if isinstance(o, (da.Array, dd.DataFrame, dd.Series)) else
                      (np.asarray([len(o)]) if isinstance(o, np.ndarray) else None))
              for o in [X, *vectors]}
     unknown = [o for o in [X, *vectors] if known[id(o)] is None]

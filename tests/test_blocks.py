@@ -59,9 +59,13 @@ def test_column_names_for_target_and_weight(data):
     np.testing.assert_allclose(out["sum"], X.sum(0), rtol=1e-12)
     np.testing.assert_allclose(out["w"], w.sum(), rtol=1e-12)
     assert out["y"] == y.sum()
-    # lengths are only computed when asked for
+    # A pandas-backed frame states its partition lengths: no pass computes them.
+    expected = list(ddf.map_partitions(len).compute())
+    assert list(b.known_lengths) == expected
+    # Otherwise lengths are only computed when asked for.
+    b = as_blocks(ddf.map_partitions(lambda part: part.copy()), "target", "weight")
     assert b.known_lengths is None
-    assert list(b.lengths) == list(ddf.map_partitions(len).compute()) and b.n_samples == 103
+    assert list(b.lengths) == expected and b.n_samples == 103
 
 
 def test_results_reproducible_and_tree_order_fixed(data):

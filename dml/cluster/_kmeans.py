@@ -257,6 +257,14 @@ def init_centres(method: str, result, k: int, seed: int, data: Prepared) -> np.n
     return np.ascontiguousarray(_sparse.as_dense(centres, data.dtype))
 
 
+@dataclass
+class _PartsView:
+    """What :func:`init_graph` reads of a :class:`Prepared`: its parts and block offsets."""
+
+    parts: list
+    offsets: np.ndarray
+
+
 # --------------------------------------------------------------------------------------------
 # Estimator
 # --------------------------------------------------------------------------------------------
@@ -450,9 +458,18 @@ default="k-means||"
         if n < self.n_clusters:
             raise ValueError(f"{type(self).__name__}: n_samples={n} should be >= "
                              f"n_clusters={self.n_clusters}; ask for fewer clusters")
-        data = prepare(blocks, type(self).__name__, sparse=is_sparse(X) or is_sparse_dask(X))
         seed = seed_from(self.random_state)
-        runs = self._initial_runs(data, n_init, seed)
+        sparse = is_sparse(X) or is_sparse_dask(X)
+        if isinstance(self.init, str):
+            # The initial centres are computed with the data statistics (one pass for both
+            # when the data is read from storage at every pass).
+            seeds = [run_seed(seed, "kmeans-run", i) for i in range(n_init)]
+            data, inits = prepare(blocks, type(self).__name__, sparse=sparse,
+                                  also=functools.partial(self._init_graphs, seeds))
+            runs = self._initial_runs(data, n_init, seed, inits)
+        else:
+            data = prepare(blocks, type(self).__name__, sparse=sparse)
+            runs = self._initial_runs(data, n_init, seed)
         progress = make_progress(self.progress, self.verbose)
         if progress is not None:
             progress.start(self.max_iter, desc=type(self).__name__)
@@ -482,16 +499,22 @@ default="k-means||"
                           "duplicate points in X.", ConvergenceWarning, stacklevel=2)
         return self
 
-    def _initial_runs(self, data: Prepared, n_init: int, seed: int) -> list[Run]:
+    def _init_graphs(self, seeds, parts, offsets):
+        """Delayed initialisations, one per seed, on prepared parts (see :func:`init_graph`)."""
+        data = _PartsView(parts, offsets)
+        return [init_graph(data, self.init, self.n_clusters, s,
+                           oversampling_factor=self.oversampling_factor,
+                           init_rounds=self.init_rounds) for s in seeds]
+
+    def _initial_runs(self, data: Prepared, n_init: int, seed: int,
+                      results=None) -> list[Run]:
         tol = self.tol * data.variance if self.tol else 0.0
         if not isinstance(self.init, str):
             init = self._init_array(data.d, np.float64) - data.mean
             return [Run(data, np.ascontiguousarray(init.astype(data.dtype)), self.max_iter, tol)]
         seeds = [run_seed(seed, "kmeans-run", i) for i in range(n_init)]
-        graphs = [init_graph(data, self.init, self.n_clusters, s,
-                             oversampling_factor=self.oversampling_factor,
-                             init_rounds=self.init_rounds) for s in seeds]
-        results = compute(*graphs)
+        if results is None:
+            results = compute(*self._init_graphs(seeds, data.parts, data.offsets))
         return [Run(data, init_centres(self.init, res, self.n_clusters, s, data),
                     self.max_iter, tol) for res, s in zip(results, seeds)]
 

@@ -209,8 +209,15 @@ def _nnz(xb, yb, wb):
     return int(xb.nnz)
 
 
-def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False) -> Prepared:
+def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False,
+            also=None) -> Prepared | tuple[Prepared, tuple]:
     """Centre, augment and persist the training blocks, then one statistics pass.
+
+    ``also`` (optional) is called with the prepared parts and the block offsets and returns
+    Delayed objects of further kernels on the prepared blocks (the initial centres of
+    :class:`~dml.cluster.KMeans`). When the data is too large to persist they are computed in
+    the statistics pass (each prepared block read once for both), otherwise after it; either
+    way ``(prepared, their values)`` is returned instead of ``prepared``.
 
     When the input blocks are already in worker memory, each prepared block is made on the
     worker that holds its input (so the Lloyd tasks stay as balanced as the user's data);
@@ -253,16 +260,26 @@ def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False) -> Prepa
             for i, p in zip(idx, done):
                 parts[i] = p
     prepared = replace(blocks, parts=list(parts), known_lengths=lengths)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     stats_d = prepared.map_reduce(_lloyd.prepared_stats, combine=_lloyd.combine_prepared_stats,
                                   compute_now=False)
-    mean, stats, dtype = compute(mean, stats_d, delayed(_dtype_of, pure=True)(parts[0]))
+    # Read from storage, the blocks cost a pass per computation: the further kernels share
+    # the statistics pass (Dask reads a block once for all the tasks of one computation).
+    # Persisted, they run after the weight checks below, which they may rely on.
+    fused = also(list(parts), offsets) if also is not None and not persisted else ()
+    mean, stats, dtype, *fused = compute(mean, stats_d,
+                                         delayed(_dtype_of, pure=True)(parts[0]), *fused)
     if stats["wmin"] < 0:
         raise ValueError(f"{name}: sample_weight contains negative values; weights must be >= 0")
     check_weights_not_all_zero(stats["wsum"], name)
-    return Prepared(prepared, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), n, d,
-                    np.dtype(dtype), np.asarray(mean, dtype=np.float64),
+    data = Prepared(prepared, offsets, n, d, np.dtype(dtype), np.asarray(mean, dtype=np.float64),
                     _lloyd.mean_variance(stats, n), float(stats["wxsq"]),
                     float(stats["wsum"]), stats["lo"], stats["hi"], persisted=persisted)
+    if also is None:
+        return data
+    if persisted:
+        fused = compute(*also(data.parts, offsets))
+    return data, tuple(fused)
 
 
 def _dtype_of(part):
