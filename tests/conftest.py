@@ -252,9 +252,58 @@ LONG_FILES = ("test_readme_commands.py", "test_out_of_core.py", "test_notebooks.
               "test_cold_start.py")
 
 
+def _on_process_cluster(item) -> bool:
+    spec = getattr(item, "callspec", None)
+    return spec is not None and spec.params.get("client") == "multiprocess"
+
+
+def _one_process_cluster_case_quick(items):
+    """Of a test function's cases on the multi-process cluster, only the first (in collection
+    order: usually the smallest partitioning) stays in the quick tier; the others are marked
+    slow. Every test function that runs on both clusters still does so in a quick run, and the
+    full suite (CI) runs every case; the quick tier saves about a second per repeated
+    multi-process case (about 150 of them)."""
+    seen = set()
+    for item in items:
+        if not _on_process_cluster(item) or item.get_closest_marker("slow"):
+            continue
+        key = (str(item.fspath), item.originalname)
+        if key in seen:
+            item.add_marker(pytest.mark.slow)
+        seen.add(key)
+
+
+#: Parameters that count a test's row blocks (partitions, parts).
+BLOCK_COUNT_PARAMS = ("n_blocks", "nparts", "blocks", "npartitions")
+
+
+def _many_blocks(item) -> bool:
+    spec = getattr(item, "callspec", None)
+    return spec is not None and any(
+        isinstance(spec.params.get(k), int) and spec.params[k] >= 60 for k in BLOCK_COUNT_PARAMS)
+
+
+def _one_many_block_case_quick(items):
+    """Likewise for many blocks: of a test function's cases on 60 or more blocks, the first
+    stays in the quick tier (so every such test is still checked at scale in a quick run) and
+    the others (other estimators or options on the same many-block data) run in the full
+    suite."""
+    seen = set()
+    for item in items:
+        if not _many_blocks(item) or item.get_closest_marker("slow"):
+            continue
+        key = (str(item.fspath), item.originalname)
+        if key in seen:
+            item.add_marker(pytest.mark.slow)
+        seen.add(key)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
 def pytest_collection_modifyitems(config, items):
     rank = {name: k for k, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(LONG_FILES)))
+    _one_process_cluster_case_quick(items)
+    _one_many_block_case_quick(items)
 
 
 @pytest.fixture(autouse=True)

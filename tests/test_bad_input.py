@@ -358,7 +358,7 @@ def test_very_large_values(name):
 # Shapes and lengths
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("dask", ON_HEAVY)
 @pytest.mark.parametrize("name", NAMES)
 def test_1d_and_3d_X(name, dask):
     make, kind = _get(name)
@@ -632,7 +632,7 @@ def _fit_dense_output(make, kind, X, y):
     return dense(est.predict(X))
 
 
-@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("dask", ON_HEAVY)
 @pytest.mark.parametrize("name", NAMES)
 def test_sparse_X(name, dask):
     """Sparse X works (same output as the densified X) or gives a TypeError saying what to do."""
@@ -656,7 +656,7 @@ def test_sparse_X(name, dask):
 SPARSE_NAMES = sorted(SPARSE_OK)
 
 
-@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("dask", ON_HEAVY)
 @pytest.mark.parametrize("name", SPARSE_NAMES)
 def test_sparse_nan_and_inf_in_the_stored_values(name, dask):
     make, kind = _get(name)
@@ -685,7 +685,7 @@ def test_sparse_negative_counts(name, dask):
         fit(make(), kind, to_sparse(X, dask), to_dask(y) if dask else y)
 
 
-@pytest.mark.parametrize("dask", ON)
+@pytest.mark.parametrize("dask", ON_HEAVY)
 @pytest.mark.parametrize("name", SPARSE_NAMES)
 def test_sparse_wrong_shape(name, dask):
     """Another number of columns at predict time, or a y of another length, named clearly."""
