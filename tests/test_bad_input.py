@@ -52,9 +52,8 @@ def test_the_matrix_covers_every_public_estimator():
 
 NAMES = _names()
 SUPERVISED = _names(("clf", "reg"))
-#: The checks that fit an estimator several times to compare results (dtypes, huge values, an
-#: empty partition, y chunked unlike X) run in the quick tier (``-m "not slow"``) on one
-#: estimator per family and code path; the full suite runs them on every estimator.
+#: The quick tier (``-m "not slow"``) runs the matrix (errors and result comparisons) on one
+#: estimator per family and code path; the full suite, which CI runs, on every estimator.
 QUICK_VALUE_CHECKS = {"GaussianNB", "CategoricalNB", "LinearRegression", "Lasso",
                       "LogisticRegression", "SGDClassifier", "SGDRegressor",
                       "DecisionTreeClassifier", "RandomForestRegressor",
@@ -227,7 +226,7 @@ def test_all_zero_sample_weights_one_message(name, dask):
 # --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _value_checks(NAMES))
 def test_nan_in_X(name, dask):
     make, kind = _get(name)
     X, y = data(kind)
@@ -246,7 +245,7 @@ def test_nan_in_X(name, dask):
 
 
 @pytest.mark.parametrize("dask", ON)
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _value_checks(NAMES))
 def test_inf_in_X(name, dask):
     make, kind = _get(name)
     X, y = data(kind)
@@ -256,7 +255,7 @@ def test_inf_in_X(name, dask):
 
 
 @pytest.mark.parametrize("dask", ON)
-@pytest.mark.parametrize("name", SUPERVISED)
+@pytest.mark.parametrize("name", _value_checks(SUPERVISED))
 def test_nan_in_y(name, dask):
     make, kind = _get(name)
     X, y = data(kind)
@@ -267,7 +266,7 @@ def test_nan_in_y(name, dask):
 
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _value_checks(NAMES))
 def test_string_in_numeric_X(name, dask):
     make, kind = _get(name)
     X, y = data(kind)
@@ -359,7 +358,7 @@ def test_very_large_values(name):
 # --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _value_checks(NAMES))
 def test_1d_and_3d_X(name, dask):
     make, kind = _get(name)
     X, y = data(kind)
@@ -373,7 +372,7 @@ def test_1d_and_3d_X(name, dask):
 
 
 @pytest.mark.parametrize("dask", ON)
-@pytest.mark.parametrize("name", SUPERVISED)
+@pytest.mark.parametrize("name", _value_checks(SUPERVISED))
 def test_X_y_length_mismatch(name, dask):
     make, kind = _get(name)
     X, y = data(kind)
@@ -383,7 +382,7 @@ def test_X_y_length_mismatch(name, dask):
         fit(make(), kind, *wrap(X, y[:-1], dask))
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _value_checks(NAMES))
 def test_empty_X(name):
     make, kind = _get(name)
     X, y = data(kind)
@@ -426,7 +425,7 @@ def test_empty_partition(name):
 # --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dask", ON)
-@pytest.mark.parametrize("name", CLASSIFIERS)
+@pytest.mark.parametrize("name", _value_checks(CLASSIFIERS))
 def test_single_class(name, dask):
     make, kind = _get(name)
     X, y = data(kind)
@@ -440,7 +439,7 @@ def test_single_class(name, dask):
 
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
-@pytest.mark.parametrize("name", CLASSIFIERS)
+@pytest.mark.parametrize("name", _value_checks(CLASSIFIERS))
 def test_unseen_label_in_score(name, dask):
     """A label never seen in fit counts as an error in score (as scikit-learn), not a crash."""
     make, kind = _get(name)
@@ -512,7 +511,7 @@ def test_gradient_boosting_categorical_codes(dask):
 
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _value_checks(NAMES))
 def test_dataframe_with_other_columns_at_predict(name, dask):
     make, kind = _get(name)
     X, y = data(kind)
@@ -633,7 +632,7 @@ def _fit_dense_output(make, kind, X, y):
 
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _value_checks(NAMES))
 def test_sparse_X(name, dask):
     """Sparse X works (same output as the densified X) or gives a TypeError saying what to do."""
     make, kind = _get(name)
