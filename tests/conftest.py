@@ -257,15 +257,13 @@ def _on_process_cluster(item) -> bool:
     return spec is not None and spec.params.get("client") == "multiprocess"
 
 
-def _one_process_cluster_case_quick(items):
-    """Of a test function's cases on the multi-process cluster, only the first (in collection
-    order: usually the smallest partitioning) stays in the quick tier; the others are marked
-    slow. Every test function that runs on both clusters still does so in a quick run, and the
-    full suite (CI) runs every case; the quick tier saves about a second per repeated
-    multi-process case (about 150 of them)."""
+def _first_case_quick(items, predicate):
+    """Of a test function's cases for which ``predicate`` holds, only the first (in collection
+    order: usually the smallest parameters) stays in the quick tier; the others are marked
+    slow. The full suite (CI) runs every case."""
     seen = set()
     for item in items:
-        if not _on_process_cluster(item) or item.get_closest_marker("slow"):
+        if not predicate(item) or item.get_closest_marker("slow"):
             continue
         key = (str(item.fspath), item.originalname)
         if key in seen:
@@ -283,27 +281,14 @@ def _many_blocks(item) -> bool:
         isinstance(spec.params.get(k), int) and spec.params[k] >= 60 for k in BLOCK_COUNT_PARAMS)
 
 
-def _one_many_block_case_quick(items):
-    """Likewise for many blocks: of a test function's cases on 60 or more blocks, the first
-    stays in the quick tier (so every such test is still checked at scale in a quick run) and
-    the others (other estimators or options on the same many-block data) run in the full
-    suite."""
-    seen = set()
-    for item in items:
-        if not _many_blocks(item) or item.get_closest_marker("slow"):
-            continue
-        key = (str(item.fspath), item.originalname)
-        if key in seen:
-            item.add_marker(pytest.mark.slow)
-        seen.add(key)
-
-
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
 def pytest_collection_modifyitems(config, items):
     rank = {name: k for k, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(LONG_FILES)))
-    _one_process_cluster_case_quick(items)
-    _one_many_block_case_quick(items)
+    # Every test function that runs on both clusters, or on 60+ blocks, still does so in a
+    # quick run, once; the repeated cases (about a second each on the process cluster) do not.
+    _first_case_quick(items, _on_process_cluster)
+    _first_case_quick(items, _many_blocks)
 
 
 @pytest.fixture(autouse=True)
