@@ -763,8 +763,7 @@ def _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local,
     if frame:
         X = X[features + [c for c in (ycol, wcol) if c]]
     vectors = [v for v in (yv, wv) if v is not None]
-    known = {id(o): (_lengths_of(o) if isinstance(o, (da.Array, dd.DataFrame, dd.Series)) else
-                     (np.asarray([len(o)]) if isinstance(o, np.ndarray) else None))
+    known = {id(o): (np.asarray([len(o)]) if isinstance(o, np.ndarray) else _lengths_of(o))
              for o in [X, *vectors]}
     unknown = [o for o in [X, *vectors] if known[id(o)] is None]
     paired = (not force_lengths and bool(unknown)

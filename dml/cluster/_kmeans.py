@@ -460,16 +460,15 @@ default="k-means||"
                              f"n_clusters={self.n_clusters}; ask for fewer clusters")
         seed = seed_from(self.random_state)
         sparse = is_sparse(X) or is_sparse_dask(X)
+        seeds = [run_seed(seed, "kmeans-run", i) for i in range(n_init)]
         if isinstance(self.init, str):
             # The initial centres are computed with the data statistics (one pass for both
             # when the data is read from storage at every pass).
-            seeds = [run_seed(seed, "kmeans-run", i) for i in range(n_init)]
             data, inits = prepare(blocks, type(self).__name__, sparse=sparse,
                                   also=functools.partial(self._init_graphs, seeds))
-            runs = self._initial_runs(data, n_init, seed, inits)
         else:
-            data = prepare(blocks, type(self).__name__, sparse=sparse)
-            runs = self._initial_runs(data, n_init, seed)
+            data, inits = prepare(blocks, type(self).__name__, sparse=sparse), None
+        runs = self._initial_runs(data, seeds, inits)
         progress = make_progress(self.progress, self.verbose)
         if progress is not None:
             progress.start(self.max_iter, desc=type(self).__name__)
@@ -506,15 +505,13 @@ default="k-means||"
                            oversampling_factor=self.oversampling_factor,
                            init_rounds=self.init_rounds) for s in seeds]
 
-    def _initial_runs(self, data: Prepared, n_init: int, seed: int,
-                      results=None) -> list[Run]:
+    def _initial_runs(self, data: Prepared, seeds: list, results) -> list[Run]:
+        """One run per seed from the computed initialisations ``results`` (None for an
+        array ``init``: a single run from it)."""
         tol = self.tol * data.variance if self.tol else 0.0
         if not isinstance(self.init, str):
             init = self._init_array(data.d, np.float64) - data.mean
             return [Run(data, np.ascontiguousarray(init.astype(data.dtype)), self.max_iter, tol)]
-        seeds = [run_seed(seed, "kmeans-run", i) for i in range(n_init)]
-        if results is None:
-            results = compute(*self._init_graphs(seeds, data.parts, data.offsets))
         return [Run(data, init_centres(self.init, res, self.n_clusters, s, data),
                     self.max_iter, tol) for res, s in zip(results, seeds)]
 
