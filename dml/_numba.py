@@ -33,7 +33,7 @@ from numba.core import caching
 
 from dml._paths import user_cache_dir
 
-__all__ = ["kernel", "cache_dirs", "kernels"]
+__all__ = ["kernel", "cache_dirs", "kernels", "export", "install", "cpu_key"]
 
 #: Every dispatcher made by :func:`kernel`, in definition order.
 _KERNELS: list = []
@@ -196,3 +196,69 @@ def kernel(func=None, **options):
         return dispatcher
 
     return decorate(func) if func is not None else decorate
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiled code that travels: compiled once on one worker, used by the others
+# ---------------------------------------------------------------------------------------------
+
+def cpu_key(dispatcher) -> tuple:
+    """What compiled code depends on besides the source and the types: the target triple, the
+    CPU name and its features (numba's own cache key). Code moves only between equal keys."""
+    return dispatcher.targetctx.codegen().magic_tuple()
+
+
+def export(dispatcher, sig) -> bytes:
+    """The compiled code of ``dispatcher`` for ``sig`` (compiled or loaded from the cache first
+    when needed) as bytes for :func:`install` in another process: numba's own cache entry
+    format (object code, not LLVM IR), so installing costs what a cache hit costs."""
+    from numba.core.serialize import dumps
+
+    sig = tuple(sig)
+    dispatcher.compile(sig)
+    try:
+        return dumps(dispatcher.overloads[sig]._reduce())
+    except RuntimeError:
+        # Loaded from the cache: numba keeps no object code of it in memory, so the cache
+        # entry it came from is what travels (the same data).
+        cache = dispatcher._cache
+        ctx = dispatcher.targetctx
+        key = cache._index_key(sig, ctx.codegen())
+        for layer in [cache._cache_file, *getattr(cache, "_readonly", ())]:
+            try:
+                found = layer.load(key)
+            except Exception:
+                found = None
+            if found is not None:
+                return dumps(found)
+        raise
+
+
+def install(dispatcher, sig, payload: bytes) -> bool:
+    """Make the code :func:`export` gave this process's overload of ``dispatcher`` for ``sig``
+    (what numba does when it loads a cache entry) and write it to the cache directory when the
+    cache lacks it. Returns False when an overload already existed (nothing done).
+
+    The caller checks :func:`cpu_key` first: code compiled for another CPU must not run here.
+    """
+    import pickle
+
+    from numba.core.compiler import CompileResult
+    from numba.core.compiler_lock import global_compiler_lock
+
+    sig = tuple(sig)
+    with global_compiler_lock:  # as Dispatcher.compile: no half-added overload seen elsewhere
+        if sig in dispatcher.overloads:
+            return False
+        ctx = dispatcher.targetctx
+        ctx.refresh()
+        cres = CompileResult._rebuild(ctx, *pickle.loads(payload))
+        ctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        dispatcher.add_overload(cres)
+        cache = dispatcher._cache
+        if isinstance(cache, _KernelCache) and not cache.contains(sig, ctx):
+            try:
+                cache.save_overload(sig, cres)
+            except Exception:  # an unwritable cache costs later processes a compile, no more
+                pass
+    return True

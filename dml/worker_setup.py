@@ -19,6 +19,9 @@ This module compiles or loads the exact argument types the estimators use, ahead
 ``python -m dml.worker_setup``
     Compile everything into the cache directory now (the container image runs this at build
     time, so its pods start warm).
+:func:`prepare`
+    What the tree and matrix-factorisation fits call at their start: the kernels they need,
+    compiled once per cluster (shared out among the workers) and shipped to every worker.
 
 Models do not depend on any of this: the same kernels run, compiled earlier.
 """
@@ -193,6 +196,157 @@ def warm(families=None, *, compile: bool = True, imports: bool = True) -> dict:
     write_dir, _ = cache_dirs()
     return {**counts, "seconds": time.perf_counter() - t, "import_seconds": import_seconds,
             "cache_dir": None if write_dir is None else str(write_dir)}
+
+
+# ---------------------------------------------------------------------------------------------
+# At a fit's start: compile once per cluster, split among the workers
+# ---------------------------------------------------------------------------------------------
+
+#: Rough compile cost of a kernel (CPU seconds on an idle machine, with the helpers it calls),
+#: to share the compilation evenly among the workers; kernels not listed count 0.5.
+COMPILE_COST = {"best_from_rows": 0.9, "best_candidates": 0.9, "hist_sparse": 0.7,
+                "split_scores": 0.5, "merge_sum": 0.27, "route": 0.27, "group_by_slot": 0.19,
+                "rows_by_slot": 0.13, "sgd_cell": 0.8, "sq_error_cell": 0.3,
+                "_sort_short_runs": 0.2, "als_gram_add": 0.4}
+
+#: Client side: worker address → the (module, name, signature) entries it was given.
+_prepared: dict = {}
+
+#: Seconds a fit waits at most for :func:`prepare` (it stops waiting earlier when a worker
+#: leaves); past it the fit goes on and its tasks compile what is missing on first use.
+PREPARE_TIMEOUT = 120.0
+
+
+def entries(family, keep=None) -> list[tuple]:
+    """The (module, kernel name, argument types) of ``family`` (see :data:`FAMILIES`) for which
+    ``keep(name, sig)`` holds (all without ``keep``)."""
+    return [e for e in _signatures()[_families(family)[0]]
+            if keep is None or keep(e[1], e[2])]
+
+
+def _compile_share(share):
+    """On a worker: compile (or load from its cache) the given entries; their code as bytes."""
+    from dml._numba import cpu_key, export
+
+    out = {}
+    key = None
+    for module, name, sig in share:
+        dispatcher = getattr(importlib.import_module(module), name)
+        out[(module, name, tuple(sig))] = export(dispatcher, sig)
+        key = cpu_key(dispatcher)
+    return key, out
+
+
+def _install_all(*shares):
+    """On a worker: install the other workers' compiled code (that of another CPU is left to
+    compile on first use). Returns the number installed."""
+    from dml._numba import cpu_key, install
+
+    n = 0
+    for key, out in shares:
+        for (module, name, sig), payload in out.items():
+            dispatcher = getattr(importlib.import_module(module), name)
+            if key == cpu_key(dispatcher):
+                n += install(dispatcher, sig, payload)
+    return n
+
+
+def prepare(kernels, local=(), client=None, timeout=None) -> dict | None:
+    """Have every worker of the cluster hold ``kernels`` before a fit uses them, compiling each
+    once per cluster: split among the workers, each compiles (or loads from its cache) its
+    share, and every worker installs the others' compiled code (numba's cache format, shipped
+    from worker to worker; a worker on another CPU model compiles on first use instead).
+
+    A fit that lets its tasks compile their kernels on first use pays the compilations one
+    after the other on its critical path (a level's histograms, then its merge, then its split
+    search...), each on every worker; prepared, a cold first fit pays about its kernels' compile
+    time divided by the number of workers, once, at its start.
+
+    Parameters
+    ----------
+    kernels : list of (module, kernel name, argument types)
+        From :func:`entries`: what the fit's tasks run.
+    local : list of (module, kernel name, argument types)
+        What the fit runs in this process (the client): compiled on the workers too, and
+        installed here.
+    client : distributed.Client, optional
+        Default: the client Dask computes on now; with a local scheduler nothing is done.
+    timeout : float, optional
+        Seconds to wait (default :data:`PREPARE_TIMEOUT`).
+
+    Returns
+    -------
+    dict or None
+        ``workers`` (how many were prepared) and ``installed`` (compiled codes received), or
+        None when nothing was to be done (no cluster, or every worker prepared before by this
+        process).
+    """
+    try:
+        from distributed import wait
+
+        if client is None:
+            from dask.base import get_scheduler
+
+            # Only when the fit's tasks go to a cluster (not a local scheduler, even with a
+            # client around).
+            client = getattr(get_scheduler(), "__self__", None)
+            if client is None or not hasattr(client, "ncores"):
+                return None
+        if not kernels:
+            return None
+        here = {(m, n, tuple(s)) for m, n, s in local
+                if tuple(s) not in getattr(importlib.import_module(m), n).overloads}
+        wanted = {(m, n, tuple(s)) for m, n, s in kernels}
+        workers = sorted(w for w in client.ncores()
+                         if not wanted <= _prepared.get(w, frozenset()))
+        if not workers:
+            if not here:
+                return None
+            workers, wanted = sorted(client.ncores())[:1], set()
+        wanted |= here
+        # Largest first onto the least loaded worker (LPT): balanced shares.
+        load = {w: 0.0 for w in workers}
+        shares = {w: [] for w in workers}
+        for e in sorted(wanted, key=lambda e: (-COMPILE_COST.get(e[1], 0.5), e[:2], str(e[2]))):
+            w = min(workers, key=lambda w_: (load[w_], w_))
+            shares[w].append(e)
+            load[w] += COMPILE_COST.get(e[1], 0.5)
+        compiled = [client.submit(_compile_share, shares[w], workers=[w], pure=False,
+                                  key=f"dml-compile-{w}-{time.time_ns()}")
+                    for w in workers if shares[w]]
+        done = [client.submit(_install_all, *compiled, workers=[w], pure=False,
+                              key=f"dml-install-{w}-{time.time_ns()}") for w in workers]
+        deadline = time.monotonic() + (PREPARE_TIMEOUT if timeout is None else timeout)
+        while True:
+            try:
+                wait(done, timeout=0.5)
+                break
+            except TimeoutError:
+                pass
+            # A lost worker never runs its pinned tasks (nor the installs that wait for its
+            # share): go on with what is ready; the rest compiles on first use.
+            if time.monotonic() > deadline or not set(workers) <= set(client.ncores()):
+                break
+        installed = 0
+        for w, f in zip(workers, done):
+            if f.status == "finished":
+                installed += f.result()
+                _prepared[w] = _prepared.get(w, frozenset()) | wanted
+        if here:
+            from dml._numba import cpu_key, install
+
+            for f in compiled:
+                if f.status != "finished":
+                    continue
+                key, out = f.result()
+                for e in here & set(out):
+                    dispatcher = getattr(importlib.import_module(e[0]), e[1])
+                    if key == cpu_key(dispatcher):
+                        installed += install(dispatcher, e[2], out[e])
+        return {"workers": len(workers), "installed": installed}
+    except Exception as exc:  # never a reason for a fit to fail: its kernels compile on use
+        logger.debug("preparing dml kernels on the cluster failed: %s", exc)
+        return None
 
 
 # ---------------------------------------------------------------------------------------------

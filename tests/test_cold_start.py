@@ -358,6 +358,63 @@ def test_worker_plugin_loads_cached_kernels_on_running_workers(process_client):
         process_client.unregister_worker_plugin(WarmKernels.name)
 
 
+def _merge_sum_args():
+    keys = np.array([1, 4, 2, 4, 7], dtype=np.int64)
+    vals = np.arange(10, dtype=np.float64).reshape(5, 2) / 3
+    offsets = np.array([0, 2, 5], dtype=np.int64)
+    return (keys, vals, offsets, np.zeros(5, np.int64), np.zeros((5, 2)), offsets[:-1].copy(),
+            np.zeros(2))
+
+
+def test_compiled_code_installs_in_another_dispatcher():
+    """What :func:`dml.worker_setup.prepare` ships between workers: a kernel's compiled code
+    (numba's cache format) installed into a dispatcher that never compiled it runs it, gives
+    the same results, and compiles nothing; code of another CPU is refused."""
+    import numba
+
+    from dml._numba import cpu_key, export, install
+    from dml.tree import _kernels
+    from dml.worker_setup import _install_all, entries
+
+    [(_, _, sig)] = entries("trees", lambda name, _: name == "merge_sum")
+    payload = export(_kernels.merge_sum, sig)
+    fresh = numba.njit(nogil=True)(_kernels.merge_sum.py_func)
+    assert install(fresh, sig, payload)
+    assert not install(fresh, sig, payload)  # present: nothing done
+    a, b = _merge_sum_args(), _merge_sum_args()
+    assert fresh(*a) == _kernels.merge_sum(*b) == 4
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert list(fresh.overloads) == [tuple(sig)], "the installed code was not used"
+    other = (("another", "cpu"), {("dml.tree._kernels", "merge_sum", tuple(sig)): payload})
+    assert cpu_key(fresh) != other[0] and _install_all(other) == 0
+
+
+@pytest.mark.multiprocess
+def test_prepare_leaves_every_worker_with_the_kernels(process_client):
+    """``prepare`` on a cluster: every worker holds the kernels afterwards (compiled by one of
+    them, installed on the others, or already there); a second call for the same workers does
+    nothing; with a local scheduler it does nothing."""
+    import dask
+
+    from dml.worker_setup import entries, prepare
+
+    wanted = entries("trees", lambda name, _: name in ("merge_sum", "route"))
+
+    def held():
+        from dml.tree import _kernels
+
+        return sorted(name for _, name, sig in wanted
+                      if tuple(sig) in getattr(_kernels, name).overloads)
+
+    first = prepare(wanted, client=process_client)
+    assert first is None or first["workers"] == len(process_client.ncores())
+    assert set(map(tuple, process_client.run(held).values())) == {("merge_sum", "route")}
+    assert prepare(wanted, client=process_client) is None
+    with dask.config.set(scheduler="sync"):
+        assert prepare(wanted) is None
+
+
 # ---------------------------------------------------------------------------------------------
 # The container image
 # ---------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from dml.optim.training import TrainConfig, run_epochs
 from dml.recommender._cells import (as_ids, bounds, build_cells, id_stats, lookup, merge_stats,
                                     predict_frame, val_partition)
 from dml.recommender._solvers import EPOCHS_PER_SUBMIT, ALSSolver, DSGDSolver, sq_val
+from dml.worker_setup import entries, prepare
 
 __all__ = ["MatrixFactorization"]
 
@@ -349,6 +350,11 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         (3, 2)
         """
         parts = self._partitions(X, y)
+        # Compiled once across the cluster before the first task needs them (a fresh worker
+        # would otherwise compile each kernel on the fit's critical path).
+        used = {"_sort_short_runs", "sq_error_cell",
+                "als_gram_add" if self.solver == "als" else "sgd_cell"}
+        prepare(entries("recommender", lambda name, sig: name in used))
         seed = seed_from(self.random_state)
         B = int(self.n_blocks)
         stats = [dask.delayed(id_stats)(p) for p in parts]

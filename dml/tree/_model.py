@@ -22,6 +22,7 @@ from dml._blocks import seed_from, tree_reduce
 from dml.tree._binning import (as_float_block, bin_kernel, combine_sketches, edges_from_sketch,
                                sketch_kernel)
 from dml.tree._grow import GrowSpec, boot_kernel, grow_trees, node_weight
+from dml.worker_setup import entries, prepare
 
 #: Forests log every level they grow here (at INFO).
 _logger = logging.getLogger("dml.ensemble")
@@ -148,6 +149,26 @@ def _categorical_layout(blocks, max_bins, name):
     return categorical, categories
 
 
+def _prepare_kernels(classify, criterion, any_cat, subtract):
+    """Compile the kernels this fit will run once across the cluster, before it starts
+    (:func:`dml.worker_setup.prepare`): the blocks' counting and routing kernels, the split
+    search that runs beside the merged histograms (on the client when every feature is used:
+    ``subtract`` in :func:`~dml.tree._grow.grow_trees`) and, without ``subtract``, the rows
+    route of deep levels. Only the signatures of this task (classifier or regressor)."""
+    fused = criterion in ("gini", "squared_error") and not any_cat
+    search = "best_candidates" if fused else "split_scores"
+    on_workers = {"group_by_slot", "hist_sparse", "merge_sum", "route"}
+    if not subtract:
+        on_workers |= {search, "rows_by_slot"} | ({"best_from_rows"} if fused else set())
+
+    def y_matches(name, sig):  # the target is class indices (int64) or float64
+        y = {"hist_sparse": 1, "best_from_rows": 2}.get(name)
+        return y is None or (str(sig[y].dtype) == "int64") == bool(classify)
+
+    prepare(entries("trees", lambda n, s: n in on_workers and y_matches(n, s)),
+            local=entries("trees", lambda n, s: subtract and n == search))
+
+
 def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_features,
               oob=False, progress=None):
     """Fit ``n_trees`` histogram trees on the estimator's behalf; sets the fitted attributes.
@@ -162,6 +183,8 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
                              y_numeric=not classify)
     categorical, categories = _categorical_layout(blocks, est.max_bins, name)
     d = blocks.n_features
+    _prepare_kernels(classify, _criterion(est, classify), bool(categorical.any()),
+                     resolve_max_features(max_features, d) >= d)
     seed = seed_from(est.random_state)
     # Pass 1: quantile sketch and labels.
     sk = blocks.map_reduce(sketch_kernel, categorical, categories, classify, name,
