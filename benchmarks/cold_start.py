@@ -13,7 +13,9 @@ beforehand by ``python -m dml.worker_setup`` and made read-only (``--cache warm`
 image, whose warm cache is read-only at run time). A new client process (as a job pod would be)
 then loads the data onto the workers (``persist``), fits the family's estimator twice with the
 same ``random_state`` and checks that both fits give the same predictions. The processes are
-stopped by PID. Timed: worker start (spawn → both registered), data load, first fit, second fit.
+stopped by PID. Timed: worker start (spawn → both registered), data load, first fit, second fit,
+and the CPU seconds of the busiest worker during each fit (less sensitive to the machine's load
+than wall time; it does not show work that waits on other work, which wall time does).
 
 ``--preload`` starts the workers with ``--preload dml.worker_setup`` (kernels loaded or compiled
 in a background thread from worker start). ``--source DIR`` runs another checkout's ``dml`` (e.g.
@@ -119,9 +121,13 @@ def client_main(family, scheduler_file, rows, blocks):
         out["load"] = time.perf_counter() - t
         hashes = []
         for key, est in (("first", first_estimator), ("second", _estimator(family))):
+            cpu = client.run(time.process_time)
             t = time.perf_counter()
             est.fit(Xd, yd)
             out[key] = time.perf_counter() - t
+            after = client.run(time.process_time)
+            # The busiest worker's CPU seconds: what the fit cost a worker, whatever the load.
+            out[key + "_cpu"] = max(after[w] - cpu[w] for w in cpu)
             hashes.append(_predict(est, X))
         out["same_model"] = hashes[0] == hashes[1]
         out["predictions"] = hashes[0]
@@ -226,7 +232,8 @@ def run_one(family, args, warm_template: Path | None) -> dict:
         try:
             ready = cluster.start()
             proc = subprocess.run(
-                [sys.executable, "-m", "benchmarks.cold_start", "--client", family,
+                # This file, not --source's copy of it (which PYTHONPATH puts first).
+                [sys.executable, str(Path(__file__).resolve()), "--client", family,
                  "--scheduler-file", str(cluster.scheduler_file), "--rows", str(args.rows),
                  "--blocks", str(args.blocks)],
                 env=env, cwd=tmp, capture_output=True, text=True, timeout=1800)
@@ -281,8 +288,9 @@ def main(argv=None):
                 results[family].append(out)
                 print(f"[{r + 1}/{args.repeat}] {family}: ready {out['ready']:.2f} s, load "
                       f"{out['load']:.2f} s, first {out['first']:.2f} s, second "
-                      f"{out['second']:.2f} s, same model {out['same_model']}, predictions "
-                      f"{out['predictions']}", flush=True)
+                      f"{out['second']:.2f} s, worker CPU first {out['first_cpu']:.2f} s, "
+                      f"second {out['second_cpu']:.2f} s, same model {out['same_model']}, "
+                      f"predictions {out['predictions']}", flush=True)
     finally:
         if warm_template is not None:
             _make_writable(warm_template.parent)
@@ -297,8 +305,8 @@ def main(argv=None):
           f"{'/'.join(f'{x:.2f}' for x in load_after)}")
     print()
     print("| family | workers ready (s) | data load (s) | first fit (s) | second fit (s) "
-          "| first − second (s) | same model | predictions |")
-    print("|---|---:|---:|---:|---:|---:|---|---|")
+          "| first − second (s) | worker CPU, first − second (s) | same model | predictions |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---|")
     for family, outs in results.items():
         first, second = med(o["first"] for o in outs), med(o["second"] for o in outs)
         diff = med(o["first"] - o["second"] for o in outs)
@@ -306,6 +314,7 @@ def main(argv=None):
         preds = sorted({o["predictions"] for o in outs})
         print(f"| {family} | {med(o['ready'] for o in outs):.2f} | "
               f"{med(o['load'] for o in outs):.2f} | {first:.2f} | {second:.2f} | {diff:.2f} | "
+              f"{med(o['first_cpu'] - o['second_cpu'] for o in outs):.2f} | "
               f"{'yes' if same else 'NO'} | {', '.join(preds)} |")
     return 0
 
