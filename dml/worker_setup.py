@@ -278,12 +278,19 @@ def prepare(kernels, local=(), client=None, timeout=None) -> dict | None:
     -------
     dict or None
         ``workers`` (how many were prepared) and ``installed`` (compiled codes received), or
-        None when nothing was to be done (no cluster, or every worker prepared before by this
-        process).
+        None when nothing was to be done (no cluster, called inside a task, or every worker
+        prepared before by this process).
     """
     try:
-        from distributed import wait
+        from distributed import get_worker, wait
 
+        try:
+            get_worker()
+            # A fit inside a task (bagging, a search's member): waiting here for tasks pinned
+            # to the workers could hold the only thread of the worker they wait for.
+            return None
+        except ValueError:
+            pass
         if client is None:
             from dask.base import get_scheduler
 

@@ -394,7 +394,7 @@ def test_compiled_code_installs_in_another_dispatcher():
 def test_prepare_leaves_every_worker_with_the_kernels(process_client):
     """``prepare`` on a cluster: every worker holds the kernels afterwards (compiled by one of
     them, installed on the others, or already there); a second call for the same workers does
-    nothing; with a local scheduler it does nothing."""
+    nothing; with a local scheduler or inside a task it does nothing."""
     import dask
 
     from dml.worker_setup import entries, prepare
@@ -413,6 +413,8 @@ def test_prepare_leaves_every_worker_with_the_kernels(process_client):
     assert prepare(wanted, client=process_client) is None
     with dask.config.set(scheduler="sync"):
         assert prepare(wanted) is None
+    # Inside a task (a fit nested in bagging or a search), never: it would wait on the workers.
+    assert process_client.submit(prepare, wanted, pure=False).result() is None
 
 
 # ---------------------------------------------------------------------------------------------
