@@ -257,10 +257,10 @@ def prepare(kernels, local=(), client=None, timeout=None) -> dict | None:
     share, and every worker installs the others' compiled code (numba's cache format, shipped
     from worker to worker; a worker on another CPU model compiles on first use instead).
 
-    A fit that lets its tasks compile their kernels on first use pays the compilations one
-    after the other on its critical path (a level's histograms, then its merge, then its split
-    search...), each on every worker; prepared, a cold first fit pays about its kernels' compile
-    time divided by the number of workers, once, at its start.
+    A fit that lets its tasks compile their kernels on first use meets the compilations one
+    after the other as it goes (a level's histograms, then their merge, then the split
+    search...), each on every worker that runs it; prepared, a cold first fit pays about its
+    kernels' compile time divided by the number of workers, once, at its start.
 
     Parameters
     ----------
