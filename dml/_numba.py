@@ -202,6 +202,10 @@ def kernel(func=None, **options):
 # Compiled code that travels: compiled once on one worker, used by the others
 # ---------------------------------------------------------------------------------------------
 
+#: (dispatcher, signature) → the payload :func:`install` made an overload from.
+_INSTALLED: dict = {}
+
+
 def cpu_key(dispatcher) -> tuple:
     """What compiled code depends on besides the source and the types: the target triple, the
     CPU name and its features (numba's own cache key). Code moves only between equal keys."""
@@ -216,6 +220,8 @@ def export(dispatcher, sig) -> bytes:
 
     sig = tuple(sig)
     dispatcher.compile(sig)
+    if (dispatcher, sig) in _INSTALLED:
+        return _INSTALLED[dispatcher, sig]
     try:
         return dumps(dispatcher.overloads[sig]._reduce())
     except RuntimeError:
@@ -252,13 +258,18 @@ def install(dispatcher, sig, payload: bytes) -> bool:
             return False
         ctx = dispatcher.targetctx
         ctx.refresh()
-        cres = CompileResult._rebuild(ctx, *pickle.loads(payload))
+        data = pickle.loads(payload)
+        cres = CompileResult._rebuild(ctx, *data)
         ctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
         dispatcher.add_overload(cres)
+        # Kept: numba holds no object code of a rebuilt overload, and this worker may be asked
+        # for it later (a worker joining the cluster).
+        _INSTALLED[dispatcher, sig] = payload
         cache = dispatcher._cache
         if isinstance(cache, _KernelCache) and not cache.contains(sig, ctx):
-            try:
-                cache.save_overload(sig, cres)
+            try:  # the entry as numba writes it (the rebuilt overload cannot be reduced again)
+                cache._impl.locator.ensure_cache_path()
+                cache._cache_file.save(cache._index_key(sig, ctx.codegen()), data)
             except Exception:  # an unwritable cache costs later processes a compile, no more
                 pass
     return True
