@@ -21,30 +21,29 @@ from dml.tree._binning import MISSING as _MISSING  # numba freezes the global as
 
 
 @kernel(nogil=True)
-def grow_pass(xb, g, h, use, assign, order, nstart, ncount, feature, thr, mleft, left, right,
-              cat_idx, bitsets, slot_map, S, nb):
+def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, right, cat_idx,
+              bitsets, slot_map, S, nb):
     """A wave on one block: the rows of the nodes split since the last wave move one level
     down, then the used rows of the counted nodes are added to their histograms.
 
     The rows are kept partitioned by node (LightGBM's ``DataPartition``, scikit-learn's
     ``sample_indices``): ``order[t]`` lists the rows of tree ``t`` grouped by node, each node's
-    rows in increasing order from ``nstart[t, node]`` (``ncount[t, node]`` of them), and
-    ``assign[r, t]`` is the node of row ``r``. So routing reads only the rows of the split
+    rows in increasing order from ``nstart[t, node]`` (``ncount[t, node]`` of them; a split
+    node has none, its rows are its children's). So routing reads only the rows of the split
     nodes (a stable split of each one's range into its children's), and counting a node reads
-    only its rows. Returns the new ``(assign, order, nstart, ncount)`` (new arrays: the inputs
-    are left as they were) and the histograms (S, d, nb + 1, 3) of (Σg, Σh, count).
+    only its rows. ``order`` is rewritten in place (the caller copies it first where the input
+    must stay as it was); returns the new ``(order, nstart, ncount)`` and the histograms
+    (S, d, nb + 1, 3) of (Σg, Σh, count).
 
     ``feature[t, node] >= 0`` marks a split (``mleft``, ``cat_idx``/``bitsets`` and ``thr``
     send a row left, as :func:`dml.tree._kernels.route` does); ``slot_map[t, node]`` is the
-    slot of a node of tree ``t`` (-1: not counted); ``g``, ``h`` and ``assign`` have one
-    column per tree. A node's rows are added in increasing order, so the sums do not depend on
-    how the work is arranged.
+    slot of a node of tree ``t`` (-1: not counted); ``g`` and ``h`` have one column per tree.
+    A node's rows are added in increasing order, so the sums do not depend on how the work is
+    arranged.
     """
     n, d = xb.shape
     T, M = feature.shape
     cap = max(M, slot_map.shape[1], nstart.shape[1])
-    new = assign.copy()
-    new_order = order.copy()
     ns = np.zeros((T, cap), dtype=np.int64)
     nc = np.zeros((T, cap), dtype=np.int64)
     ns[:, :nstart.shape[1]] = nstart
@@ -70,13 +69,13 @@ def grow_pass(xb, g, h, use, assign, order, nstart, ncount, feature, thr, mleft,
                     go = ml
                 # Whether a row goes left depends on its bins, so a branch on it would be
                 # mispredicted about every other row: both lists get the row, one keeps it.
-                new_order[t, first + nl] = r
+                # In place: the left rows are written at or before the position read.
+                order[t, first + nl] = r
                 right_rows[nr] = r
                 nl += go
                 nr += 1 - go
-                new[r, t] = lo if go else hi
             for i in range(nr):
-                new_order[t, first + nl + i] = right_rows[i]
+                order[t, first + nl + i] = right_rows[i]
             nc[t, a] = 0  # its rows are its children's now
             ns[t, lo] = first
             nc[t, lo] = nl
@@ -94,7 +93,7 @@ def grow_pass(xb, g, h, use, assign, order, nstart, ncount, feature, thr, mleft,
             hs = out[s]
             first = ns[t, a]
             for i in range(first, first + nc[t, a]):
-                r = new_order[t, i]
+                r = order[t, i]
                 if not use[r]:
                     continue
                 gv = np.float64(g[r, t])
@@ -105,7 +104,7 @@ def grow_pass(xb, g, h, use, assign, order, nstart, ncount, feature, thr, mleft,
                     hs[j, bb, 0] += gv
                     hs[j, bb, 1] += hv
                     hs[j, bb, 2] += 1.0
-    return (new, new_order, ns, nc), out
+    return (order, ns, nc), out
 
 
 @kernel(nogil=True, inline="always")
