@@ -82,28 +82,54 @@ def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, r
             ns[t, hi] = first + nl
             nc[t, hi] = nr
     out = np.zeros((S, d, nb + 1, 3), dtype=np.float64)
-    # Bin of a byte in the histogram: the missing byte goes to bin nb (no branch per cell).
-    lut = np.arange(256)
-    lut[_MISSING] = nb
+    flat = out.reshape(-1)
+    # Offset of a byte's bin in a feature's histogram: the missing byte goes to bin nb (no
+    # branch per cell).
+    lut = np.empty(256, dtype=np.int64)
+    for b in range(256):
+        lut[b] = 3 * min(b, nb)
+    lut[_MISSING] = 3 * nb
+    step = 3 * (nb + 1)
     for t in range(slot_map.shape[0]):
         for a in range(slot_map.shape[1]):
             s = slot_map[t, a]
             if s < 0:
                 continue
-            hs = out[s]
-            first = ns[t, a]
-            for i in range(first, first + nc[t, a]):
-                r = order[t, i]
-                if not use[r]:
-                    continue
-                gv = np.float64(g[r, t])
-                hv = np.float64(h[r, t])
-                row = xb[r]
+            i, end = ns[t, a], ns[t, a] + nc[t, a]
+            # Two used rows at a time (two independent chains of additions per feature);
+            # where both fall in one bin the first row is still added first.
+            while True:
+                while i < end and not use[order[t, i]]:
+                    i += 1
+                if i >= end:
+                    break
+                r0 = order[t, i]
+                i += 1
+                while i < end and not use[order[t, i]]:
+                    i += 1
+                g0, h0 = np.float64(g[r0, t]), np.float64(h[r0, t])
+                k = s * d * step
+                if i >= end:
+                    for j in range(d):
+                        k0 = k + lut[xb[r0, j]]
+                        flat[k0] += g0
+                        flat[k0 + 1] += h0
+                        flat[k0 + 2] += 1.0
+                        k += step
+                    break
+                r1 = order[t, i]
+                i += 1
+                g1, h1 = np.float64(g[r1, t]), np.float64(h[r1, t])
                 for j in range(d):
-                    bb = lut[row[j]]
-                    hs[j, bb, 0] += gv
-                    hs[j, bb, 1] += hv
-                    hs[j, bb, 2] += 1.0
+                    k0 = k + lut[xb[r0, j]]
+                    k1 = k + lut[xb[r1, j]]
+                    flat[k0] += g0
+                    flat[k0 + 1] += h0
+                    flat[k0 + 2] += 1.0
+                    flat[k1] += g1
+                    flat[k1 + 1] += h1
+                    flat[k1 + 2] += 1.0
+                    k += step
     return (order, ns, nc), out
 
 
