@@ -191,7 +191,7 @@ class Driver:
             return ("idle",)
         self.trees = [_Tree(t, self.params, self.rnd) for t in range(self.T)]
         for t, tr in enumerate(self.trees):
-            tr.set_hist(0, root[t])
+            tr.set_hists([(0, root[t])], root[t:t + 1])
             if tr.split[0]:
                 heapq.heappush(tr.heap, (-tr.split[0][0], 0))
         self.unrouted, self.n_waves = {}, 0
@@ -231,18 +231,24 @@ class Driver:
 
     def _grown(self, total):
         trees = self.trees
-        got = {t: [] for t in self.reqs}
-        for s, (t, n) in enumerate(self.counted):
-            got[t].append((n, total[s]))
+        lo = 0
         for t, r in self.reqs.items():
             tr = trees[t]
-            counted = dict(got[t])
-            for n, src in r:
-                if src is not None:
-                    # Sibling subtraction: the parent's histogram minus the counted child's.
-                    parent, small = src
-                    got[t].append((n, tr.hist[parent] - counted[small]))
-            tr.set_hists(got[t])
+            # A tree's counted nodes are consecutive slots of the total: searched in place.
+            nodes = [n for n, src in r if src is None]
+            hi = lo + len(nodes)
+            counted = total[lo:hi]
+            slot = {n: i for i, n in enumerate(nodes)}
+            tr.set_hists(list(zip(nodes, counted)), counted)
+            lo = hi
+            derived = [(n, src) for n, src in r if src is not None]
+            if derived:
+                # Sibling subtraction: the parent's histogram minus the counted child's,
+                # written straight into the array the split search reads.
+                out = np.empty((len(derived),) + total.shape[1:])
+                for i, (n, (parent, small)) in enumerate(derived):
+                    np.subtract(tr.hist[parent], counted[slot[small]], out=out[i])
+                tr.set_hists([(n, out[i]) for i, (n, _) in enumerate(derived)], out)
         return self._grow()
 
     def _finish_round(self):

@@ -181,13 +181,11 @@ class _Tree:
         return new
 
     # ---- split search ----
-    def set_hist(self, node, hist):
-        """A node's histogram arrived: store it and compute its best split."""
-        self.set_hists([(node, hist)])
-
-    def set_hists(self, items):
+    def set_hists(self, items, stacked=None):
         """Histograms of nodes ``[(node, hist)]`` arrived (a wave's): store them and compute
-        their best splits, all in one call of the scan (each node's result is its own)."""
+        their best splits, all in one call of the scan (each node's result is its own).
+        ``stacked``: the histograms as one array already (``hist`` the views of its rows),
+        then not copied again."""
         p = self.p
         todo = []
         for node, hist in items:
@@ -211,8 +209,10 @@ class _Tree:
                 rng = block_rng(p.seed, "features", self.round, self.t, node)
                 mask[i, rng.permutation(d)[:p.max_features]] = True
         nodes = [node for node, _ in todo]
+        if stacked is None or len(todo) < len(items):
+            stacked = np.stack([h for _, h in todo])
         res = _gb_kernels.best_splits(
-            np.stack([h for _, h in todo]), np.array([self.G[n] for n in nodes]),
+            stacked, np.array([self.G[n] for n in nodes]),
             np.array([self.H[n] for n in nodes]), np.array([self.N[n] for n in nodes]),
             p.n_bins, p.has_missing, mask & ~p.is_cat, float(p.min_samples_leaf),
             MIN_HESSIAN, float(p.l2_regularization))
