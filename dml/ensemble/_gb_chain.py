@@ -79,8 +79,9 @@ def end_round(prep, carried, decision, args, in_place=False):
     _, route, values, rnd_next, _ = decision
     carried = _routed(prep, carried, route, in_place)
     if values is not None:
-        carried = [_gb_fit.end_kernel(start + j, p, c, _gb_grow.assign_of(c[4]), values, loss, seed, subsample,
-                                      rnd_next) + (None,)
+        # The node of every row, from the rows grouped by node.
+        carried = [_gb_fit.end_kernel(start + j, p, c, _gb_grow.assign_of(c[4]), values, loss,
+                                      seed, subsample, rnd_next) + (None,)
                    for j, (p, c) in enumerate(zip(prep, carried))]
     return tuple(c[:4] + (_gb_grow.init_nodes(p, n_trees),) for p, c in zip(prep, carried))
 
@@ -107,7 +108,8 @@ def apply_decision(prep, carried, decision, args, in_place=False):
         parts = [hist for _, hist in out]
     else:  # "resid"
         carried = _routed(prep, carried, decision[1], in_place)
-        parts = [_gb_fit.resid_kernel(p, c, _gb_grow.assign_of(c[4]), decision[2]) for p, c in zip(prep, carried)]
+        parts = [_gb_fit.resid_kernel(p, c, _gb_grow.assign_of(c[4]), decision[2])
+                 for p, c in zip(prep, carried)]
     # The blocks' results are this step's own, so the grow histograms are summed in place.
     combine = _gb_grow.add_fresh_hists if kind == "grow" else _combine(kind)
     return tuple(carried), range_reduce(parts, start, n_blocks, combine, _FANIN)

@@ -23,6 +23,7 @@ count) is counted; the other is the parent's histogram minus it.
 from __future__ import annotations
 
 import copy
+import functools
 import heapq
 
 import numpy as np
@@ -38,7 +39,9 @@ MIN_HESSIAN = 1e-3
 # worker side
 # --------------------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=16)
 def _no_route(T, M):
+    # Shared by every call without routing (the kernel only reads these arrays).
     return (np.full((T, M), -2, dtype=np.int32), np.zeros((T, M), dtype=np.int32),
             np.zeros((T, M), dtype=bool), np.zeros((T, M), dtype=np.int32),
             np.zeros((T, M), dtype=np.int32), np.full((T, M), -1, dtype=np.int32),
