@@ -412,7 +412,7 @@ def test_grow_kernel_routes_and_counts_as_the_reference(routed):
     plain NumPy histogram of the used rows, added in row order (so bit for bit), with two
     trees, missing values, a categorical split, unused rows and uncounted nodes; the rows it
     keeps grouped by node are those of the new assignment, in increasing order per node."""
-    from dml.ensemble._gb_grow import grow_kernel, nodes_of
+    from dml.ensemble._gb_grow import assign_of, grow_kernel, nodes_of
     from dml.tree._kernels import route as ref_route
 
     rng = np.random.default_rng(3)
@@ -439,17 +439,23 @@ def test_grow_kernel_routes_and_counts_as_the_reference(routed):
     slot_map = np.full((T, M), -1, dtype=np.int32)
     slot_map[0, [3, 6]] = [0, 1]
     slot_map[1, [5, 1]] = [2, 3]
-    nodes, hist = grow_kernel((xb,), (None, g, h, use), nodes_of(assign), route, slot_map, 4,
-                              nb)
-    new = nodes[0]
+    before = nodes_of(assign)
+    kept = tuple(a.copy() for a in before)
+    nodes, hist = grow_kernel((xb,), (None, g, h, use), before, route, slot_map, 4, nb)
+    for a, b in zip(before, kept):  # a graph's task leaves its input as it was
+        np.testing.assert_array_equal(a, b)
+    in_place = grow_kernel((xb,), (None, g, h, use), before, route, slot_map, 4, nb, True)
+    for a, b in zip(nodes + (hist,), in_place[0] + (in_place[1],)):
+        np.testing.assert_array_equal(a, b)
+    new = assign_of(nodes)
 
     want_assign = ref_route(xb, assign, *route) if routed else assign
     np.testing.assert_array_equal(new, want_assign)
     for t in range(T):
-        np.testing.assert_array_equal(np.sort(nodes[1][t]), np.arange(n))
+        np.testing.assert_array_equal(np.sort(nodes[0][t]), np.arange(n))
         for a in range(M):
-            first, count = nodes[2][t, a], nodes[3][t, a]
-            np.testing.assert_array_equal(nodes[1][t, first:first + count],
+            first, count = nodes[1][t, a], nodes[2][t, a]
+            np.testing.assert_array_equal(nodes[0][t, first:first + count],
                                           np.flatnonzero(want_assign[:, t] == a))
     assert routed == (not np.array_equal(new, assign))
     want = np.zeros((4, d, nb + 1, 3))

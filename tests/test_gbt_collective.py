@@ -107,8 +107,8 @@ def test_rebuilt_state_is_the_state_the_rounds_left():
     kept = {}
     end_round = _gb_chain.end_round
 
-    def spy(prep, carried, decision, args):
-        out = end_round(prep, carried, decision, args)
+    def spy(prep, carried, decision, args, *in_place):
+        out = end_round(prep, carried, decision, args, *in_place)
         if decision[2] is not None:
             kept[decision[3]] = (prep, out)
         return out

@@ -49,10 +49,11 @@ def _combine(kind):
     return {"grow": _gb_grow.sum_hists, "end": _sum_parts, "resid": _gb_fit.combine_resid}[kind]
 
 
-def _routed(prep, carried, route):
+def _routed(prep, carried, route, in_place=False):
     if route is None:
         return carried
-    return [c[:4] + (_gb_grow.route_kernel(p, c, c[4], route),) for p, c in zip(prep, carried)]
+    return [c[:4] + (_gb_grow.route_kernel(p, c, c[4], route, in_place),)
+            for p, c in zip(prep, carried)]
 
 
 def group_step(prep, carried, driver, args, *partials):
@@ -71,26 +72,28 @@ def group_step(prep, carried, driver, args, *partials):
     return carried, driver, partial
 
 
-def end_round(prep, carried, decision, args):
+def end_round(prep, carried, decision, args, in_place=False):
     """The carried state after an ``"end"`` decision's leaf values (the next round's
     gradients, every row back at the roots)."""
     start, n_blocks, loss, seed, subsample, n_trees = args
     _, route, values, rnd_next, _ = decision
-    carried = _routed(prep, carried, route)
+    carried = _routed(prep, carried, route, in_place)
     if values is not None:
-        carried = [_gb_fit.end_kernel(start + j, p, c, c[4][0], values, loss, seed, subsample,
-                                      rnd_next) + (None,)
+        # The node of every row, from the rows grouped by node.
+        carried = [_gb_fit.end_kernel(start + j, p, c, _gb_grow.assign_of(c[4]), values, loss,
+                                      seed, subsample, rnd_next) + (None,)
                    for j, (p, c) in enumerate(zip(prep, carried))]
     return tuple(c[:4] + (_gb_grow.init_nodes(p, n_trees),) for p, c in zip(prep, carried))
 
 
-def apply_decision(prep, carried, decision, args):
+def apply_decision(prep, carried, decision, args, in_place=False):
     """A (non-idle) decision applied to a group's blocks: the new carried state and the
-    group's partial sums."""
+    group's partial sums. ``in_place``: the rows' grouping by node is rewritten rather than
+    copied (the caller owns ``carried`` and drops the old one)."""
     start, n_blocks, loss, seed, subsample, n_trees = args
     kind = decision[0]
     if kind == "end":  # the round's leaf values (None: none), then loss sums and root histograms
-        carried = end_round(prep, carried, decision, args)
+        carried = end_round(prep, carried, decision, args, in_place)
         nb = decision[4]
         slot_map = np.arange(n_trees, dtype=np.int32)[:, None]
         parts = [(_gb_fit.loss_kernel(p, c, loss),
@@ -99,13 +102,14 @@ def apply_decision(prep, carried, decision, args):
                  for p, c in zip(prep, carried)]
     elif kind == "grow":  # routing and counting in one pass over each block
         _, route, slot_map, S, nb = decision
-        out = [_gb_grow.grow_kernel(p, c, c[4], route, slot_map, S, nb)
+        out = [_gb_grow.grow_kernel(p, c, c[4], route, slot_map, S, nb, in_place)
                for p, c in zip(prep, carried)]
         carried = [c[:4] + (a,) for c, (a, _) in zip(carried, out)]
         parts = [hist for _, hist in out]
     else:  # "resid"
-        carried = _routed(prep, carried, decision[1])
-        parts = [_gb_fit.resid_kernel(p, c, c[4][0], decision[2]) for p, c in zip(prep, carried)]
+        carried = _routed(prep, carried, decision[1], in_place)
+        parts = [_gb_fit.resid_kernel(p, c, _gb_grow.assign_of(c[4]), decision[2])
+                 for p, c in zip(prep, carried)]
     # The blocks' results are this step's own, so the grow histograms are summed in place.
     combine = _gb_grow.add_fresh_hists if kind == "grow" else _combine(kind)
     return tuple(carried), range_reduce(parts, start, n_blocks, combine, _FANIN)
@@ -189,7 +193,7 @@ class Driver:
             return ("idle",)
         self.trees = [_Tree(t, self.params, self.rnd) for t in range(self.T)]
         for t, tr in enumerate(self.trees):
-            tr.set_hist(0, root[t])
+            tr.set_hists([(0, root[t])], root[t:t + 1])
             if tr.split[0]:
                 heapq.heappush(tr.heap, (-tr.split[0][0], 0))
         self.unrouted, self.n_waves = {}, 0
@@ -229,18 +233,24 @@ class Driver:
 
     def _grown(self, total):
         trees = self.trees
-        got = {t: [] for t in self.reqs}
-        for s, (t, n) in enumerate(self.counted):
-            got[t].append((n, total[s]))
+        lo = 0
         for t, r in self.reqs.items():
             tr = trees[t]
-            counted = dict(got[t])
-            for n, src in r:
-                if src is not None:
-                    # Sibling subtraction: the parent's histogram minus the counted child's.
-                    parent, small = src
-                    got[t].append((n, tr.hist[parent] - counted[small]))
-            tr.set_hists(got[t])
+            # A tree's counted nodes are consecutive slots of the total: searched in place.
+            nodes = [n for n, src in r if src is None]
+            hi = lo + len(nodes)
+            counted = total[lo:hi]
+            slot = {n: i for i, n in enumerate(nodes)}
+            tr.set_hists(list(zip(nodes, counted)), counted)
+            lo = hi
+            derived = [(n, src) for n, src in r if src is not None]
+            if derived:
+                # Sibling subtraction: the parent's histogram minus the counted child's,
+                # written straight into the array the split search reads.
+                out = np.empty((len(derived),) + total.shape[1:])
+                for i, (n, (parent, small)) in enumerate(derived):
+                    np.subtract(tr.hist[parent], counted[slot[small]], out=out[i])
+                tr.set_hists([(n, out[i]) for i, (n, _) in enumerate(derived)], out)
         return self._grow()
 
     def _finish_round(self):

@@ -95,12 +95,13 @@ def _run(link, prep, g, fit, driver, args, rounds, fresh, trees):
         if (decision[0] == "end" and decision[2] is not None
                 and driver.rnd - first >= rounds and driver.rnd < driver.max_iter):
             # Cut here, at the start of a round: the next run takes over from this state.
-            carried = _gb_chain.end_round(prep, carried, decision, step_args)
+            carried = _gb_chain.end_round(prep, carried, decision, step_args, True)
             with _collective._COND:
                 _STATE[(fit, g)] = (driver.rnd, carried)
             driver.pending = ("end", None, None, driver.rnd, decision[4])
             return driver if g == 0 else None
-        carried, partial = _gb_chain.apply_decision(prep, carried, decision, step_args)
+        # The task owns its state (a lost run rebuilds it): rows regrouped in place.
+        carried, partial = _gb_chain.apply_decision(prep, carried, decision, step_args, True)
         partials = link.exchange(step, partial)
         step += 1
 

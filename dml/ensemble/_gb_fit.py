@@ -460,7 +460,7 @@ def _chain_length(driver, loss, early_stopping):
 
 
 #: Most blocks in one group. A group's step holds its blocks' old and new per-row state at once
-#: (raw scores, gradients, node assignments), so on data near the workers' memory one group of
+#: (raw scores, gradients, rows grouped by node), so on data near the workers' memory one group of
 #: every block would need that state twice; bounded groups need it once plus a group's share.
 #: The model does not depend on the grouping (the block tree is fixed).
 MAX_GROUP_BLOCKS = 16

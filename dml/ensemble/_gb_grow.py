@@ -23,6 +23,7 @@ count) is counted; the other is the parent's histogram minus it.
 from __future__ import annotations
 
 import copy
+import functools
 import heapq
 
 import numpy as np
@@ -38,28 +39,37 @@ MIN_HESSIAN = 1e-3
 # worker side
 # --------------------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=16)
 def _no_route(T, M):
+    # Shared by every call without routing (the kernel only reads these arrays).
     return (np.full((T, M), -2, dtype=np.int32), np.zeros((T, M), dtype=np.int32),
             np.zeros((T, M), dtype=bool), np.zeros((T, M), dtype=np.int32),
             np.zeros((T, M), dtype=np.int32), np.full((T, M), -1, dtype=np.int32),
             np.zeros((0, 256), dtype=bool))
 
 
-def grow_kernel(part, state, nodes, route, slot_map, S, nb):
+def grow_kernel(part, state, nodes, route, slot_map, S, nb, in_place=False):
     """A wave on one block: the rows of the nodes split since the last wave move one level
     down (``route``: None when none were), then the requested histograms are counted.
-    ``nodes`` is the block's ``(assign, order, nstart, ncount)`` (:func:`init_nodes`).
+    ``nodes`` is the block's ``(order, nstart, ncount)`` (:func:`init_nodes`); its ``order``
+    is rewritten by the routing when ``in_place`` (a long-lived task owns its state), else
+    copied first (a task of a graph leaves its inputs as they were: it may run again).
     Returns the new ``nodes`` and the histograms."""
+    order = nodes[0]
     if route is None:
         route = _no_route(*slot_map.shape)
+    elif not in_place:
+        order = order.copy()
     g, h, use = state[1], state[2], state[3]
-    return _gb_kernels.grow_pass(part[0], g, h, use, *nodes, *route, slot_map, int(S), int(nb))
+    return _gb_kernels.grow_pass(part[0], g, h, use, order, nodes[1], nodes[2], *route,
+                                 slot_map, int(S), int(nb))
 
 
-def route_kernel(part, state, nodes, route):
+def route_kernel(part, state, nodes, route, in_place=False):
     """Only the routing of a wave (the last splits of a round): the new ``nodes``."""
-    T = nodes[0].shape[1]
-    return grow_kernel(part, state, nodes, route, np.full((T, 1), -1, dtype=np.int32), 0, 1)[0]
+    T = nodes[0].shape[0]
+    return grow_kernel(part, state, nodes, route, np.full((T, 1), -1, dtype=np.int32), 0, 1,
+                       in_place)[0]
 
 
 def sum_hists(parts):
@@ -84,14 +94,18 @@ def add_fresh_hists(parts):
 
 
 def init_nodes(part, n_trees):
-    """A block's rows all at the roots: ``(assign, order, nstart, ncount)`` of
+    """A block's rows all at the roots: ``(order, nstart, ncount)`` of
     :func:`~dml.ensemble._gb_kernels.grow_pass`."""
-    return nodes_of(np.zeros((part[0].shape[0], n_trees), dtype=np.int32))
+    n = part[0].shape[0]
+    ncount = np.zeros((n_trees, 1), dtype=np.int64)
+    ncount[:, 0] = n
+    return (np.tile(np.arange(n, dtype=np.int32), (n_trees, 1)),
+            np.zeros((n_trees, 1), dtype=np.int64), ncount)
 
 
 def nodes_of(assign):
     """The rows grouped by node (each node's rows in increasing order) for a node
-    assignment ``assign`` (rows × trees): ``(assign, order, nstart, ncount)``."""
+    assignment ``assign`` (rows × trees): ``(order, nstart, ncount)``."""
     n, T = assign.shape
     M = int(assign.max(initial=0)) + 1
     order = np.empty((T, n), dtype=np.int32)
@@ -101,7 +115,20 @@ def nodes_of(assign):
         order[t] = np.argsort(assign[:, t], kind="stable")
         ncount[t] = np.bincount(assign[:, t], minlength=M)
         nstart[t, 1:] = np.cumsum(ncount[t])[:-1]
-    return assign, order, nstart, ncount
+    return order, nstart, ncount
+
+
+def assign_of(nodes):
+    """The node of every row (rows × trees, int32) from the rows grouped by node: the nodes
+    that hold rows cover the list without overlap, in the order of their first positions."""
+    order, nstart, ncount = nodes
+    T, n = order.shape
+    out = np.empty((n, T), dtype=np.int32)
+    for t in range(T):
+        ids = np.flatnonzero(ncount[t])
+        ids = ids[np.argsort(nstart[t, ids], kind="stable")]
+        out[order[t], t] = np.repeat(ids, ncount[t, ids])
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -157,13 +184,11 @@ class _Tree:
         return new
 
     # ---- split search ----
-    def set_hist(self, node, hist):
-        """A node's histogram arrived: store it and compute its best split."""
-        self.set_hists([(node, hist)])
-
-    def set_hists(self, items):
+    def set_hists(self, items, stacked=None):
         """Histograms of nodes ``[(node, hist)]`` arrived (a wave's): store them and compute
-        their best splits, all in one call of the scan (each node's result is its own)."""
+        their best splits, all in one call of the scan (each node's result is its own).
+        ``stacked``: the histograms as one array already (``hist`` the views of its rows),
+        then not copied again."""
         p = self.p
         todo = []
         for node, hist in items:
@@ -187,8 +212,10 @@ class _Tree:
                 rng = block_rng(p.seed, "features", self.round, self.t, node)
                 mask[i, rng.permutation(d)[:p.max_features]] = True
         nodes = [node for node, _ in todo]
+        if stacked is None or len(todo) < len(items):
+            stacked = np.stack([h for _, h in todo])
         res = _gb_kernels.best_splits(
-            np.stack([h for _, h in todo]), np.array([self.G[n] for n in nodes]),
+            stacked, np.array([self.G[n] for n in nodes]),
             np.array([self.H[n] for n in nodes]), np.array([self.N[n] for n in nodes]),
             p.n_bins, p.has_missing, mask & ~p.is_cat, float(p.min_samples_leaf),
             MIN_HESSIAN, float(p.l2_regularization))

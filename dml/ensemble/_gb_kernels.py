@@ -21,30 +21,29 @@ from dml.tree._binning import MISSING as _MISSING  # numba freezes the global as
 
 
 @kernel(nogil=True)
-def grow_pass(xb, g, h, use, assign, order, nstart, ncount, feature, thr, mleft, left, right,
-              cat_idx, bitsets, slot_map, S, nb):
+def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, right, cat_idx,
+              bitsets, slot_map, S, nb):
     """A wave on one block: the rows of the nodes split since the last wave move one level
     down, then the used rows of the counted nodes are added to their histograms.
 
     The rows are kept partitioned by node (LightGBM's ``DataPartition``, scikit-learn's
     ``sample_indices``): ``order[t]`` lists the rows of tree ``t`` grouped by node, each node's
-    rows in increasing order from ``nstart[t, node]`` (``ncount[t, node]`` of them), and
-    ``assign[r, t]`` is the node of row ``r``. So routing reads only the rows of the split
+    rows in increasing order from ``nstart[t, node]`` (``ncount[t, node]`` of them; a split
+    node has none, its rows are its children's). So routing reads only the rows of the split
     nodes (a stable split of each one's range into its children's), and counting a node reads
-    only its rows. Returns the new ``(assign, order, nstart, ncount)`` (new arrays: the inputs
-    are left as they were) and the histograms (S, d, nb + 1, 3) of (Σg, Σh, count).
+    only its rows. ``order`` is rewritten in place (the caller copies it first where the input
+    must stay as it was); returns the new ``(order, nstart, ncount)`` and the histograms
+    (S, d, nb + 1, 3) of (Σg, Σh, count).
 
     ``feature[t, node] >= 0`` marks a split (``mleft``, ``cat_idx``/``bitsets`` and ``thr``
     send a row left, as :func:`dml.tree._kernels.route` does); ``slot_map[t, node]`` is the
-    slot of a node of tree ``t`` (-1: not counted); ``g``, ``h`` and ``assign`` have one
-    column per tree. A node's rows are added in increasing order, so the sums do not depend on
-    how the work is arranged.
+    slot of a node of tree ``t`` (-1: not counted); ``g`` and ``h`` have one column per tree.
+    A node's rows are added in increasing order, so the sums do not depend on how the work is
+    arranged.
     """
     n, d = xb.shape
     T, M = feature.shape
     cap = max(M, slot_map.shape[1], nstart.shape[1])
-    new = assign.copy()
-    new_order = order.copy()
     ns = np.zeros((T, cap), dtype=np.int64)
     nc = np.zeros((T, cap), dtype=np.int64)
     ns[:, :nstart.shape[1]] = nstart
@@ -70,42 +69,68 @@ def grow_pass(xb, g, h, use, assign, order, nstart, ncount, feature, thr, mleft,
                     go = ml
                 # Whether a row goes left depends on its bins, so a branch on it would be
                 # mispredicted about every other row: both lists get the row, one keeps it.
-                new_order[t, first + nl] = r
+                # In place: the left rows are written at or before the position read.
+                order[t, first + nl] = r
                 right_rows[nr] = r
                 nl += go
                 nr += 1 - go
-                new[r, t] = lo if go else hi
             for i in range(nr):
-                new_order[t, first + nl + i] = right_rows[i]
+                order[t, first + nl + i] = right_rows[i]
             nc[t, a] = 0  # its rows are its children's now
             ns[t, lo] = first
             nc[t, lo] = nl
             ns[t, hi] = first + nl
             nc[t, hi] = nr
     out = np.zeros((S, d, nb + 1, 3), dtype=np.float64)
-    # Bin of a byte in the histogram: the missing byte goes to bin nb (no branch per cell).
-    lut = np.arange(256)
-    lut[_MISSING] = nb
+    flat = out.reshape(-1)
+    # Offset of a byte's bin in a feature's histogram: the missing byte goes to bin nb (no
+    # branch per cell).
+    lut = np.empty(256, dtype=np.int64)
+    for b in range(256):
+        lut[b] = 3 * min(b, nb)
+    lut[_MISSING] = 3 * nb
+    step = 3 * (nb + 1)
     for t in range(slot_map.shape[0]):
         for a in range(slot_map.shape[1]):
             s = slot_map[t, a]
             if s < 0:
                 continue
-            hs = out[s]
-            first = ns[t, a]
-            for i in range(first, first + nc[t, a]):
-                r = new_order[t, i]
-                if not use[r]:
-                    continue
-                gv = np.float64(g[r, t])
-                hv = np.float64(h[r, t])
-                row = xb[r]
+            i, end = ns[t, a], ns[t, a] + nc[t, a]
+            # Two used rows at a time (two independent chains of additions per feature);
+            # where both fall in one bin the first row is still added first.
+            while True:
+                while i < end and not use[order[t, i]]:
+                    i += 1
+                if i >= end:
+                    break
+                r0 = order[t, i]
+                i += 1
+                while i < end and not use[order[t, i]]:
+                    i += 1
+                g0, h0 = np.float64(g[r0, t]), np.float64(h[r0, t])
+                k = s * d * step
+                if i >= end:
+                    for j in range(d):
+                        k0 = k + lut[xb[r0, j]]
+                        flat[k0] += g0
+                        flat[k0 + 1] += h0
+                        flat[k0 + 2] += 1.0
+                        k += step
+                    break
+                r1 = order[t, i]
+                i += 1
+                g1, h1 = np.float64(g[r1, t]), np.float64(h[r1, t])
                 for j in range(d):
-                    bb = lut[row[j]]
-                    hs[j, bb, 0] += gv
-                    hs[j, bb, 1] += hv
-                    hs[j, bb, 2] += 1.0
-    return (new, new_order, ns, nc), out
+                    k0 = k + lut[xb[r0, j]]
+                    k1 = k + lut[xb[r1, j]]
+                    flat[k0] += g0
+                    flat[k0 + 1] += h0
+                    flat[k0 + 2] += 1.0
+                    flat[k1] += g1
+                    flat[k1 + 1] += h1
+                    flat[k1 + 2] += 1.0
+                    k += step
+    return (order, ns, nc), out
 
 
 @kernel(nogil=True, inline="always")
