@@ -27,6 +27,7 @@ from dml.ensemble._gb_categorical import encode_coded
 from dml.tree._binning import (MISSING, _compress, as_float_block, bin_kernel,
                                combine_sketches, edges_from_sketch, sketch_kernel)
 from dml.tree._model import _categorical_layout, _class_weights
+from dml.worker_setup import entries, prepare
 
 _logger = logging.getLogger("dml.ensemble")
 
@@ -284,6 +285,10 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
     categorical, categories = _categorical_layout(blocks, est.max_bins, name)
     is_cat = _gb_categorical.resolve(est.categorical_features, blocks, categorical, name)
     d = blocks.n_features
+    # The two kernels compiled once across the cluster, one per worker, before the first task
+    # needs them (docs/cold_start.md): a fresh worker would otherwise compile both on the
+    # fit's critical path.
+    prepare(entries("gbt"))
     if warm:
         if est.max_iter < est.n_iter_:
             raise ValueError(f"{name}: max_iter={est.max_iter} must be at least the "
