@@ -76,8 +76,19 @@ def test_grouped_passes_equal_per_block_passes(inprocess_client, n_blocks):
 
 @pytest.mark.multiprocess
 def test_grouped_passes_on_a_multiprocess_cluster(process_client):
-    """Groups built and read by separate worker processes over TCP."""
+    """Groups built and read by separate worker processes over TCP; consecutive groups held by
+    one worker (a run per worker), so a pass reading a run of them moves no block."""
     _check_grouped_passes(64)
+    X, y = _data(64)
+    held = _blocks(X, y, 64).persist(8)
+    from distributed import futures_of, wait
+
+    futures = [futures_of(o)[0] for o in held.groups.objects]
+    wait(futures)
+    who = process_client.who_has(futures)
+    where = [who[f.key][0] for f in futures]
+    runs = 1 + sum(a != b for a, b in zip(where, where[1:]))
+    assert runs == len(set(where)) == len(process_client.nthreads()), where
 
 
 def _check_grouped_passes(n_blocks):
