@@ -108,7 +108,9 @@ def persist_placed(objects: Sequence[Delayed], inputs: Sequence[Sequence]) -> li
     if len(threads) < 2:
         return list(dask.persist(*objects))
     keys = sorted({k for ks in inputs for k in ks}, key=str)
-    who = client.who_has(keys) if keys else {}
+    # The scheduler's own call: Client.who_has takes futures only (keys would be walked as
+    # containers and find none).
+    who = client.sync(client.scheduler.who_has, keys=keys) if keys else {}
     held = [collections.Counter(a for k in ks for a in who.get(k, ())) for ks in inputs]
     where = contiguous_placement(len(objects), threads, held)
     out = [None] * len(objects)
