@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-import threading
 
 import numpy as np
 
-__all__ = ["seed_from", "block_rng", "shuffle_order"]
+__all__ = ["seed_from", "block_rng"]
 
 
 def seed_from(random_state) -> int:
@@ -55,41 +54,3 @@ def block_rng(seed: int, purpose: str, *indices: int) -> np.random.Generator:
     """
     entropy = [int(seed), _purpose_id(purpose), *(int(i) for i in indices)]
     return np.random.default_rng(np.random.SeedSequence(entropy))
-
-
-_MASK64 = (1 << 64) - 1
-_SHUFFLE_KEY = _purpose_id("shuffle")
-#: One Philox generator per thread, its state set anew for every block (see shuffle_order).
-_SHUFFLERS = threading.local()
-
-
-def shuffle_order(seed: int, epoch: int, block: int, n: int) -> np.ndarray:
-    """Block ``block``'s rows in epoch ``epoch``'s order: a permutation of ``range(n)`` that
-    depends only on ``(seed, epoch, block)``.
-
-    SGD draws one per block and epoch: at a thousand small blocks, making a generator from a
-    seed sequence (:func:`block_rng`, 20–30 µs) cost more than the permutation itself. This one
-    is counter-based: a Philox generator keyed by the seed, its counter starting at
-    ``(0, 0, block, epoch)``, so every (block, epoch) has its own stream (a permutation draws
-    far fewer than 2^64 numbers from the low counter word) and one generator per thread is
-    reused by setting its state (a few µs).
-
-    Examples
-    --------
-    >>> a = shuffle_order(0, 3, 1, 10)
-    >>> sorted(a.tolist()) == list(range(10)), bool((a == shuffle_order(0, 3, 1, 10)).all())
-    (True, True)
-    >>> bool((a == shuffle_order(0, 3, 2, 10)).all()), bool((a == shuffle_order(1, 3, 1, 10)).all())
-    (False, False)
-    """
-    gen = getattr(_SHUFFLERS, "gen", None)
-    if gen is None:
-        gen = _SHUFFLERS.gen = np.random.Generator(np.random.Philox(key=0))
-    gen.bit_generator.state = {
-        "bit_generator": "Philox",
-        "state": {"counter": np.array([0, 0, int(block) & _MASK64, int(epoch) & _MASK64],
-                                      dtype=np.uint64),
-                  "key": np.array([int(seed) & _MASK64, _SHUFFLE_KEY], dtype=np.uint64)},
-        "buffer": np.zeros(4, dtype=np.uint64), "buffer_pos": 4, "has_uint32": 0,
-        "uinteger": 0}
-    return gen.permutation(int(n))

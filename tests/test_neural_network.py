@@ -123,12 +123,11 @@ def test_one_block_equals_sequential_minibatch_sgd():
     cfg = est._sgd_config(problem, len(X))
     state = initial_state(problem, cfg, 5)
     from dml._blocks import block_rng
-    from dml._random import shuffle_order
 
     Xp, Yp, _ = problem.prepare_block(X, y, None)
     params, slots, t = state.params, state.opt.slots, 0
     for epoch in (1, 2):
-        order = shuffle_order(5, epoch, 0, len(X))
+        order = block_rng(5, "shuffle", epoch, 0).permutation(len(X))
         plan = RoundPlan(epoch, 0, 10, (1.0,), 5, t, 1.0, cfg)
         local_sgd_steps(problem, params, slots, Xp, Yp, None, order, 0, 10, t, plan,
                         rng=block_rng(5, "noise", epoch, 0, 0))

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from distributed import Client, LocalCluster
 
-from dml._blocks import as_blocks
-from dml._random import shuffle_order
+from dml._blocks import as_blocks, block_rng
 from dml.optim import checkpoint as ckpt
 from dml.optim.data import prepare
 from dml.optim.engine import SGDConfig, epoch_plan, final_params, initial_state, train
@@ -264,7 +263,7 @@ def reference_sgd(X, y, epochs, B, eta, alpha, seed):
     n, d = X.shape
     params = np.zeros(d + 1)
     for epoch in range(1, epochs + 1):
-        order = shuffle_order(seed, epoch, 0, n)
+        order = block_rng(seed, "shuffle", epoch, 0).permutation(n)
         for s in range(-(-n // B)):
             idx = order[s * B:(s + 1) * B]
             Xb, yb = X[idx], y[idx]
@@ -365,7 +364,7 @@ def test_averaging_returns_the_running_mean():
     params = np.zeros(5)
     iterates = []
     for epoch in (1, 2):
-        order = shuffle_order(7, epoch, 0, 100)
+        order = block_rng(7, "shuffle", epoch, 0).permutation(100)
         for s in range(10):
             idx = order[s * 10:(s + 1) * 10]
             _, g = problem.batch_loss_grad(params, X[idx], y[idx], None)

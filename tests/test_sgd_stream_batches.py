@@ -11,8 +11,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import QUICK_ON_PROCESS_CLUSTER
 
-from dml._blocks import BlockSpec, as_blocks
-from dml._random import shuffle_order
+from dml._blocks import BlockSpec, as_blocks, block_rng
 from dml.linear_model import SGDRegressor
 from dml.linear_model._problem import LinearProblem
 from dml.neural_network import MLPRegressor
@@ -76,7 +75,7 @@ def _reference(X, y, lengths, cfg):
     """One block holding every block's rows in its epoch order: plain sequential SGD."""
     order, start = [], 0
     for b, n in enumerate(lengths):
-        perm = shuffle_order(3, 1, b, n) if cfg.shuffle else np.arange(n)
+        perm = block_rng(3, "shuffle", 1, b).permutation(n) if cfg.shuffle else np.arange(n)
         order.append(start + perm)
         start += n
     order = np.concatenate(order)

@@ -2,7 +2,7 @@
 
 The blocks are walked by *streams* (:mod:`dml.optim.streams`): runs of consecutive blocks with
 at least ``stream_steps`` mini-batch steps per epoch each, walked in order by one model, every
-block's rows in its own shuffled order ``shuffle_order(seed, epoch, block, rows)``, cut into
+block's rows in its own shuffled order ``block_rng(seed, "shuffle", epoch, block)``, cut into
 mini-batches that run on across the blocks' boundaries (a stream of n rows takes
 ``ceil(n / batch_size)`` steps). One *round*: the client broadcasts the parameters and the
 optimiser state; every stream takes up to ``local_steps`` steps from them; the streams' results
@@ -59,7 +59,7 @@ from dask.delayed import Delayed
 from dml._block_groups import default_n_groups
 from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_prefix, task_ref,
                         tree_add)
-from dml._random import block_rng, shuffle_order
+from dml._random import block_rng
 from dml.optim import sparse_steps
 from dml.optim.summed_rounds import curvature_limited, limited_rounds, round_limit, sum_scale
 from dml.optim.data import TrainingData, fits_persist_budget
@@ -309,7 +309,8 @@ def stream_steps_run(problem, params, slots, parts, s, plan: RoundPlan):
     for b, lo, hi in layout.segments(s, plan.first_step, last):
         X, Y, w = parts[b]
         n = X.shape[0]
-        order = shuffle_order(plan.seed, plan.epoch, b, n) if cfg.shuffle else None
+        order = (block_rng(plan.seed, "shuffle", plan.epoch, b).permutation(n)
+                 if cfg.shuffle else None)
         # Per-step noise (dropout) of this block and round; drawn only by stochastic problems.
         rng = block_rng(plan.seed, "noise", plan.epoch, b, lo) if stochastic else None
         pos += hi - lo

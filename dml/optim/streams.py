@@ -5,7 +5,7 @@ often they are combined, decides how much a model learns per epoch; how the work
 Dask tasks decides what a round costs. The two are kept apart here:
 
 * A **stream** is a run of consecutive blocks walked in order by one model: each block's rows in
-  that block's own shuffled order (``shuffle_order(seed, epoch, block, rows)``), one block after
+  that block's own shuffled order (``block_rng(seed, "shuffle", epoch, block)``), one block after
   the other. A stream's epoch is the concatenation of those rows cut into mini-batches of
   ``batch_size`` rows: a batch may take the tail of one block and the head of the next, so a
   stream of ``n`` rows takes ``ceil(n / batch_size)`` steps however many blocks it walks, and
@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dml._graph import reduce_levels, tree_depth
-from dml._random import shuffle_order
+from dml._random import block_rng
 
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
            "subtree_reduce", "tree_levels", "SPLIT_EVERY", "JOINED", "round_order",
@@ -268,7 +268,7 @@ def round_order(layout: StreamLayout, s: int, plan) -> np.ndarray:
         n = layout.block_rows[b]
         if segment[0] == b:
             _, lo, hi = segment
-            perm = shuffle_order(plan.seed, plan.epoch, b, n)
+            perm = block_rng(plan.seed, "shuffle", plan.epoch, b).permutation(n)
             pieces.append(perm[lo:hi] + offset)
             segment = next(segments, None)
         offset += n
