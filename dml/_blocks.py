@@ -273,7 +273,8 @@ class Blocks:
         per-task cost, not the arithmetic, sets a pass's time. Results do not depend on the
         grouping (see :mod:`dml._block_groups`).
         """
-        from dml._block_groups import Groups, collect, default_n_groups, group_size
+        from dml._block_groups import (Groups, collect, default_n_groups, group_size,
+                                       persist_placed)
 
         if self.groups is not None:
             return self
@@ -297,7 +298,10 @@ class Blocks:
                     refs.append(task_ref(p, deps))
             layer[(name, g)] = Task((name, g), collect, *refs)
         graph = layer_graph(name, layer, deps)
-        objects = dask.persist(*[Delayed((name, g), graph, layer=name) for g in range(len(layer))])
+        # Consecutive groups on one worker (where most of their blocks already are): the passes
+        # that read runs of groups (SGD's streams) then find them there.
+        objects = persist_placed([Delayed((name, g), graph, layer=name) for g in range(len(layer))],
+                                 [layer[(name, g)].dependencies for g in range(len(layer))])
         groups = Groups(objects, bounds, size)
         return replace(self, parts=groups.block_parts(), groups=groups)
 

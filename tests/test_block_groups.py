@@ -76,8 +76,24 @@ def test_grouped_passes_equal_per_block_passes(inprocess_client, n_blocks):
 
 @pytest.mark.multiprocess
 def test_grouped_passes_on_a_multiprocess_cluster(process_client):
-    """Groups built and read by separate worker processes over TCP."""
+    """Groups built and read by separate worker processes over TCP; consecutive groups placed
+    on one worker (a run per worker), so a pass reading a run of them moves no block."""
     _check_grouped_passes(64)
+    X, y = _data(64)
+    held = _blocks(X, y, 64).persist(8)
+    keys = [o.key for o in held.groups.objects]
+    from distributed import futures_of, wait
+
+    wait([futures_of(o)[0] for o in held.groups.objects])
+
+    # The placement asked for (the scheduler may still move a task: it is a preference).
+    def restrictions(dask_scheduler):
+        return [sorted(dask_scheduler.tasks[k].worker_restrictions or ()) for k in keys]
+
+    where = [tuple(w) for w in process_client.run_on_scheduler(restrictions)]
+    assert all(len(w) == 1 for w in where), where
+    runs = 1 + sum(a != b for a, b in zip(where, where[1:]))
+    assert runs == len(set(where)) == len(process_client.nthreads()), where
 
 
 def _check_grouped_passes(n_blocks):
