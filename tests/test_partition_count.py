@@ -58,6 +58,11 @@ def _log_loss(model, X, y):
 
 
 def test_sgd_log_loss_does_not_depend_on_the_partition_count(clf_data, inprocess_client):
+    # Known weakness (measured 2026-11-27, see the issue note): at this size the bound holds for
+    # random_state=0 only because the one-block reference is its worst seed. Over seeds 0-5 the
+    # one-block log-loss spreads 0.60-0.73 while 32 blocks stay at 0.68-0.88 (median 0.71);
+    # on 48,000 rows 32 blocks are 5-18% worse than one block, on 96,000 rows 2% better. The
+    # benchmark scale (240,000 x 50) meets the bound at 64-1,024 blocks.
     X, y, Xt, yt = clf_data
     make = lambda: SGDClassifier(loss="log_loss", max_iter=5, tol=None, random_state=0)  # noqa: E731
     one = _log_loss(_fit(make, X, y, 1), Xt, yt)
