@@ -46,8 +46,13 @@ def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, r
     cap = max(M, slot_map.shape[1], nstart.shape[1])
     ns = np.zeros((T, cap), dtype=np.int64)
     nc = np.zeros((T, cap), dtype=np.int64)
-    ns[:, :nstart.shape[1]] = nstart
-    nc[:, :ncount.shape[1]] = ncount
+    # Element loops, not slice assignment: numba compiles a general array-to-array slice
+    # assignment into a large amount of broadcasting code (seconds of a fresh worker's first fit).
+    for t in range(T):
+        for a in range(nstart.shape[1]):
+            ns[t, a] = nstart[t, a]
+        for a in range(ncount.shape[1]):
+            nc[t, a] = ncount[t, a]
     right_rows = np.empty(n, dtype=np.int32)
     for t in range(T):
         for a in range(M):
