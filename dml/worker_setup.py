@@ -238,8 +238,8 @@ def _compile_share(share):
 
 
 def _install_all(*shares):
-    """On a worker: install the other workers' compiled code (that of another CPU is left to
-    compile on first use). Returns the number installed."""
+    """On a worker (or the client, for what it runs itself): install the others' compiled
+    code (that of another CPU is left to compile on first use). Returns the number installed."""
     from dml._numba import cpu_key, install
 
     n = 0
@@ -339,17 +339,10 @@ def prepare(kernels, local=(), client=None, timeout=None) -> dict | None:
             if f.status == "finished":
                 installed += f.result()
                 _prepared[w] = _prepared.get(w, frozenset()) | wanted
-        if here:
-            from dml._numba import cpu_key, install
-
-            for f in compiled:
-                if f.status != "finished":
-                    continue
-                key, out = f.result()
-                for e in here & set(out):
-                    dispatcher = getattr(importlib.import_module(e[0]), e[1])
-                    if key == cpu_key(dispatcher):
-                        installed += install(dispatcher, e[2], out[e])
+        if here:  # what this process runs itself, installed as the workers install theirs
+            done_shares = [f.result() for f in compiled if f.status == "finished"]
+            installed += _install_all(*[(key, {e: out[e] for e in here & set(out)})
+                                        for key, out in done_shares])
         return {"workers": len(workers), "installed": installed}
     except Exception as exc:  # never a reason for a fit to fail: its kernels compile on use
         logger.debug("preparing dml kernels on the cluster failed: %s", exc)
