@@ -23,14 +23,31 @@ MISSING = 255
 SKETCH_SIZE = 2048
 
 
-def _compress(values: np.ndarray, weights: np.ndarray, k: int = SKETCH_SIZE):
-    """Exact (distinct values, weights) when at most ``k`` distinct values, else ``k`` quantiles."""
+def _runs(v: np.ndarray):
+    """Distinct values of a sorted, NaN-free array and the first position of each (what
+    ``np.unique(v, return_index=True)`` gives, without sorting ``v`` again)."""
+    first = np.empty(v.size, dtype=bool)
+    first[:1] = True
+    np.not_equal(v[1:], v[:-1], out=first[1:])
+    start = np.flatnonzero(first)
+    return v[start], start
+
+
+def _compress(values: np.ndarray, weights: np.ndarray | None, k: int = SKETCH_SIZE):
+    """Exact (distinct values, weights) when at most ``k`` distinct values, else ``k`` quantiles.
+    ``weights=None``: every value weighs 1 (a plain sort then does: the weights of equal values
+    are counts, whatever their order). ``values`` hold no NaN."""
     if values.size == 0:
-        return values.astype(np.float64), weights.astype(np.float64)
-    order = np.argsort(values, kind="stable")
-    v, w = values[order], weights[order]
-    uniq, start = np.unique(v, return_index=True)
-    wsum = np.add.reduceat(w, start)
+        return values.astype(np.float64), np.zeros(0)
+    if weights is None:
+        uniq, start = _runs(np.sort(values))
+        wsum = np.diff(start, append=values.size).astype(np.float64)
+    else:
+        # Stable: equal values' weights are added in their order in ``values``.
+        order = np.argsort(values, kind="stable")
+        v, w = values[order], weights[order]
+        uniq, start = _runs(v)
+        wsum = np.add.reduceat(w, start)
     if uniq.size <= k:
         return uniq, wsum
     cum = np.cumsum(wsum)
@@ -91,7 +108,7 @@ def sketch_kernel(xb, yb, wb, categorical, categories, classify, estimator):
             continue
         col = x[:, j]
         col = col[~np.isnan(col)]
-        sketches.append(_compress(col, np.ones(col.size)))
+        sketches.append(_compress(col, None))
     labels = None
     if classify and yb is not None:
         labels = np.unique(yb)
