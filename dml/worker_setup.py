@@ -209,7 +209,7 @@ def warm(families=None, *, compile: bool = True, imports: bool = True) -> dict:
 #: worker 2.6 s of its 4.3 s and the other 1.7 s; with these, 2.2 and 2.1.
 COMPILE_COST = {"best_from_rows": 1.75, "best_candidates": 0.9, "hist_sparse": 0.7,
                 "split_scores": 0.7, "route": 0.32, "merge_sum": 0.3, "group_by_slot": 0.2,
-                "rows_by_slot": 0.15, "grow_pass": 1.8, "best_splits": 1.4,
+                "rows_by_slot": 0.15, "grow_pass": 1.35, "best_splits": 1.0,
                 "_sort_short_runs": 0.35, "sgd_cell": 0.5, "als_gram_add": 0.2,
                 "sq_error_cell": 0.15}
 
