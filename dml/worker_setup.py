@@ -109,7 +109,7 @@ def _signatures():
               i64, f64, f64, f1)),
         ],
         "recommender": [
-            (rec, "_sort_short_runs", (i1, f1, i64, i64)),
+            (rec, "_sort_short_runs", (i1, f1, i64, i1, i1, i1, i2)),
             (rec, "sgd_cell", (i1, i1, f1, i1, f2, f2, f1, f1, f64, f64, f64, b, i64, i64)),
             (rec, "als_gram_add", (i1, i1, f1, f2, f3, f2, f1)),
             (rec, "sq_error_cell", (i1, i1, f1, f2, f2, f1, f1, f64, i64, i64)),
@@ -202,12 +202,16 @@ def warm(families=None, *, compile: bool = True, imports: bool = True) -> dict:
 # At a fit's start: compile once per cluster, split among the workers
 # ---------------------------------------------------------------------------------------------
 
-#: Rough compile cost of a kernel (CPU seconds on an idle machine, with the helpers it calls),
-#: to share the compilation evenly among the workers; kernels not listed count 0.5.
-COMPILE_COST = {"best_from_rows": 0.9, "best_candidates": 0.9, "hist_sparse": 0.7,
-                "split_scores": 0.5, "merge_sum": 0.27, "route": 0.27, "group_by_slot": 0.19,
-                "rows_by_slot": 0.13, "sgd_cell": 0.8, "sq_error_cell": 0.3,
-                "_sort_short_runs": 0.2, "als_gram_add": 0.4}
+#: Compile cost of a kernel (CPU seconds, with the helpers it calls, in a worker that has
+#: compiled something before: measured one kernel per fresh process, November 27 2026), to share
+#: the compilation evenly among the workers; kernels not listed count 0.5. Only the ratios
+#: matter: with the old guesses (the two split searches equal) a forest's first fit gave one
+#: worker 2.6 s of its 4.3 s and the other 1.7 s; with these, 2.2 and 2.1.
+COMPILE_COST = {"best_from_rows": 1.75, "best_candidates": 0.9, "hist_sparse": 0.7,
+                "split_scores": 0.7, "route": 0.32, "merge_sum": 0.3, "group_by_slot": 0.2,
+                "rows_by_slot": 0.15, "grow_pass": 1.35, "best_splits": 1.0,
+                "_sort_short_runs": 0.3, "sgd_cell": 0.5, "als_gram_add": 0.2,
+                "sq_error_cell": 0.15}
 
 #: Client side: worker address → the (module, name, signature) entries it was given.
 _prepared: dict = {}
