@@ -200,9 +200,12 @@ def _prepare_groups(problem, blocks: Blocks, seed: int, fraction: float):
     if blocks.groups is None:
         return _prepare_blocks(problem, blocks, seed, fraction, persist=True)
     g = blocks.groups
-    prepared = g.map_group(_prepare_group, problem, seed, fraction)
-    train = map_delayed(operator.getitem, prepared, 0)
-    val = map_delayed(operator.getitem, prepared, 1) if fraction else []
+    if fraction:
+        prepared = g.map_group(_prepare_group, problem, seed, fraction)
+        train = map_delayed(operator.getitem, prepared, 0)
+        val = map_delayed(operator.getitem, prepared, 1)
+    else:  # the training blocks only: no task to take them out of a pair
+        train, val = g.map_group(_prepare_train_group, problem, seed), []
     out = dask.persist(*train, *val)
     token = None if g.token is None else tokenize(g.token, problem, seed, fraction)
     tg = Groups(out[:len(train)], g.bounds, g.size,
