@@ -158,7 +158,7 @@ def prepare(problem, blocks: Blocks, *, seed: int = 0, validation_fraction: floa
     if do_persist and not fraction and blocks.groups is None:
         # Blocks not held yet: validated and prepared in the same group task, and only the
         # prepared groups held (no pass, graph or copy in memory for the validated blocks).
-        fused = blocks.persist(then=(_prepare_train_group, (problem, seed)))
+        fused = blocks.persist(then=(_prepare_training, (problem, seed)))
     if fused is not None:
         tb, vb = fused, None
     elif do_persist:
@@ -176,7 +176,7 @@ def _prepare_group(group, start, problem, seed, fraction):
     return tuple(o[0] for o in out), tuple(o[1] for o in out)
 
 
-def _prepare_train_group(group, start, problem, seed):
+def _prepare_training(group, start, problem, seed):
     """A group's blocks prepared for training (no validation part)."""
     return tuple(_prepare_part(part, problem, start + j, seed, 0.0)[0]
                  for j, part in enumerate(group))
@@ -205,7 +205,7 @@ def _prepare_groups(problem, blocks: Blocks, seed: int, fraction: float):
         train = map_delayed(operator.getitem, prepared, 0)
         val = map_delayed(operator.getitem, prepared, 1)
     else:  # the training blocks only: no task to take them out of a pair
-        train, val = g.map_group(_prepare_train_group, problem, seed), []
+        train, val = g.map_group(_prepare_training, problem, seed), []
     out = dask.persist(*train, *val)
     token = None if g.token is None else tokenize(g.token, problem, seed, fraction)
     tg = Groups(out[:len(train)], g.bounds, g.size,
