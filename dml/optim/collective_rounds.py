@@ -7,17 +7,15 @@ milliseconds. A summed fit (``SYNC_STEPS`` steps a round) has tens of rounds per
 hops, not the arithmetic, set the fit's time, and more blocks meant more of them.
 
 Here, on a ``distributed`` cluster with the blocks persisted, the whole epoch is a *run*: one
-task per worker thread (a *member*), pinned to the worker that holds its groups of streams
-(:mod:`dml._collective`; :func:`members_of` splits a worker's groups into runs of consecutive
-groups). Every round, a member runs its groups' streams from the round's payload
-(:func:`dml.optim.engine._group_round_kernel`, one result per group), sends those results to
-the other members' workers in one message, receives theirs and applies the round's combine
-itself (:func:`dml.optim.engine._next_payload`: the rest of the fixed reduction tree over all
-groups' results in group order, then the sum or average), exactly as the chained graph's next
-task does. Every member computes the same function of the same values, so all start the next
-round from the same payload, and the model is the chained graphs' bit for bit, whatever the
-number of workers or threads. Member 0 returns the epoch's final payload and every round's
-loss.
+task per group of streams, pinned to the worker that holds the group's blocks
+(:mod:`dml._collective`). Every round, a group runs its streams from the round's payload
+(:func:`dml.optim.engine._group_round_kernel`), sends its reduced result to the other groups'
+workers, receives theirs and applies the round's combine itself
+(:func:`dml.optim.engine._next_payload`: the rest of the fixed reduction tree in group order,
+then the sum or average), exactly as the chained graph's next task does. Every group computes
+the same function of the same values, so all start the next round from the same payload, and
+the model is the chained graphs' bit for bit, whatever the number of workers. Group 0 returns
+the epoch's final payload and every round's loss.
 
 Nothing is kept on the workers between runs: the client holds the parameters at the start of
 the epoch, so a lost worker or an unreachable peer costs the epoch's run, which is submitted
@@ -41,60 +39,24 @@ _logger = logging.getLogger(__name__)
 _WHAT = "SGD"
 
 
-def run_member(parts, m, members, run, addresses, problem, payload, steps, mode, averaging_from,
-               top, ranges, levels):
-    """Member ``m``'s part of a run: the rounds ``steps`` (``[(plan, start_t)]``) of the stream
-    groups ``members[m]`` (``parts`` their gathered blocks, ``ranges[g]`` group ``g``'s
-    streams); returns (final payload, every round's info) from member 0, else None."""
+def run_group(parts, g, run, addresses, problem, payload, steps, mode, averaging_from, top,
+              streams, levels):
+    """Group ``g``'s part of a run: the rounds ``steps`` (``[(plan, start_t)]``) of its
+    ``streams``; returns (final payload, every round's info) from group 0, else None."""
     from dml.optim.engine import _group_round_kernel, _next_payload
 
-    mine = members[m]
-    n_groups = sum(len(gs) for gs in members)
-    with _collective.long_lived(run, m, addresses, _WHAT) as link:
+    with _collective.long_lived(run, g, addresses, _WHAT) as link:
         infos = []
         for k, (plan, start_t) in enumerate(steps):
-            own = [_group_round_kernel(p, problem, payload, plan, ranges[g], levels)
-                   for p, g in zip(parts, mine)]
-            # Every member's group results, put back in group order: the combine below sees
-            # the values a run of one task per group sees, in the same order.
-            outs = [None] * n_groups
-            for gs, values in zip(members, link.exchange(k, own)):
-                for g, v in zip(gs, values):
-                    outs[g] = v
+            out = _group_round_kernel(parts, problem, payload, plan, streams, levels)
+            outs = link.exchange(k, out)
             started = averaging_from is not None and start_t >= averaging_from
             payload, info = _next_payload(payload, mode, started, top, *outs)
             infos.append(info)
             if info["nonfinite"]:
-                # Every member sees the same info and stops here; the client raises.
+                # Every group sees the same info and stops here; the client raises.
                 break
-        return (payload, infos) if m == 0 else None
-
-
-def members_of(addresses, threads) -> list:
-    """The stream groups each task of a run takes: a worker's groups (``addresses[g]`` is group
-    ``g``'s worker) split into at most as many runs of consecutive groups as it has threads
-    (``threads[address]``), in group order.
-
-    A task per group left several long-lived tasks per thread, each sending its result to
-    every other worker and applying the same combine every round; a round of a summed fit
-    computes for microseconds, so those messages and combines were most of its time.
-
-    Examples
-    --------
-    >>> members_of(["a", "a", "a", "a", "b", "b", "b", "b"], {"a": 1, "b": 2})
-    [[0, 1, 2, 3], [4, 5], [6, 7]]
-    >>> members_of(["a", "b", "a"], {"a": 1, "b": 1})
-    [[0, 2], [1]]
-    """
-    by_worker: dict = {}
-    for g, a in enumerate(addresses):
-        by_worker.setdefault(a, []).append(g)
-    out = []
-    for a, groups in by_worker.items():
-        k = max(1, min(int(threads.get(a, 1) or 1), len(groups)))
-        bounds = [round(i * len(groups) / k) for i in range(k + 1)]
-        out.extend(groups[bounds[i]:bounds[i + 1]] for i in range(k))
-    return sorted(out, key=lambda gs: gs[0])
+        return (payload, infos) if g == 0 else None
 
 
 class CollectiveRounds:
@@ -132,20 +94,18 @@ class CollectiveRounds:
         client = _collective.cluster_client()
         runner = self.runner
         top = tree_levels(len(runner.ranges))
-        ranges = list(runner.ranges)
         while True:
             run = f"{self.fit}-{self.stats['runs']}"
             addresses = self._placement(client)
-            members = members_of(addresses, client.nthreads())
-            where = [addresses[gs[0]] for gs in members]
-            tasks = [client.submit(run_member, [self.futures[g] for g in gs], m, members, run,
-                                   where, problem, payload, steps, mode, averaging_from, top,
-                                   ranges, runner.levels, key=f"sgd-run-{run}-{m}",
-                                   workers=[where[m]], allow_other_workers=False, pure=False)
-                     for m, gs in enumerate(members)]
+            tasks = [client.submit(run_group, self.futures[g], g, run, addresses, problem,
+                                   payload, steps, mode, averaging_from, top, r,
+                                   runner.levels, key=f"sgd-run-{run}-{g}",
+                                   workers=[addresses[g]], allow_other_workers=False,
+                                   pure=False)
+                     for g, r in enumerate(runner.ranges)]
             self.stats["runs"] += 1
             try:
-                result = _collective.execute(client, tasks, run, where, "an SGD run",
+                result = _collective.execute(client, tasks, run, addresses, "an SGD run",
                                              tidy_finished=False)
             except _collective.RunCannotStart as exc:
                 _logger.info("%s; running the rounds as chained graphs instead", exc)
