@@ -478,13 +478,12 @@ def test_large_averaged_models_take_one_round_per_epoch():
     (a linear model on hashed text) runs one round per epoch, a small one several."""
     from dml.optim.engine import AVERAGE_ROUNDS, LARGE_MODEL_PARAMS
     from dml.optim.schedules import Optimal
-    from dml.optim.streams import make_streams
+    from dml.optim.streams import EqualShares, make_streams
 
     layout = make_streams(np.array([4096, 4096, 4096]), 32, None)
     cfg = SGDConfig(schedule=Optimal(), batch_size=32)
     assert cfg.combine_mode == "average"
-    small = cfg.steps_per_round(layout, 100)
-    assert small == -(-max(layout.steps(s) for s in range(layout.n_streams)) // AVERAGE_ROUNDS)
+    assert cfg.steps_per_round(layout, 100) == EqualShares(AVERAGE_ROUNDS)
     assert cfg.steps_per_round(layout, LARGE_MODEL_PARAMS) is None
     # Summed updates keep their short rounds whatever the size.
     summed = SGDConfig(schedule=Optimal(), batch_size=32, combine="sum")

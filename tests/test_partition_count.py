@@ -22,7 +22,9 @@ from dml import _block_groups
 from dml.linear_model import SGDClassifier, SGDRegressor
 from dml.neural_network import MLPClassifier
 from dml.optim import engine
-from dml.optim.streams import make_streams
+from dml.optim.engine import AVERAGE_ROUNDS
+from dml.optim.schedules import Optimal
+from dml.optim.streams import make_streams, round_plans
 
 
 def _split(X, y, n_train):
@@ -58,16 +60,23 @@ def _log_loss(model, X, y):
 
 
 def test_sgd_log_loss_does_not_depend_on_the_partition_count(clf_data, inprocess_client):
-    # Known weakness (measured 2026-11-27, see the issue note): at this size the bound holds for
-    # random_state=0 only because the one-block reference is its worst seed. Over seeds 0-5 the
-    # one-block log-loss spreads 0.60-0.73 while 32 blocks stay at 0.68-0.88 (median 0.71);
-    # on 48,000 rows 32 blocks are 5-18% worse than one block, on 96,000 rows 2% better. The
-    # benchmark scale (240,000 x 50) meets the bound at 64-1,024 blocks.
+    # The last iterate of the `optimal` schedule is noisy: over seeds 0-7 the one-block test
+    # log-loss spreads 0.60-0.73 at this size, so the bound is on the mean of three seeds.
+    # Streams cut as they used to be (the leftover blocks joined to the last stream, which then
+    # walked on alone in the last round) were 7% (32 blocks) and 2% (128) worse on these seeds
+    # and 28% on 24 blocks; equal streams are 3-9% better than one block (the average of the
+    # streams is less noisy than one model's last iterate).
     X, y, Xt, yt = clf_data
-    make = lambda: SGDClassifier(loss="log_loss", max_iter=5, tol=None, random_state=0)  # noqa: E731
-    one = _log_loss(_fit(make, X, y, 1), Xt, yt)
-    for n_blocks in (32, 128):
-        many = _log_loss(_fit(make, X, y, n_blocks), Xt, yt)
+    seeds = (0, 1, 2)
+
+    def mean_loss(n_blocks):
+        return np.mean([_log_loss(_fit(lambda rs=rs: SGDClassifier(  # noqa: E731
+            loss="log_loss", max_iter=5, tol=None, random_state=rs), X, y, n_blocks), Xt, yt)
+            for rs in seeds])
+
+    one = mean_loss(1)
+    for n_blocks in (24, 32, 128):
+        many = mean_loss(n_blocks)
         assert many <= 1.01 * one, (n_blocks, many, one)
 
 
@@ -95,12 +104,21 @@ def test_mlp_accuracy_does_not_depend_on_the_partition_count(clf_data):
 
 
 def test_stream_layout_depends_on_rows_not_on_partitions():
-    # The same 24,000 rows in 32 or 128 blocks: about as many streams, each of >= 128 steps.
-    for n_blocks in (32, 128):
+    # The same 24,000 rows in 8 to 1,024 blocks: about as many streams of about 128 steps, as
+    # equal as the blocks allow; averaged rounds keep every stream in every round, and all end
+    # together (a stream walking on alone would decide the model: docs, "Streams of equal
+    # length").
+    cfg = engine.SGDConfig(schedule=Optimal(), batch_size=32)
+    for n_blocks in (8, 24, 32, 128, 1024):
         lengths = np.diff(np.linspace(0, 24_000, n_blocks + 1).astype(int))
         layout = make_streams(lengths, 32, 128)
         steps = [layout.steps(s) for s in range(layout.n_streams)]
-        assert min(steps) >= 128 and 4 <= layout.n_streams <= 6, (n_blocks, steps)
+        assert 4 <= layout.n_streams <= 6 and min(steps) >= 0.75 * max(steps), (n_blocks, steps)
+        rounds = round_plans(layout, cfg.steps_per_round(layout, 21))
+        assert len(rounds) == AVERAGE_ROUNDS, n_blocks
+        for spec in rounds:
+            assert all(w > 0 for w in spec.weights), (n_blocks, spec)
+        assert [sum(r.taken[s] for r in rounds) for s in range(layout.n_streams)] == steps
 
 
 def test_model_does_not_depend_on_the_task_grouping(clf_data, monkeypatch):
@@ -135,4 +153,4 @@ def test_the_parallel_width_grows_with_the_data_not_with_a_fixed_cap():
     W, rounds, critical, total = plan_row(problem, cfg, curv, 100_000_000, 10_000)
     assert W == 10_000 and critical == 313 and total == 3_130_000
     problem, cfg, curv = configs["MLPClassifier((64,))"]
-    assert plan_row(problem, cfg, curv, 100_000_000, 10_000)[0] == 476
+    assert plan_row(problem, cfg, curv, 100_000_000, 10_000)[0] == 488

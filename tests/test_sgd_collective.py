@@ -11,6 +11,7 @@ from distributed import get_task_stream
 from dml import _collective
 from dml.linear_model import SGDClassifier, SGDRegressor
 from dml.optim import collective_rounds
+from dml.optim.streams import group_size, make_streams
 
 
 def _data(n=1280, d=5, seed=0):
@@ -44,7 +45,7 @@ def test_collective_runs_are_used_and_equal_the_chained_graphs(client, monkeypat
     chained round task, and the chained graphs' model bit for bit."""
     X, y = _data()
     make = lambda: SGDRegressor(max_iter=2, tol=None, random_state=0,  # noqa: E731
-                                stream_steps=3, local_steps=2)  # 64 blocks: 16 streams
+                                stream_steps=3, local_steps=2)  # 64 blocks: 19 streams
     found = {}
     for n_blocks in (1, 8, 64):
         found[n_blocks] = _fit(client, make, X, y, n_blocks)
@@ -55,7 +56,11 @@ def test_collective_runs_are_used_and_equal_the_chained_graphs(client, monkeypat
             assert runs == 0 and rounds > 0
             model, (runs, rounds) = found[n_blocks]
             assert rounds == 0 and 0 < runs
-            assert runs % 2 == 0 and runs // 2 <= 2 * sum(client.nthreads().values())
+            # One run task per group of streams and epoch.
+            rows = -(-X.shape[0] // n_blocks)
+            W = make_streams([rows] * n_blocks, 32, 3).n_streams
+            per_group = group_size(W, 2 * sum(client.nthreads().values()))
+            assert runs == 2 * -(-W // per_group), (runs, W, per_group)
             _same(model, chained)
     assert sum(client.run(_collective.leftovers, "").values()) == 0
 

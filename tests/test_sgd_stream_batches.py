@@ -43,13 +43,16 @@ def test_a_stream_takes_ceil_rows_over_batch_steps(lengths, B):
     assert [(b, r) for b, lo, hi in cut for r in range(lo, hi)] == seen
 
 
-def test_streams_close_once_their_rows_fill_stream_steps_batches():
+def test_streams_hold_stream_steps_batches_and_are_cut_evenly():
     # 234-row blocks with batches of 200: a block alone would take 2 steps, but a stream of 64
-    # of them takes 75, so 109 blocks make the 128 steps of a stream (the last 3 join the
-    # stream before them).
+    # of them takes 75, so 109 blocks make the 128 steps of a stream: 330 blocks hold three
+    # streams' rows, cut into three equal streams of 110 blocks.
     layout = make_streams([234] * 330, 200, 128)
-    assert [layout.steps(s) for s in range(layout.n_streams)] == [128, 128, 132]
-    assert layout.starts == (0, 109, 218, 330)
+    assert [layout.steps(s) for s in range(layout.n_streams)] == [129, 129, 129]
+    assert layout.starts == (0, 110, 220, 330)
+    # 331 blocks cannot be cut evenly: the streams differ by one block.
+    layout = make_streams([234] * 331, 200, 128)
+    assert layout.starts == (0, 110, 221, 331)
 
 
 def _problem(d):

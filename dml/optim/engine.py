@@ -66,9 +66,9 @@ from dml.optim.data import TrainingData, fits_persist_budget
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
 from dml.optim.schedules import Constant, Optimal, Schedule
-from dml.optim.streams import (JOINED, StreamLayout, _join_rows, group_size, join_streams,
-                               make_streams, round_order, round_plans, subtree_reduce,
-                               tree_levels)
+from dml.optim.streams import (JOINED, EqualShares, StreamLayout, _join_rows, group_size,
+                               join_streams, make_streams, round_order, round_plans,
+                               subtree_reduce, tree_levels)
 from dml.optim.state import TrainState
 from dml.optim.training import (DivergedError, EpochResult, TrainConfig, diverged_message,
                                 run_epochs)
@@ -153,10 +153,11 @@ class SGDConfig:
         return "average" if isinstance(self.schedule, Optimal) else "sum"
 
     def steps_per_round(self, layout: StreamLayout, n_params: int = 0,
-                        limited: bool = False) -> int | None:
-        """Stream steps per round for ``layout`` (None: the whole epoch in one round) of a model
-        with ``n_params`` parameters; ``limited``: its summed rounds are also limited by the
-        data's curvature (:func:`dml.optim.summed_rounds.curvature_limited`)."""
+                        limited: bool = False) -> int | EqualShares | None:
+        """Stream steps per round for ``layout`` (None: the whole epoch in one round;
+        :class:`~dml.optim.streams.EqualShares` for averaged rounds) of a model with
+        ``n_params`` parameters; ``limited``: its summed rounds are also limited by the data's
+        curvature (:func:`dml.optim.summed_rounds.curvature_limited`)."""
         if self.local_steps == "epoch" or layout.n_streams <= 1:
             # One stream: rounds would change nothing but the number of round trips.
             return None
@@ -165,8 +166,10 @@ class SGDConfig:
         if self.combine_mode == "average":
             if n_params >= LARGE_MODEL_PARAMS:
                 return None
-            longest = max(layout.steps(s) for s in range(layout.n_streams))
-            return max(1, -(-longest // AVERAGE_ROUNDS))
+            # Every stream in every round, all ending together (EqualShares): a stream left
+            # to walk on alone would make the last rounds' model its own.
+            shortest = min(layout.steps(s) for s in range(layout.n_streams))
+            return EqualShares(max(1, min(AVERAGE_ROUNDS, shortest)))
         target = LIMITED_SYNC_STEPS if limited else SYNC_STEPS
         return max(1, -(-target // layout.n_streams))
 
@@ -188,6 +191,19 @@ class RoundPlan:
     mode: str = "average"
     #: Factor of every stream's update in a summed round (:mod:`dml.optim.summed_rounds`).
     sum_scale: float = 1.0
+    #: Per stream: its first step and its steps in this round (empty: ``first_step`` and up
+    #: to ``local_steps`` for every stream; :class:`~dml.optim.streams.RoundSpec`).
+    firsts: tuple = ()
+    taken: tuple = ()
+
+    def span(self, s: int) -> tuple[int, int]:
+        """Stream ``s``'s steps in this round: ``first .. last - 1``."""
+        if self.firsts:
+            return self.firsts[s], self.firsts[s] + self.taken[s]
+        last = self.first_step + self.local_steps
+        if self.layout is not None:
+            last = min(last, self.layout.steps(s))
+        return self.first_step, last
 
 
 def initial_state(problem, config: SGDConfig, seed: int, params=None) -> TrainState:
@@ -284,12 +300,12 @@ def stream_steps_run(problem, params, slots, parts, s, plan: RoundPlan):
     """
     layout, cfg = plan.layout, plan.config
     B = cfg.batch_size
-    last = plan.first_step + plan.local_steps
+    first, last = plan.span(s)
     joined = parts.get((JOINED, s))
     if joined is not None:
         return _joined_steps(problem, params, slots, joined, s, plan)
     stream_rows = layout.rows(s)
-    pos = plan.first_step * B  # stream row of the next row taken
+    pos = first * B  # stream row of the next row taken
     totals = [0.0, None, 0]  # loss_sum, first_loss, steps done
     stochastic = getattr(problem, "stochastic", False)
     carry: list = []  # (X, Y, w) row pieces of a batch begun in an earlier block
@@ -306,7 +322,7 @@ def stream_steps_run(problem, params, slots, parts, s, plan: RoundPlan):
         return finite
 
     rng = None
-    for b, lo, hi in layout.segments(s, plan.first_step, last):
+    for b, lo, hi in layout.segments(s, first, last):
         X, Y, w = parts[b]
         n = X.shape[0]
         order = (block_rng(plan.seed, "shuffle", plan.epoch, b).permutation(n)
@@ -344,8 +360,7 @@ def _joined_steps(problem, params, slots, joined, s, plan: RoundPlan):
     bit for bit, without a call, a copy or a slice per block."""
     layout, cfg = plan.layout, plan.config
     X, Y, w = joined
-    first = plan.first_step
-    last = min(first + plan.local_steps, layout.steps(s))
+    first, last = plan.span(s)
     if last <= first:
         return 0.0, None, True
     if not cfg.shuffle:
@@ -411,11 +426,10 @@ def _gather(blocks, *parts):
     return dict(zip(blocks, parts))
 
 
-def round_blocks(layout: StreamLayout, streams, first: int, local_steps: int) -> list:
-    """The blocks that streams ``streams`` touch in the round covering steps
-    ``first .. first + local_steps - 1``."""
-    return sorted({b for s in streams
-                   for b, _, _ in layout.segments(s, first, first + local_steps)})
+def round_blocks(layout: StreamLayout, streams, spec) -> list:
+    """The blocks that streams ``streams`` touch in round ``spec`` (a
+    :class:`~dml.optim.streams.RoundSpec` or :class:`RoundPlan`: its ``span(s)``)."""
+    return sorted({b for s in streams for b, _, _ in layout.segments(s, *spec.span(s))})
 
 
 class StreamRunner:
@@ -550,7 +564,7 @@ def run_round(problem, data: TrainingData, state: TrainState, plan: RoundPlan,
     runner = runner or StreamRunner(data.train.parts, plan.layout, data.persisted,
                                     groups=data.train.groups)
     return runner.run(_group_round_kernel, problem, (state.params, state.opt.slots), plan,
-                      lambda r: round_blocks(plan.layout, r, plan.first_step, plan.local_steps))
+                      lambda r: round_blocks(plan.layout, r, plan))
 
 
 def _score_kernel(X, Y, w, problem, params):
@@ -707,7 +721,7 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
             return RoundPlan(epoch=epoch, first_step=spec.first, local_steps=spec.local_steps,
                              weights=spec.weights, seed=state.seed, t0=t0,
                              lr_scale=state.lr_scale, config=config, layout=layout, mode=mode,
-                             sum_scale=scale)
+                             sum_scale=scale, firsts=spec.firsts, taken=spec.taken)
 
         def account(out, start_t):
             nonlocal loss_total, reference

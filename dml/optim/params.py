@@ -101,17 +101,19 @@ SGD: dict[str, Param] = {
     "local_steps": Param(None, [_positive_int(), StrOptions({"epoch"}), None],
                          'int, "epoch" or None\nMini-batch steps every stream takes between '
                          "combinations of the streams; None: rounds of about 256 steps of all "
-                         "streams together (4 rounds per epoch with the ``optimal`` schedule); "
+                         "streams together (with the ``optimal`` schedule 4 rounds per epoch, in "
+                         "each of which every stream walks a quarter of its epoch); "
                          "\"epoch\": "
                          "one round per epoch (the fewest passes when the data is read from "
                          "storage on every pass). See docs/partition_parallel_sgd.md.",
                          to="sgd"),
     "stream_steps": Param(128, [_positive_int(), None],
-                          "int or None\nLeast mini-batch steps per epoch of one stream: "
-                          "consecutive blocks are walked in sequence by one model until it has "
-                          "this many steps, so a model's progress per epoch does not shrink as "
-                          "the data is cut into more partitions. None: every block is a stream "
-                          "(plain local SGD).", to="sgd"),
+                          "int or None\nMini-batch steps per epoch of one stream, about: "
+                          "consecutive blocks are walked in sequence by one model, the rows "
+                          "cut into as many streams of this many steps as they hold, as equal "
+                          "as the block boundaries allow, so a model's progress per epoch does "
+                          "not shrink as the data is cut into more partitions. None: every "
+                          "block is a stream (plain local SGD).", to="sgd"),
     "combine": Param("auto", [StrOptions({"auto", "sum", "average"})],
                      '{"auto", "sum", "average"}\nHow the streams\' updates are combined after '
                      'a round: "sum" adds them (as one sequential pass would make them), '

@@ -156,6 +156,16 @@ class _GridPlan:
     mode: str = "average"
     #: Per packed group and model: the factor of its summed round (None: all 1).
     sum_scale: np.ndarray | None = None
+    #: Per packed group: its round's per-stream first steps and steps
+    #: (:class:`~dml.optim.streams.RoundSpec`; empty: ``first`` and ``local_steps``).
+    firsts: tuple = ()
+    taken: tuple = ()
+
+    def span(self, g: int, s: int) -> tuple[int, int]:
+        """Group ``g``'s steps of stream ``s`` in this round (``segments`` clips the end)."""
+        if self.firsts and self.firsts[g]:
+            return self.firsts[g][s], self.firsts[g][s] + self.taken[g][s]
+        return self.first[g], self.first[g] + self.local_steps[g]
 
 
 def _update_average(P, slots, t, start):
@@ -344,7 +354,7 @@ def _grid_stream(parts, problem, payload, plan: _GridPlan, s):
     m = P.shape[1]
     loss_sum = np.zeros((n_groups, m))
     first_loss = np.zeros((n_groups, m))
-    segs = {g: plan.layouts[g].segments(s, plan.first[g], plan.first[g] + plan.local_steps[g])
+    segs = {g: plan.layouts[g].segments(s, *plan.span(g, s))
             for g in range(n_groups) if active[g]}
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         _grid_stream_steps(parts, segs, problem, P, slots, plan, loss_sum, first_loss)
@@ -392,7 +402,9 @@ def _subset_plan(plan: _GridPlan, groups) -> _GridPlan:
                    lr_scale=plan.lr_scale[groups], penalty=plan.penalty.subset(groups),
                    rate=plan.rate.subset(groups),
                    layouts=pick(plan.layouts) if plan.layouts else (),
-                   sum_scale=None if plan.sum_scale is None else plan.sum_scale[groups])
+                   sum_scale=None if plan.sum_scale is None else plan.sum_scale[groups],
+                   firsts=pick(plan.firsts) if plan.firsts else (),
+                   taken=pick(plan.taken) if plan.taken else ())
 
 
 def _side_by_side(parts):
@@ -527,7 +539,7 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
     limits = (group_limits(problem, replace(blocks, groups=None), n_groups, cfg)
               if mode == "sum" else [None] * n_groups)
     # Whether a group's own fit targets the longer rounds of curvature-limited fits.
-    targets = {g: cfg.steps_per_round(layouts[0], round_cost_params(problem),
+    targets = {g: cfg.steps_per_round(layouts[g], round_cost_params(problem),
                                       curvature_limited(limits[g])) for g in range(n_groups)}
     results = [list(row) for row in states]
     for g, j in cells:
@@ -628,12 +640,13 @@ def _grid_epoch(problem, runner, masked, configs, train_configs, states, active,
             lr_scale=scale, penalty=penalty, rate=rate,
             layouts=tuple(layouts[g] for g in groups), mode=mode,
             sum_scale=_sum_scales(limits, groups, cf, st, t, specs) if mode == "sum"
-            else None)
+            else None,
+            firsts=tuple(specs[a].firsts if in_round[a] else () for a in range(G)),
+            taken=tuple(specs[a].taken if in_round[a] else () for a in range(G)))
         def touched(streams, specs=specs, groups=groups):
             # Groups differ in steps per block: the blocks any of them uses this round.
             return sorted({b for a, g in enumerate(groups) if specs[a] is not None
-                           for b in round_blocks(layouts[g], streams, specs[a].first,
-                                                 specs[a].local_steps)})
+                           for b in round_blocks(layouts[g], streams, specs[a])})
 
         out = runner.run(_grid_group_kernel, problem, (P, slots), plan, touched)
         start_value = penalty.value(P)

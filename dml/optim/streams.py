@@ -40,7 +40,7 @@ from dml._graph import reduce_levels, tree_depth
 from dml._random import block_rng
 
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
-           "subtree_reduce", "tree_levels", "SPLIT_EVERY", "JOINED", "round_order",
+           "subtree_reduce", "tree_levels", "SPLIT_EVERY", "JOINED", "round_order", "EqualShares",
            "join_streams"]
 
 #: Fan-in of the reduction tree over the streams: binary, so task groups can be any power of two
@@ -114,12 +114,19 @@ class StreamLayout:
 
 
 def make_streams(lengths, batch_size: int, stream_steps: int | None) -> StreamLayout:
-    """Cut consecutive blocks into streams of at least ``stream_steps`` steps per epoch.
+    """Cut consecutive blocks into streams of about ``stream_steps`` steps per epoch each, as
+    equal in rows as the block boundaries allow.
 
-    Blocks are taken in order until the stream's rows make ``stream_steps`` batches (batches
-    run across block boundaries: :meth:`StreamLayout.segments`); a block at least
-    that long is a stream of its own. A last stream shorter than ``stream_steps`` joins the one
-    before it. ``stream_steps=None`` makes every block a stream (the layout of plain local SGD).
+    Stream ``k`` of ``W`` ends at the block boundary nearest to ``(k + 1) · rows / W``, every
+    stream holding at least one block; ``W`` is the largest number up to ``⌊rows / need⌋``
+    (``need``: the rows of ``stream_steps`` batches; batches run across block boundaries:
+    :meth:`StreamLayout.segments`) for which the shortest stream has at least :data:`BALANCE`
+    of the longest one's rows (one stream always qualifies, and so does one stream per block:
+    blocks of ``need`` rows or more are each a stream). Streams of equal length matter:
+    averaged rounds (:mod:`dml.optim.engine`) need every stream in every round, and a stream
+    left to walk on alone after the others have ended would decide the model by itself
+    (docs/partition_parallel_sgd.md, "Streams of equal length"). ``stream_steps=None`` makes
+    every block a stream (the layout of plain local SGD).
 
     Examples
     --------
@@ -129,6 +136,8 @@ def make_streams(lengths, batch_size: int, stream_steps: int | None) -> StreamLa
     (0, 2)
     >>> make_streams([100, 100], batch_size=10, stream_steps=None).starts
     (0, 1, 2)
+    >>> make_streams([750] * 32, batch_size=32, stream_steps=128).starts  # 7, 6, 6, 7, 6 blocks
+    (0, 6, 13, 19, 26, 32)
     """
     lengths = np.asarray(lengths, dtype=np.int64)
     B = int(batch_size)
@@ -137,21 +146,42 @@ def make_streams(lengths, batch_size: int, stream_steps: int | None) -> StreamLa
     if stream_steps is None:
         starts = list(range(n + 1))
     else:
-        # A stream closes once its rows fill stream_steps batches (the last may be short).
+        # A stream of `need` rows fills stream_steps batches (its last one may be short).
         need = (int(stream_steps) - 1) * B + 1
-        starts = [0]
-        acc = 0
-        for b in range(n):
-            acc += int(lengths[b])
-            if acc >= need and b + 1 < n:
-                starts.append(b + 1)
-                acc = 0
-        starts.append(n)
-        # A short tail (fewer than stream_steps steps) walks on from the stream before it.
-        if len(starts) > 2 and int(lengths[starts[-2]:].sum()) < need:
-            del starts[-2]
+        ends = np.cumsum(lengths)
+        total = int(ends[-1]) if n else 0
+        starts = [0, n]
+        for W in range(min(n, total // need), 0, -1):
+            starts = _balanced_starts(ends, W)
+            rows = np.diff(np.concatenate([[0], ends[np.array(starts[1:]) - 1]]))
+            # One block per stream cannot be evened out: blocks of `need` rows or more stay
+            # streams of their own (so a fold's blocks cut as the whole data's do).
+            if W == n and lengths.min() >= need or rows.min() >= BALANCE * rows.max():
+                break
     return StreamLayout(tuple(int(s) for s in starts), tuple(int(s) for s in steps),
                         tuple(int(n) for n in lengths), B)
+
+
+#: The shortest stream has at least this fraction of the longest one's rows: the most streams
+#: for which the block boundaries allow that.
+BALANCE = 0.75
+
+
+def _balanced_starts(ends, W: int) -> list:
+    """Start blocks of ``W`` streams (and the end), each stream ending at the block boundary
+    nearest to its equal share of the rows (``ends``: cumulative block rows); every stream
+    holds at least one block."""
+    n = len(ends)
+    total = float(ends[-1])
+    starts = [0]
+    for k in range(1, W):
+        target = k * total / W
+        b = int(np.searchsorted(ends, target))  # first block whose end reaches the target
+        if b > 0 and target - ends[b - 1] <= ends[min(b, n - 1)] - target:
+            b -= 1
+        starts.append(min(max(b + 1, starts[-1] + 1), n - (W - k)))
+    starts.append(n)
+    return starts
 
 
 @dataclass(frozen=True)
@@ -165,17 +195,34 @@ class RoundSpec:
     weights: tuple
     #: Per stream: steps it takes in this round.
     taken: tuple
+    #: Per stream: its first step in this round (empty: ``first`` for every stream).
+    firsts: tuple = ()
 
     @property
     def total_steps(self) -> int:
         return int(sum(self.taken))
 
+    def span(self, s: int) -> tuple[int, int]:
+        """Stream ``s``'s steps in this round: ``first .. last - 1``."""
+        first = self.firsts[s] if self.firsts else self.first
+        return first, first + self.taken[s]
+
+
+@dataclass(frozen=True)
+class EqualShares:
+    """Rounds in which every stream walks the same share of its epoch: in round ``r`` of
+    ``rounds``, a stream of ``n`` steps takes its steps ``⌊n r / rounds⌋ .. ⌊n (r + 1) /
+    rounds⌋ − 1``. Streams of different lengths then take part in every round and end in the
+    same one (averaged rounds: :mod:`dml.optim.engine`)."""
+
+    rounds: int
+
 
 def round_plans(layout: StreamLayout, local_steps) -> list:
     """The rounds of one epoch: every stream takes ``local_steps`` steps per round (None: its
     whole epoch in one round; a tuple: round ``r`` takes ``local_steps[r]`` steps, the last
-    length repeating). Streams with no steps left sit out with weight 0; the others are
-    weighted by their rows.
+    length repeating; :class:`EqualShares`: each stream the same share of its own steps).
+    Streams with no steps left sit out with weight 0; the others are weighted by their rows.
 
     Examples
     --------
@@ -184,9 +231,13 @@ def round_plans(layout: StreamLayout, local_steps) -> list:
     [(2, 4, 4), (0, 2, 0)]
     >>> [r.taken for r in round_plans(layout, (1, 5))]
     [(1, 1, 1), (1, 5, 3)]
+    >>> [(r.firsts, r.taken) for r in round_plans(layout, EqualShares(2))]
+    [((0, 0, 0), (1, 3, 2)), ((1, 3, 2), (1, 3, 2))]
     """
     steps = np.array([layout.steps(s) for s in range(layout.n_streams)], dtype=np.int64)
     rows = np.array([layout.rows(s) for s in range(layout.n_streams)], dtype=np.float64)
+    if isinstance(local_steps, EqualShares):
+        return _equal_share_rounds(steps, rows, max(int(local_steps.rounds), 1))
     longest = int(steps.max()) if len(steps) else 0
     if isinstance(local_steps, tuple):
         lengths = [max(int(n), 1) for n in local_steps] or [1]
@@ -202,6 +253,22 @@ def round_plans(layout: StreamLayout, local_steps) -> list:
         weights = tuple(float(n) / total if a else 0.0 for n, a in zip(rows, active))
         out.append(RoundSpec(first, L, weights, tuple(int(t) for t in taken)))
         first += L
+    return out
+
+
+def _equal_share_rounds(steps, rows, R: int) -> list:
+    """:func:`round_plans` for :class:`EqualShares` (``R`` rounds)."""
+    out = []
+    for r in range(R):
+        lo, hi = steps * r // R, steps * (r + 1) // R
+        taken = hi - lo
+        if not taken.any():
+            continue
+        active = taken > 0
+        total = float(rows[active].sum())
+        weights = tuple(float(n) / total if a else 0.0 for n, a in zip(rows, active))
+        out.append(RoundSpec(int(lo.min()), int(taken.max()), weights,
+                             tuple(int(t) for t in taken), tuple(int(f) for f in lo)))
     return out
 
 
@@ -253,14 +320,14 @@ def round_order(layout: StreamLayout, s: int, plan) -> np.ndarray:
     >>> layout = make_streams([3, 3, 3], batch_size=2, stream_steps=4)
     >>> layout.starts                                  # one stream of three 3-row blocks
     (0, 3)
-    >>> plan = SimpleNamespace(seed=0, epoch=1, first_step=1, local_steps=2)
-    >>> order = round_order(layout, 0, plan)           # rows 2 .. 5 of the stream
+    >>> plan = SimpleNamespace(seed=0, epoch=1, span=lambda s: (1, 3))
+    >>> order = round_order(layout, 0, plan)           # steps 1, 2: rows 2 .. 5 of the stream
     >>> len(order), int(order[0]) < 3, sorted(order[1:].tolist()) == [3, 4, 5]
     (4, True, True)
     """
     pieces = []
     offset = 0
-    segments = iter(layout.segments(s, plan.first_step, plan.first_step + plan.local_steps))
+    segments = iter(layout.segments(s, *plan.span(s)))
     segment = next(segments, None)
     for b in layout.blocks(s):
         if segment is None:
