@@ -182,14 +182,21 @@ class Groups:
         Group ``g`` holds blocks ``bounds[g] .. bounds[g + 1] - 1``.
     size : int
         Blocks per group (the last may hold fewer), a power of :data:`FANIN`.
+    token : str or None
+        Names the groups' contents (a hash of the blocks they were made from and of what was
+        applied to them), or None when unknown. The objects' keys are fresh for every persist
+        (see :func:`dml._graph.new_name`), so results cached per data set (the curvature of
+        summed SGD rounds) are keyed by this instead.
     """
 
     fanin = FANIN
 
-    def __init__(self, objects: Sequence[Delayed], bounds: Sequence[int], size: int):
+    def __init__(self, objects: Sequence[Delayed], bounds: Sequence[int], size: int,
+                 token: str | None = None):
         self.objects = list(objects)
         self.bounds = tuple(int(b) for b in bounds)
         self.size = int(size)
+        self.token = token
 
     @property
     def n_blocks(self) -> int:

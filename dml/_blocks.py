@@ -264,7 +264,7 @@ class Blocks:
     def n_samples(self) -> int:
         return int(self.lengths.sum())
 
-    def persist(self, n_groups: int | None = None) -> Blocks:
+    def persist(self, n_groups: int | None = None, then: tuple | None = None) -> Blocks:
         """Keep the validated blocks in worker memory (for estimators that make several passes).
 
         Many blocks are held as groups of consecutive blocks, at least ``n_groups`` of them
@@ -272,19 +272,33 @@ class Blocks:
         task per group instead of one per block: at a thousand small blocks the scheduler's
         per-task cost, not the arithmetic, sets a pass's time. Results do not depend on the
         grouping (see :mod:`dml._block_groups`).
+
+        ``then = (func, args)`` applies ``func(group, start, *args)`` (``group`` a tuple of
+        blocks, ``start`` the index of its first block) inside each group's task and holds its
+        result instead of the validated blocks: a pass that only transforms the blocks for a
+        later one (preparing them for training) costs no task, graph or copy of its own.
+        ``func`` must return a tuple of as many blocks; with ``then`` the result is None when
+        the blocks are too few to group (the caller transforms them itself).
         """
         from dml._block_groups import (Groups, collect, default_n_groups, group_size,
                                        persist_placed)
 
         if self.groups is not None:
+            if then is not None:
+                raise ValueError("Blocks.persist(then=...) needs blocks not yet persisted")
             return self
         n = len(self.parts)
         size = group_size(n, default_n_groups() if n_groups is None else n_groups)
         if size == 1:
+            if then is not None:
+                return None
             return replace(self, parts=list(dask.persist(*self.parts)))
         bounds = [*range(0, n, size), n]
-        name = new_name("group-blocks")
+        prefix = "group-blocks" if then is None else f"{task_prefix(then[0])}-group"
+        name = new_name(prefix)
         deps: list = []
+        extra = () if then is None else tuple(task_argument(broadcast(a), deps)
+                                              for a in then[1])
         layer = {}
         for g in range(len(bounds) - 1):
             refs = []
@@ -296,13 +310,21 @@ class Blocks:
                     deps.extend(_task_deps(p, task))
                 else:
                     refs.append(task_ref(p, deps))
-            layer[(name, g)] = Task((name, g), collect, *refs)
+            if then is None:
+                layer[(name, g)] = Task((name, g), collect, *refs)
+            else:
+                layer[(name, g)] = Task((name, g), then[0], Task(None, collect, *refs),
+                                        bounds[g], *extra)
         graph = layer_graph(name, layer, deps)
         # Consecutive groups on one worker (where most of their blocks already are): the passes
         # that read runs of groups (SGD's streams) then find them there.
         objects = persist_placed([Delayed((name, g), graph, layer=name) for g in range(len(layer))],
                                  [layer[(name, g)].dependencies for g in range(len(layer))])
-        groups = Groups(objects, bounds, size)
+        # The groups' contents are named by the blocks' keys (content-derived for validated
+        # input) and what was applied to them: a cache key across persists of the same data.
+        token = tokenize("group-blocks", [p.key for p in self.parts], bounds,
+                         None if then is None else then)
+        groups = Groups(objects, bounds, size, token=token)
         return replace(self, parts=groups.block_parts(), groups=groups)
 
     def map_parts(self, kernel: Callable, *args, with_index: bool = False,

@@ -155,10 +155,13 @@ def test_rounds_lengthen_as_the_step_size_decays():
     assert later == 32 or later[0] > decaying[0]
 
 
-def test_partial_fit_measures_the_curvature_once_per_data_set(monkeypatch):
-    # 18 blocks of 500 rows: two streams of 9 blocks (at least 128 batches of 32 each).
+@pytest.mark.parametrize("rows", [500, 100])
+def test_partial_fit_measures_the_curvature_once_per_data_set(monkeypatch, rows):
+    # 18 blocks of 500 rows: two streams of 9 blocks (at least 128 batches of 32 each), one
+    # object per persisted block; 90 blocks of 100 rows: persisted in groups of 8 blocks, whose
+    # keys are fresh on every call (the groups' token names the data).
     X, y, _, _ = _regression(9000, d=5)
-    Xd, yd = da.from_array(X, chunks=(500, -1)), da.from_array(y, chunks=500)
+    Xd, yd = da.from_array(X, chunks=(rows, -1)), da.from_array(y, chunks=rows)
     passes = []
     largest = summed_rounds._largest
     monkeypatch.setattr(summed_rounds, "_largest", lambda *a: passes.append(1) or largest(*a))

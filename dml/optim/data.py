@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 import dask
 import numpy as np
 from dask import delayed
+from dask.base import tokenize
 
 from dml._block_groups import Groups
 from dml._blocks import Blocks, block_rng, map_delayed
@@ -153,7 +154,14 @@ def prepare(problem, blocks: Blocks, *, seed: int = 0, validation_fraction: floa
         val_lengths = None
     train_lengths = lengths - (val_lengths if val_lengths is not None else 0)
     do_persist = should_persist(blocks, persist)
-    if do_persist:
+    fused = None
+    if do_persist and not fraction and blocks.groups is None:
+        # Blocks not held yet: validated and prepared in the same group task, and only the
+        # prepared groups held (no pass, graph or copy in memory for the validated blocks).
+        fused = blocks.persist(then=(_prepare_training, (problem, seed)))
+    if fused is not None:
+        tb, vb = fused, None
+    elif do_persist:
         # Persisted data is held in groups of blocks: each pass then runs one task per group.
         tb, vb = _prepare_groups(problem, blocks.persist(), seed, fraction)
     else:
@@ -166,6 +174,12 @@ def prepare(problem, blocks: Blocks, *, seed: int = 0, validation_fraction: floa
 def _prepare_group(group, start, problem, seed, fraction):
     out = [_prepare_part(part, problem, start + j, seed, fraction) for j, part in enumerate(group)]
     return tuple(o[0] for o in out), tuple(o[1] for o in out)
+
+
+def _prepare_training(group, start, problem, seed):
+    """A group's blocks prepared for training (no validation part)."""
+    return tuple(_prepare_part(part, problem, start + j, seed, 0.0)[0]
+                 for j, part in enumerate(group))
 
 
 def _prepare_blocks(problem, blocks: Blocks, seed: int, fraction: float, persist: bool):
@@ -186,13 +200,19 @@ def _prepare_groups(problem, blocks: Blocks, seed: int, fraction: float):
     if blocks.groups is None:
         return _prepare_blocks(problem, blocks, seed, fraction, persist=True)
     g = blocks.groups
-    prepared = g.map_group(_prepare_group, problem, seed, fraction)
-    train = map_delayed(operator.getitem, prepared, 0)
-    val = map_delayed(operator.getitem, prepared, 1) if fraction else []
+    if fraction:
+        prepared = g.map_group(_prepare_group, problem, seed, fraction)
+        train = map_delayed(operator.getitem, prepared, 0)
+        val = map_delayed(operator.getitem, prepared, 1)
+    else:  # the training blocks only: no task to take them out of a pair
+        train, val = g.map_group(_prepare_training, problem, seed), []
     out = dask.persist(*train, *val)
-    tg = Groups(out[:len(train)], g.bounds, g.size)
+    token = None if g.token is None else tokenize(g.token, problem, seed, fraction)
+    tg = Groups(out[:len(train)], g.bounds, g.size,
+                token=None if token is None else f"train-{token}")
     tb = replace(blocks, parts=tg.block_parts(), groups=tg)
     if not fraction:
         return tb, None
-    vg = Groups(out[len(train):], g.bounds, g.size)
+    vg = Groups(out[len(train):], g.bounds, g.size,
+                token=None if token is None else f"validation-{token}")
     return tb, replace(blocks, parts=vg.block_parts(), groups=vg)

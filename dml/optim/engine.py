@@ -686,13 +686,15 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
     """The ``epoch_fn`` of :func:`~dml.optim.training.run_epochs` for stream SGD on ``data``."""
     layout = make_streams(data.lengths, config.batch_size, config.stream_steps)
     mode = config.combine_mode if layout.n_streams > 1 else "average"
+    # The runner first: it submits the joining of the streams' blocks, which the cluster then
+    # does while the curvature pass below runs (neither waits for the other).
+    runner = StreamRunner(data.train.parts, layout, data.persisted, groups=data.train.groups,
+                          hold=not data.persisted and _hold_fits(data, layout),
+                          join=_join_fits(problem, data))
     # Summed rounds are kept short enough to be the sequential steps' first-order equivalent.
     limit = round_limit(problem, data.train, config) if mode == "sum" else None
     local_steps = config.steps_per_round(layout, round_cost_params(problem),
                                          curvature_limited(limit))
-    runner = StreamRunner(data.train.parts, layout, data.persisted, groups=data.train.groups,
-                          hold=not data.persisted and _hold_fits(data, layout),
-                          join=_join_fits(problem, data))
     collective = None
     if runner.gathered is not None:
         from dml.optim.collective_rounds import CollectiveRounds

@@ -140,9 +140,12 @@ def data_curvature(blocks, n_features: int, fit_intercept: bool) -> float:
     """
     exact = _exact(n_features, fit_intercept)
     # partial_fit prepares the same blocks on every call: their (content-derived) task keys
-    # name the data, so the pass is made once per data set, not once per call. Parts without a
-    # key are not cached (an object's id can be reused by other data once it is freed).
-    keys = [getattr(p, "key", None) for p in blocks.parts]
+    # name the data, so the pass is made once per data set, not once per call. Blocks held in
+    # groups have fresh keys on every persist: their groups' token names the data instead.
+    # Parts without a key are not cached (an object's id can be reused by other data once it
+    # is freed).
+    token = getattr(blocks.groups, "token", None)
+    keys = [token] if token is not None else [getattr(p, "key", None) for p in blocks.parts]
     key = None if any(k is None for k in keys) else (
         tuple(map(str, keys)), int(n_features), bool(fit_intercept))
     with _CURVATURES_LOCK:
