@@ -259,7 +259,8 @@ def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False,
                                 allow_other_workers=True)
             for i, p in zip(idx, done):
                 parts[i] = p
-    prepared = replace(blocks, parts=list(parts), known_lengths=lengths)
+    # groups=None: the passes must read the prepared parts, not groups of the input blocks.
+    prepared = replace(blocks, parts=list(parts), known_lengths=lengths, groups=None)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     stats_d = prepared.map_reduce(_lloyd.prepared_stats, combine=_lloyd.combine_prepared_stats,
                                   compute_now=False)

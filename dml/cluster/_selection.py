@@ -205,7 +205,8 @@ def _references(data: Prepared, n_refs: int, seed: int) -> list[Prepared]:
                           for i in range(len(lengths))])
     persisted = dask.persist(*[p for parts in all_parts for p in parts])
     nb = len(lengths)
-    blocks = [replace(data.blocks, parts=list(persisted[b * nb:(b + 1) * nb]), has_weight=False)
+    blocks = [replace(data.blocks, parts=list(persisted[b * nb:(b + 1) * nb]), has_weight=False,
+                      groups=None)
               for b in range(n_refs)]
     stats = compute(*[bl.map_reduce(_lloyd.prepared_stats,
                                     combine=_lloyd.combine_prepared_stats, compute_now=False)
