@@ -169,7 +169,11 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         sorted cell file, and each SGD sub-epoch task, ALS step and RMSE pass reads the cells it
         needs from there. The model is identical bit for bit either way. Out of core a task
         holds one cell, about ``24 · n_ratings / n_blocks²`` bytes (some three times that while
-        a cell is sorted), so raise ``n_blocks`` until that is small next to a worker's memory.
+        a cell is sorted), so raise ``n_blocks`` until that is small next to a worker's memory:
+        the fit refuses, before writing any cell, an ``n_blocks`` whose sorted cell would take
+        more than 30% of a worker's memory limit, or more than 75% of it less what the worker
+        already holds when the fit starts (imported modules, compiled kernels, earlier data),
+        and names the smallest ``n_blocks`` that fits.
     spill_dir : str or path-like, optional
         Where the out-of-core cell files go (unused when the cells are persisted): ``fit``
         creates a fresh subdirectory in it and removes it at the end, also when the fit fails.
