@@ -515,7 +515,7 @@ def test_out_of_core_refuses_cells_larger_than_a_worker_can_sort(inprocess_clien
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     df = make_ratings(40, 30, 2000, rank=2, random_state=1).compute()
     # 72 bytes per rating while sorting; a 0.1 MiB worker leaves 0.03 MiB per cell.
-    monkeypatch.setattr(mf, "smallest_worker_memory", lambda: 100 * 2**10)
+    monkeypatch.setattr(mf, "worker_memory", lambda: [(100 * 2**10, 0)])
     with pytest.raises(ValueError, match=r"n_blocks=2 .* Use n_blocks >= (\d+)") as info:
         MatrixFactorization(2, n_epochs=1, n_blocks=2, persist=False).fit(df)
     assert _spill_dirs(tmp_path) == []
@@ -526,3 +526,16 @@ def test_out_of_core_refuses_cells_larger_than_a_worker_can_sort(inprocess_clien
     MatrixFactorization(2, n_epochs=1, n_blocks=need, persist=False, random_state=0).fit(df)
     # Persisted cells are not limited by one task's memory.
     MatrixFactorization(2, n_epochs=1, n_blocks=2, persist=True, random_state=0).fit(df)
+    # What the workers already hold counts (imports, kernels, earlier data): on the tightest of
+    # these workers 60 KiB held leaves 15 KiB per cell, not 30; 80 KiB held leaves no room.
+    monkeypatch.setattr(mf, "worker_memory",
+                        lambda: [(100 * 2**10, 0), (100 * 2**10, 60 * 2**10)])
+    with pytest.raises(ValueError, match=r"Use n_blocks >= (\d+)") as info:
+        MatrixFactorization(2, n_epochs=1, n_blocks=need, persist=False).fit(df)
+    n = int(re.search(r"the ([\d,]+) ratings", str(info.value)).group(1).replace(",", ""))
+    held = int(re.search(r"n_blocks >= (\d+)", str(info.value)).group(1))
+    assert held == mf.min_n_blocks(n, 15 * 2**10) > need
+    monkeypatch.setattr(mf, "worker_memory", lambda: [(100 * 2**10, 80 * 2**10)])
+    with pytest.raises(ValueError, match="no room for a cell"):
+        MatrixFactorization(2, n_epochs=1, n_blocks=need, persist=False).fit(df)
+    assert _spill_dirs(tmp_path) == []

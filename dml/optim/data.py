@@ -30,18 +30,22 @@ __all__ = ["TrainingData", "prepare", "hold", "should_persist", "cluster_memory"
 PERSIST_FRACTION = 0.5
 
 
-def _worker_limits() -> list:
-    """The memory limits of the current cluster's workers (empty: no client or no limits)."""
+def _workers() -> dict:
+    """The scheduler's description of each worker of the current cluster (empty: no client)."""
     from dml.runtime import active_client
 
     client = active_client()
     if client is None:
-        return []
+        return {}
     try:
-        workers = client.scheduler_info(n_workers=-1)["workers"]
+        return client.scheduler_info(n_workers=-1)["workers"]
     except TypeError:  # older distributed: no n_workers argument
-        workers = client.scheduler_info()["workers"]
-    limits = [int(w.get("memory_limit") or 0) for w in workers.values()]
+        return client.scheduler_info()["workers"]
+
+
+def _worker_limits() -> list:
+    """The memory limits of the current cluster's workers (empty: no client or no limits)."""
+    limits = [int(w.get("memory_limit") or 0) for w in _workers().values()]
     return limits if limits and all(limits) else []
 
 
@@ -50,6 +54,17 @@ def smallest_worker_memory() -> int | None:
     or workers without a limit): what one task may at most hold."""
     limits = _worker_limits()
     return min(limits) if limits else None
+
+
+def worker_memory() -> list[tuple[int, int]]:
+    """(memory limit, process memory) in bytes of every worker of the current cluster; empty
+    without a client or when a worker has no limit. The process memory is the worker's resident
+    size at its last heartbeat: what a new task cannot use (imported modules, compiled kernels,
+    data it holds, heap kept from earlier work), whatever its limit."""
+    workers = _workers().values()
+    pairs = [(int(w.get("memory_limit") or 0), int(w.get("metrics", {}).get("memory") or 0))
+             for w in workers]
+    return pairs if pairs and all(limit for limit, _ in pairs) else []
 
 
 def cluster_memory() -> int:

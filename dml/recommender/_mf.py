@@ -36,7 +36,7 @@ from dml._blocks import block_rng, is_dask, seed_from
 from dml._param_validation import Integral, Interval, Real, StrOptions, invalid_parameter
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
-from dml.optim.data import fits_persist_budget, smallest_worker_memory
+from dml.optim.data import fits_persist_budget, worker_memory
 from dml.optim.params import TRAINING
 from dml.optim.state import TrainState
 from dml.optim.training import TrainConfig, run_epochs
@@ -53,28 +53,69 @@ _SOLVERS = ("sgd", "als")
 _PERSIST_BYTES_PER_RATING = 32
 #: Bytes per rating of a cell while it is merged and sorted (the out-of-core path's peak).
 _SORT_BYTES_PER_RATING = 72
-#: Out of core, a cell may take this fraction of a worker's limit: the rest is the worker's
-#: own footprint (~285 MiB with dml imported) and Dask's pause threshold (80%).
+#: Out of core, a cell may take at most this fraction of a worker's limit...
 _CELL_FRACTION = 0.3
+#: ... and at most this fraction of the limit less what the worker already holds (its process
+#: memory: ~285 MiB with dml imported, ~440 MiB once the forest and boosting kernels are
+#: compiled, measured), so that sorting a cell keeps the worker below Dask's pause threshold
+#: (80%): a worker over it pauses, and at 95% its nanny kills it.
+_CELL_CEILING = 0.75
 
 
-def _check_cell_size(n: int, B: int) -> None:
-    """Out of core, one task holds a whole cell: refuse a ``n_blocks`` whose cells cannot fit a
-    worker (the worker would be killed for memory, mid-fit) and say which one would."""
-    limit = smallest_worker_memory()
-    if limit is None:
+def _tightest_worker() -> tuple[int, int, int] | None:
+    """(cell budget, memory limit, process memory) in bytes of the current cluster's worker
+    with the smallest cell budget, ``min(0.3 * limit, 0.75 * limit - process memory)``; None
+    without a cluster or memory limits (no check)."""
+    workers = worker_memory()
+    if not workers:
+        return None
+    return min((int(min(_CELL_FRACTION * limit, _CELL_CEILING * limit - process)), limit, process)
+               for limit, process in workers)
+
+
+def cell_budget() -> int | None:
+    """Bytes one out-of-core cell may take while it is sorted, on the tightest worker of the
+    current cluster (see :func:`_tightest_worker`); None: no limit. A fit takes it at its start,
+    before its own tasks run, so that :func:`min_n_blocks` called just before the fit gives
+    the fit's answer."""
+    tightest = _tightest_worker()
+    return None if tightest is None else tightest[0]
+
+
+def min_n_blocks(n: int, budget: int | None = None) -> int | None:
+    """The smallest ``n_blocks`` whose cells of ``n`` ratings fit ``budget`` bytes (default:
+    the current cluster's :func:`cell_budget`) when the fit runs out of core; None when there
+    is no limit, or no room at all (a budget of zero or less, which the fit refuses)."""
+    budget = cell_budget() if budget is None else budget
+    if budget is None or budget <= 0:
+        return None
+    return max(1, math.ceil(math.sqrt(_SORT_BYTES_PER_RATING * n / budget)))
+
+
+def _check_cell_size(n: int, B: int, tightest: tuple[int, int, int] | None) -> None:
+    """Out of core, one task holds a whole cell: refuse a ``n_blocks`` whose cells cannot fit
+    the ``tightest`` worker (:func:`_tightest_worker`; it would be paused or killed for memory,
+    mid-fit) and say which ``n_blocks`` would."""
+    if tightest is None:
         return
+    budget, limit, process = tightest
     need = _SORT_BYTES_PER_RATING * n / B ** 2
-    budget = _CELL_FRACTION * limit
-    if need > budget:
-        fit_b = int(np.ceil(np.sqrt(_SORT_BYTES_PER_RATING * n / budget)))
+    if need <= budget:
+        return
+    head = (f"MatrixFactorization: the {n:,} ratings do not fit the workers' memory, so the fit "
+            "runs out of core, one (user block, item block) cell per task; the tightest worker "
+            f"has a {limit / 2**20:,.0f} MiB limit and already holds {process / 2**20:,.0f} MiB "
+            "(imported modules, compiled kernels, data and heap of earlier work)")
+    if budget <= 0:
         raise ValueError(
-            f"MatrixFactorization: the {n:,} ratings do not fit the workers' memory, so the fit "
-            f"runs out of core, one (user block, item block) cell per task; with n_blocks={B} "
-            f"a cell needs about {need / 2**20:,.0f} MiB while it is sorted, more than "
-            f"{budget / 2**20:,.0f} MiB ({_CELL_FRACTION:.0%} of the smallest worker's "
-            f"{limit / 2**20:,.0f} MiB limit). Use n_blocks >= {fit_b} (the model depends on "
-            "n_blocks), or workers with more memory.")
+            f"{head}, which leaves no room for a cell below Dask's pause threshold. Restart the "
+            "workers (client.restart()) or use workers with more memory.")
+    raise ValueError(
+        f"{head}. With n_blocks={B} a cell needs about {need / 2**20:,.0f} MiB while it is "
+        f"sorted, more than the {budget / 2**20:,.0f} MiB a cell may take (the smaller of "
+        f"{_CELL_FRACTION:.0%} of the limit and {_CELL_CEILING:.0%} of it less what the worker "
+        f"holds). Use n_blocks >= {min_n_blocks(n, budget)} (the model depends on n_blocks), "
+        "or workers with more memory.")
 
 
 # ---------------------------------------------------------------- the estimator
@@ -128,7 +169,11 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         sorted cell file, and each SGD sub-epoch task, ALS step and RMSE pass reads the cells it
         needs from there. The model is identical bit for bit either way. Out of core a task
         holds one cell, about ``24 · n_ratings / n_blocks²`` bytes (some three times that while
-        a cell is sorted), so raise ``n_blocks`` until that is small next to a worker's memory.
+        a cell is sorted), so raise ``n_blocks`` until that is small next to a worker's memory:
+        the fit refuses, before writing any cell, an ``n_blocks`` whose sorted cell would take
+        more than 30% of a worker's memory limit, or more than 75% of it less what the worker
+        already holds when the fit starts (imported modules, compiled kernels, earlier data),
+        and names the smallest ``n_blocks`` that fits.
     spill_dir : str or path-like, optional
         Where the out-of-core cell files go (unused when the cells are persisted): ``fit``
         creates a fresh subdirectory in it and removes it at the end, also when the fit fails.
@@ -350,6 +395,8 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         (3, 2)
         """
         parts = self._partitions(X, y)
+        # What the workers hold before this fit's own tasks run (see cell_budget).
+        tightest = None if self.persist is True else _tightest_worker()
         # Compiled once across the cluster before the first task needs them (a fresh worker
         # would otherwise compile each kernel on the fit's critical path).
         used = {"_sort_short_runs", "sq_error_cell",
@@ -370,7 +417,7 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
         remember = fits if self.remember_seen == "auto" else bool(self.remember_seen)
         spill = None
         if not persist:
-            _check_cell_size(n, B)
+            _check_cell_size(n, B, tightest)
             base = None if self.spill_dir is None else os.path.abspath(self.spill_dir)
             spill = tempfile.mkdtemp(prefix="dml-mf-", dir=base)
         try:
