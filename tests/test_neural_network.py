@@ -17,6 +17,7 @@ from sklearn.neural_network import MLPRegressor as SkMLPRegressor
 from dml.neural_network import MLPClassifier, MLPRegressor
 from dml.neural_network._problem import MLPProblem
 from dml.optim.engine import RoundPlan, initial_state, local_sgd_steps
+from dml.optim.streams import RoundSpec
 
 ACTS = ["relu", "tanh", "logistic", "identity"]
 
@@ -128,7 +129,7 @@ def test_one_block_equals_sequential_minibatch_sgd():
     params, slots, t = state.params, state.opt.slots, 0
     for epoch in (1, 2):
         order = block_rng(5, "shuffle", epoch, 0).permutation(len(X))
-        plan = RoundPlan(epoch, 0, 10, (1.0,), 5, t, 1.0, cfg)
+        plan = RoundPlan(epoch, RoundSpec(0, 10, (1.0,), (10,)), 5, t, 1.0, cfg)
         local_sgd_steps(problem, params, slots, Xp, Yp, None, order, 0, 10, t, plan,
                         rng=block_rng(5, "noise", epoch, 0, 0))
         t += 10

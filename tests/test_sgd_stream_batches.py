@@ -20,7 +20,7 @@ from dml.optim.engine import RoundPlan, SGDConfig, initial_state, local_sgd_step
 from dml.optim.losses import get_loss
 from dml.optim.penalties import Penalty
 from dml.optim.schedules import make_schedule
-from dml.optim.streams import make_streams
+from dml.optim.streams import RoundSpec, make_streams
 from dml.optim.training import TrainConfig
 
 
@@ -84,8 +84,8 @@ def _reference(X, y, lengths, cfg):
     order = np.concatenate(order)
     problem = _problem(X.shape[1])
     st = initial_state(problem, cfg, 3)
-    plan = RoundPlan(epoch=0, first_step=0, local_steps=0, weights=(1.0,), seed=3, t0=0,
-                     lr_scale=1.0, config=cfg)
+    plan = RoundPlan(epoch=0, spec=RoundSpec(0, 0, (1.0,), (0,)), seed=3, t0=0, lr_scale=1.0,
+                     config=cfg)
     n_steps = -(-len(order) // cfg.batch_size)
     local_sgd_steps(problem, st.params, st.opt.slots, X[order], y[order], None, None, 0,
                     n_steps, 0, plan)

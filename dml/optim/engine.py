@@ -66,8 +66,8 @@ from dml.optim.data import TrainingData, fits_persist_budget
 from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
 from dml.optim.schedules import Constant, Optimal, Schedule
-from dml.optim.streams import (JOINED, EqualShares, StreamLayout, _join_rows, group_size,
-                               join_streams, make_streams, round_order, round_plans,
+from dml.optim.streams import (JOINED, EqualShares, RoundSpec, StreamLayout, _join_rows,
+                               group_size, join_streams, make_streams, round_order, round_plans,
                                subtree_reduce, tree_levels)
 from dml.optim.state import TrainState
 from dml.optim.training import (DivergedError, EpochResult, TrainConfig, diverged_message,
@@ -179,9 +179,8 @@ class RoundPlan:
     """Everything a stream needs for one round, besides parameters and optimiser slots."""
 
     epoch: int
-    first_step: int
-    local_steps: int
-    weights: tuple
+    #: Which steps of each stream the round covers and the streams' weights.
+    spec: RoundSpec
     seed: int
     t0: int
     lr_scale: float
@@ -191,19 +190,14 @@ class RoundPlan:
     mode: str = "average"
     #: Factor of every stream's update in a summed round (:mod:`dml.optim.summed_rounds`).
     sum_scale: float = 1.0
-    #: Per stream: its first step and its steps in this round (empty: ``first_step`` and up
-    #: to ``local_steps`` for every stream; :class:`~dml.optim.streams.RoundSpec`).
-    firsts: tuple = ()
-    taken: tuple = ()
+
+    @property
+    def weights(self) -> tuple:
+        return self.spec.weights
 
     def span(self, s: int) -> tuple[int, int]:
         """Stream ``s``'s steps in this round: ``first .. last - 1``."""
-        if self.firsts:
-            return self.firsts[s], self.firsts[s] + self.taken[s]
-        last = self.first_step + self.local_steps
-        if self.layout is not None:
-            last = min(last, self.layout.steps(s))
-        return self.first_step, last
+        return self.spec.span(s)
 
 
 def initial_state(problem, config: SGDConfig, seed: int, params=None) -> TrainState:
@@ -718,10 +712,9 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
         def plan_of(spec, t0):
             scale = 1.0 if limit is None else sum_scale(
                 limit.steps(config.schedule(t0 + 1, state.lr_scale)), spec.total_steps)
-            return RoundPlan(epoch=epoch, first_step=spec.first, local_steps=spec.local_steps,
-                             weights=spec.weights, seed=state.seed, t0=t0,
+            return RoundPlan(epoch=epoch, spec=spec, seed=state.seed, t0=t0,
                              lr_scale=state.lr_scale, config=config, layout=layout, mode=mode,
-                             sum_scale=scale, firsts=spec.firsts, taken=spec.taken)
+                             sum_scale=scale)
 
         def account(out, start_t):
             nonlocal loss_total, reference

@@ -136,11 +136,11 @@ class _GridPlan:
     epoch: int
     seed: int
     config: SGDConfig
-    #: Per packed group: its column in the row masks (None: every row), first stream step of
-    #: the round, steps per round, step counter before the round.
+    #: Per packed group: its column in the row masks (None: every row), its round's
+    #: :class:`~dml.optim.streams.RoundSpec` (None: the group has no round left in this epoch)
+    #: and its step counter before the round.
     columns: tuple
-    first: tuple
-    local_steps: tuple
+    specs: tuple
     t0: tuple
     #: weights[stream][packed group]: the stream's weight in that group (0: sits out).
     weights: tuple
@@ -156,16 +156,11 @@ class _GridPlan:
     mode: str = "average"
     #: Per packed group and model: the factor of its summed round (None: all 1).
     sum_scale: np.ndarray | None = None
-    #: Per packed group: its round's per-stream first steps and steps
-    #: (:class:`~dml.optim.streams.RoundSpec`; empty: ``first`` and ``local_steps``).
-    firsts: tuple = ()
-    taken: tuple = ()
 
     def span(self, g: int, s: int) -> tuple[int, int]:
-        """Group ``g``'s steps of stream ``s`` in this round (``segments`` clips the end)."""
-        if self.firsts and self.firsts[g]:
-            return self.firsts[g][s], self.firsts[g][s] + self.taken[g][s]
-        return self.first[g], self.first[g] + self.local_steps[g]
+        """Group ``g``'s steps of stream ``s`` in this round."""
+        spec = self.specs[g]
+        return (0, 0) if spec is None else spec.span(s)
 
 
 def _update_average(P, slots, t, start):
@@ -395,16 +390,13 @@ def _grid_group_kernel(parts, problem, payload, plan: _GridPlan, streams, levels
 
 def _subset_plan(plan: _GridPlan, groups) -> _GridPlan:
     pick = lambda seq: tuple(seq[g] for g in groups)  # noqa: E731
-    return replace(plan, columns=pick(plan.columns), first=pick(plan.first),
-                   local_steps=pick(plan.local_steps), t0=pick(plan.t0),
+    return replace(plan, columns=pick(plan.columns), specs=pick(plan.specs), t0=pick(plan.t0),
                    weights=tuple(pick(w) for w in plan.weights),
                    block_index=tuple(pick(b) for b in plan.block_index),
                    lr_scale=plan.lr_scale[groups], penalty=plan.penalty.subset(groups),
                    rate=plan.rate.subset(groups),
                    layouts=pick(plan.layouts) if plan.layouts else (),
-                   sum_scale=None if plan.sum_scale is None else plan.sum_scale[groups],
-                   firsts=pick(plan.firsts) if plan.firsts else (),
-                   taken=pick(plan.taken) if plan.taken else ())
+                   sum_scale=None if plan.sum_scale is None else plan.sum_scale[groups])
 
 
 def _side_by_side(parts):
@@ -632,17 +624,14 @@ def _grid_epoch(problem, runner, masked, configs, train_configs, states, active,
         plan = _GridPlan(
             epoch=epoch, seed=st[0][0].seed, config=cfg,
             columns=tuple(g if masked else None for g in groups),
-            first=tuple(specs[a].first if in_round[a] else 0 for a in range(G)),
-            local_steps=tuple(specs[a].local_steps if in_round[a] else 0 for a in range(G)),
+            specs=tuple(specs),
             t0=tuple(int(x) for x in t), weights=weights,
             block_index=tuple(tuple(int(block_index[b, g]) for g in groups)
                               for b in range(n_blocks)),
             lr_scale=scale, penalty=penalty, rate=rate,
             layouts=tuple(layouts[g] for g in groups), mode=mode,
             sum_scale=_sum_scales(limits, groups, cf, st, t, specs) if mode == "sum"
-            else None,
-            firsts=tuple(specs[a].firsts if in_round[a] else () for a in range(G)),
-            taken=tuple(specs[a].taken if in_round[a] else () for a in range(G)))
+            else None)
         def touched(streams, specs=specs, groups=groups):
             # Groups differ in steps per block: the blocks any of them uses this round.
             return sorted({b for a, g in enumerate(groups) if specs[a] is not None
