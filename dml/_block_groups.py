@@ -170,6 +170,12 @@ def gather_range(lo, hi, bounds, first_group, *groups):
     return out
 
 
+def gather_then(then, arg, lo, hi, bounds, first_group, *groups):
+    """``then(gather_range(lo, hi, ...), arg)``: a gathered range transformed in the task that
+    gathers it (no task, hop or held object of its own for the bare range)."""
+    return then(gather_range(lo, hi, bounds, first_group, *groups), arg)
+
+
 # ---------------------------------------------------------------- graph builders
 class Groups:
     """Persisted groups of consecutive blocks: the group objects and their block bounds.
@@ -266,16 +272,22 @@ class Groups:
         per_group = dask.compute(*self.map_group(group_lengths))
         return np.asarray([n for g in per_group for n in g], dtype=np.int64)
 
-    def gather(self, ranges: Sequence[tuple[int, int]]) -> list[Delayed]:
+    def gather(self, ranges: Sequence[tuple[int, int]],
+               then: tuple[Callable, Sequence] | None = None) -> list[Delayed]:
         """Per ``(lo, hi)`` block range, a Delayed ``{block index: part}`` read from the groups
-        holding those blocks (one task per range)."""
+        holding those blocks (one task per range). With ``then = (func, args)`` range ``k``
+        gives ``func(that dict, args[k])`` instead, computed in the same task."""
         def make(key, k):
             lo, hi = ranges[k]
             first, last = self.owner(lo), self.owner(max(hi - 1, lo))
-            return Task(key, gather_range, lo, hi, self.bounds, first,
-                        *[self._ref(g) for g in range(first, last + 1)])
+            refs = [self._ref(g) for g in range(first, last + 1)]
+            if then is None:
+                return Task(key, gather_range, lo, hi, self.bounds, first, *refs)
+            return Task(key, gather_then, then[0], then[1][k], lo, hi, self.bounds, first,
+                        *refs)
 
-        return self._layer("gather-blocks", len(ranges), make)
+        prefix = "gather-blocks" if then is None else f"gather-{task_prefix(then[0])}"
+        return self._layer(prefix, len(ranges), make)
 
 
 # ---------------------------------------------------------------- chained steps

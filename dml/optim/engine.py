@@ -415,9 +415,11 @@ def _group_round_kernel(parts, problem, payload, plan: RoundPlan, streams, level
     return subtree_reduce(results, tree_add, levels)
 
 
-def _gather(blocks, *parts):
-    """``{block index: part}``: the blocks a task reads."""
-    return dict(zip(blocks, parts))
+def _gather(blocks, streams, *parts):
+    """``{block index: part}``: the blocks a task reads; with ``streams`` (not None) their
+    streams joined (:func:`join_streams`) in the same task."""
+    out = dict(zip(blocks, parts))
+    return out if streams is None else join_streams(out, streams)
 
 
 def round_blocks(layout: StreamLayout, streams, spec) -> list:
@@ -456,21 +458,23 @@ class StreamRunner:
         self.gathered = None
         if not persisted:
             return
+        # With ``join``, every stream's rows in one array, held for the whole fit: an epoch
+        # then walks a few large arrays instead of every block (no generator, call or copy per
+        # block beyond the permutations). The same numbers (join_streams). The join runs in
+        # the task that gathers the group's blocks: one task and one hop per group, not two.
+        joins = [tuple((s, layout.starts[s], layout.starts[s + 1]) for s in r)
+                 for r in self.ranges] if join else None
         if groups is not None:
             # Blocks held in groups (Blocks.persist): one task per stream group reads them.
             gathered = groups.gather(
-                [(layout.starts[r.start], layout.starts[r.stop]) for r in self.ranges])
+                [(layout.starts[r.start], layout.starts[r.stop]) for r in self.ranges],
+                then=None if joins is None else (join_streams, joins))
         else:
             gathered = [delayed(_gather, pure=True)(
                 tuple(range(layout.starts[r.start], layout.starts[r.stop])),
-                *parts[layout.starts[r.start]:layout.starts[r.stop]]) for r in self.ranges]
-        if join:
-            # Every stream's rows in one array, held for the whole fit: an epoch then walks a
-            # few large arrays instead of every block (no generator, call or copy per block
-            # beyond the permutations). The same numbers (join_streams).
-            gathered = [delayed(join_streams, pure=True)(
-                g, tuple((s, layout.starts[s], layout.starts[s + 1]) for s in r))
-                for g, r in zip(gathered, self.ranges)]
+                None if joins is None else joins[k],
+                *parts[layout.starts[r.start]:layout.starts[r.stop]])
+                for k, r in enumerate(self.ranges)]
         self.gathered = list(dask.persist(*gathered))
 
     def inputs(self, touched) -> list:
@@ -487,7 +491,7 @@ class StreamRunner:
             new = sorted(needed - set(self.held))
             self.held.update(zip(new, dask.persist(*[source[b] for b in new])))
             source = self.held
-        return [delayed(_gather, pure=True)(tuple(blocks), *[source[b] for b in blocks])
+        return [delayed(_gather, pure=True)(tuple(blocks), None, *[source[b] for b in blocks])
                 for blocks in per_group]
 
     def release(self) -> None:
