@@ -493,6 +493,40 @@ def test_out_of_core_spill_directory_removed_after_failed_fit(inprocess_client, 
     assert _spill_dirs(tmp_path) == []
 
 
+def test_out_of_core_cells_take_a_task_per_partition_and_per_cell(inprocess_client,
+                                                                  monkeypatch, tmp_path):
+    """Out of core every partition task writes its cell pieces and returns one small bitmap of
+    the pieces it wrote; the cell tasks derive the pieces' paths from the bitmaps. The cell
+    build is P + 1 + B² tasks (plus the P input partitions), not P × B² (182,000 tasks, tens
+    of minutes of scheduling, at P = 290 and B = 25), and the model is the persisted one."""
+    from dask.utils import key_split
+    from distributed import get_task_stream
+
+    import dml.recommender._mf as mf
+
+    df = make_ratings(60, 40, 1500, rank=2, random_state=3).compute()
+    P, B = 6, 7
+    ddf = dd.from_pandas(df, npartitions=P)
+    build, tasks = mf.build_cells, []
+
+    def counted(*args, **kwargs):
+        with get_task_stream() as ts:
+            out = build(*args, **kwargs)
+        # The cell build's own tasks (the input partitions and the id tables are not counted).
+        tasks.append(sum(key_split(d["key"]).startswith(("spill", "piece", "getitem"))
+                         for d in ts.data))
+        return out
+
+    monkeypatch.setattr(mf, "build_cells", counted)
+    kw = dict(n_epochs=2, n_blocks=B, random_state=0, remember_seen=False)
+    ooc = MatrixFactorization(2, persist=False, spill_dir=tmp_path, **kw).fit(ddf)
+    assert tasks == [P + 1 + B * B]
+    ref = MatrixFactorization(2, persist=True, **kw).fit(ddf)
+    for attr in ("user_factors_", "item_factors_", "user_bias_", "item_bias_"):
+        np.testing.assert_array_equal(getattr(ooc, attr), getattr(ref, attr), err_msg=attr)
+    assert list(tmp_path.iterdir()) == []
+
+
 def _fails_on_second_read(df, marks):
     import os
 
