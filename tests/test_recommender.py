@@ -408,8 +408,17 @@ def test_out_of_core_cells_give_the_persisted_model(client, request, monkeypatch
                                                     solver):
     """Ratings larger than the persist budget (zero here) are fitted from cell files written
     under spill_dir: the same model and history bit for bit, the files gone after the fit. On
-    the multi-process cluster the worker processes read cells that other processes wrote."""
+    the multi-process cluster the worker processes read cells that other processes wrote.
+
+    Every partition task writes its cell pieces and returns one small bitmap of the pieces it
+    wrote, and the cell tasks derive the pieces' paths from the bitmaps: the cell build is
+    P + 1 + B² tasks, not P × B² (182,000 tasks at P = 290 and B = 25, with minutes spent
+    building the graph before the first task ran)."""
+    from dask.utils import key_split
+    from distributed import get_task_stream
+
     import dml.optim.data
+    import dml.recommender._mf as mf_module
 
     pdf = make_ratings(90, 50, 2500, rank=3, noise=0.3, random_state=1).compute()
     pdf["user"] = "u" + pdf["user"].astype(str)
@@ -421,6 +430,17 @@ def test_out_of_core_cells_give_the_persisted_model(client, request, monkeypatch
     assert ref.seen_items_ is not None
 
     monkeypatch.setattr(dml.optim.data, "PERSIST_FRACTION", 0.0)
+    build, tasks = mf_module.build_cells, []
+
+    def counted(*args, **kwargs):
+        with get_task_stream() as ts:
+            out = build(*args, **kwargs)
+        # The cell build's own tasks (not the input partitions, the id tables, the validation).
+        tasks.append(sum(key_split(t["key"]).startswith(("spill", "piece", "getitem"))
+                         for t in ts.data))
+        return out
+
+    monkeypatch.setattr(mf_module, "build_cells", counted)
     during = []
 
     def watch(state, record):
@@ -432,6 +452,7 @@ def test_out_of_core_cells_give_the_persisted_model(client, request, monkeypatch
     mf = MatrixFactorization(3, spill_dir=tmp_path, callbacks=[watch], **kw).fit(
         ddf, validation_data=dval)
     assert during == [[f"cell-{c:05d}.cell" for c in range(9)]] * 3
+    assert tasks[0] == 3 + 1 + 9  # partitions, the table of bitmaps, cells (was 3 × 9 + 12)
     assert list(tmp_path.iterdir()) == []
     for attr in ("user_factors_", "item_factors_", "user_bias_", "item_bias_"):
         np.testing.assert_array_equal(getattr(mf, attr), getattr(ref, attr), err_msg=attr)
@@ -491,40 +512,6 @@ def test_out_of_core_spill_directory_removed_after_failed_fit(inprocess_client, 
         MatrixFactorization(2, n_epochs=1, persist=False).fit(flaky)
     assert len(list(marks.iterdir())) == 2
     assert _spill_dirs(tmp_path) == []
-
-
-def test_out_of_core_cells_take_a_task_per_partition_and_per_cell(inprocess_client,
-                                                                  monkeypatch, tmp_path):
-    """Out of core every partition task writes its cell pieces and returns one small bitmap of
-    the pieces it wrote; the cell tasks derive the pieces' paths from the bitmaps. The cell
-    build is P + 1 + B² tasks (plus the P input partitions), not P × B² (182,000 tasks, tens
-    of minutes of scheduling, at P = 290 and B = 25), and the model is the persisted one."""
-    from dask.utils import key_split
-    from distributed import get_task_stream
-
-    import dml.recommender._mf as mf
-
-    df = make_ratings(60, 40, 1500, rank=2, random_state=3).compute()
-    P, B = 6, 7
-    ddf = dd.from_pandas(df, npartitions=P)
-    build, tasks = mf.build_cells, []
-
-    def counted(*args, **kwargs):
-        with get_task_stream() as ts:
-            out = build(*args, **kwargs)
-        # The cell build's own tasks (the input partitions and the id tables are not counted).
-        tasks.append(sum(key_split(d["key"]).startswith(("spill", "piece", "getitem"))
-                         for d in ts.data))
-        return out
-
-    monkeypatch.setattr(mf, "build_cells", counted)
-    kw = dict(n_epochs=2, n_blocks=B, random_state=0, remember_seen=False)
-    ooc = MatrixFactorization(2, persist=False, spill_dir=tmp_path, **kw).fit(ddf)
-    assert tasks == [P + 1 + B * B]
-    ref = MatrixFactorization(2, persist=True, **kw).fit(ddf)
-    for attr in ("user_factors_", "item_factors_", "user_bias_", "item_bias_"):
-        np.testing.assert_array_equal(getattr(ooc, attr), getattr(ref, attr), err_msg=attr)
-    assert list(tmp_path.iterdir()) == []
 
 
 def _fails_on_second_read(df, marks):
