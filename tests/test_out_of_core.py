@@ -340,10 +340,11 @@ def test_kmeans_out_of_core(small_cluster, classification_data, inprocess_client
 
     path, nbytes = classification_data
     # The frame with its y column on both sides (KMeans leaves a y column name out of X), so
-    # the in-memory reference reuses the module's persisted frame. Note: a first run with 448
-    # MiB workers (pausing at 80% all the time), 16 MiB parts and max_iter=3 gave centres that
-    # differed from the in-memory fit in the last bit (relative 2e-15); not reproduced since,
-    # cause not found. Exact equality is what principle 4 asks, so it is kept.
+    # the in-memory reference reuses the module's persisted frame. Twice (448 MiB workers
+    # pausing at 80%; a loaded 3x run) a centre differed from the in-memory fit in its last bit:
+    # a block the worker had spilled came back from its spill file unaligned, and NumPy summed
+    # its columns (the data mean) in other pieces. The mean's sums no longer depend on the
+    # layout (dml.cluster._lloyd.column_sums, checked in tests/test_kmeans.py).
     columns, fit_on, fit = _supervised(make_kmeans, path)
     got, _ = fit_out_of_core(small_cluster, nbytes, fit)
     ref = fit_in_memory(inprocess_client, fit_on, in_memory(path, columns))
@@ -409,8 +410,9 @@ def test_matrix_factorization_out_of_core(small_cluster, ratings_data, inprocess
     # 439, 450, 496, 543 and 563 MiB after GBT (one 3x run). That is imported modules and
     # numba's compiled code (private memory; the malloc heap is only ~117 MiB, 94 in use, so
     # trimming frees little) plus ~165 MiB of shared library pages. The fit counts it (see
-    # MatrixFactorization's persist): on that worker a cell may take 12 MiB, so n_blocks=25
-    # and the cell graph has 180,000 tasks, tens of minutes here; this test checks the
+    # MatrixFactorization's persist): on that worker a cell may take 12 MiB, so n_blocks=25:
+    # 625 cells merged from ~181,000 piece files (the graph is one task per partition and per
+    # cell, P × B² = 180,000 tasks before), many minutes here; this test checks the
     # out-of-core path and its equality with the in-memory fit, not how small cells can get.
     with Client(small_cluster.address, set_as_default=False) as client:
         client.restart()

@@ -51,9 +51,40 @@ def augmented_centres(centres: np.ndarray, dtype) -> np.ndarray:
 # Preparation (once per fit)
 # --------------------------------------------------------------------------------------------
 
+#: Elements per row chunk of :func:`column_sums` (a 256 KiB buffer).
+SUM_CHUNK_ELEMENTS = 1 << 15
+
+
+def column_sums(x) -> np.ndarray:
+    """Float64 column sums of a dense block, the same bits whatever its memory layout.
+
+    For the same values NumPy's ``x.sum(axis=0)`` adds differently by layout: row after row
+    in C order, pairwise down each column in Fortran order (a pandas frame's ``to_numpy()``),
+    and in buffered pieces of 8,192 when the block is not aligned (as a block read back from a
+    worker's spill file can be). So the rows are summed chunk by chunk, each chunk an aligned,
+    C-ordered float64 array: the block's own rows when it is one, else a copy in one buffer.
+    The additions are then the same for every layout (the data mean decides the centres'
+    last bits, which must not depend on where a block lived).
+    """
+    n, d = x.shape
+    out = np.zeros(d)
+    rows = max(1, min(n, SUM_CHUNK_ELEMENTS // max(d, 1)))
+    direct = x.dtype == np.float64 and x.flags.c_contiguous and x.flags.aligned
+    buf = None if direct else np.empty((rows, d))
+    for s in range(0, n, rows):
+        m = min(rows, n - s)
+        if direct:
+            chunk = x[s:s + m]
+        else:
+            chunk = buf[:m]
+            np.copyto(chunk, x[s:s + m])
+        out += chunk.sum(axis=0)
+    return out
+
+
 def block_sums(xb, yb, wb):
     """Row count and column sums of a validated block (for the data mean)."""
-    return {"n": xb.shape[0], "sum": xb.sum(axis=0, dtype=np.float64)}
+    return {"n": xb.shape[0], "sum": column_sums(xb)}
 
 
 def prepare_block(part, mean: np.ndarray):

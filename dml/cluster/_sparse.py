@@ -123,6 +123,9 @@ def with_weight_stats(out: dict, n: int, sq, wb) -> dict:
     if wb is None:
         out.update(wsum=float(n), wmin=1.0, wxsq=float(sq.sum()))
     else:
+        # Aligned first: NumPy sums a misaligned array (one read back from a spill file) in
+        # buffered pieces, with other last bits (see _lloyd.column_sums).
+        wb = np.require(wb, requirements=["C", "A"])
         out.update(wsum=float(wb.sum()), wmin=float(wb.min()) if len(wb) else np.inf,
                    wxsq=float(sq @ wb))
     return out
