@@ -731,3 +731,37 @@ def test_sklearn_estimator_checks(kind):
     with dask.config.set(scheduler="sync"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_estimator(ESTIMATORS[kind][0](), expected_failed_checks=expected)
+
+
+def _laid_out(X, order="C", offset=0):
+    """A copy of X in the given memory order starting ``offset`` bytes into its buffer."""
+    buf = np.zeros(X.nbytes + offset, dtype=np.uint8)
+    out = buf[offset:].view(X.dtype).reshape(X.shape, order=order)
+    out[...] = X
+    return out
+
+
+@pytest.mark.parametrize("make", [nb.GaussianNB, nb.MultinomialNB])
+def test_same_model_whatever_the_memory_layout_of_the_blocks(make):
+    """The same block in C or Fortran order (a pandas frame's ``to_numpy()``), as a strided
+    view, or not aligned (a block read back from a worker's spill file) gives the same model bit
+    for bit. BLAS sums a Fortran-ordered block in another order, and NumPy copies an unaligned
+    one to C order first: the class sums differed in their last bits."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0.0, 1.0, size=(3000, 7)) * np.array([1, 10, 1e3, 1e4, 3, 7, 1e5])
+    y = rng.integers(0, 2, size=len(X))
+    layouts = {"F": _laid_out(X, "F"), "strided": np.repeat(X, 2, axis=0)[::2],
+               "unaligned C": _laid_out(X, "C", 3), "unaligned F": _laid_out(X, "F", 3)}
+    assert not layouts["unaligned F"].flags.aligned
+
+    def as_is(a):  # a one-block Dask array whose block is ``a`` itself (NumPy input is copied)
+        return da.from_delayed(dask.delayed(a), a.shape, a.dtype)
+
+    def learned(m):
+        return [getattr(m, k) for k in ("theta_", "var_", "feature_count_") if hasattr(m, k)]
+
+    ref = learned(make().fit(as_is(X), da.from_array(y, chunks=len(y))))
+    for name, x in layouts.items():
+        got = learned(make().fit(as_is(x), da.from_array(y, chunks=len(y))))
+        for a, b in zip(got, ref):
+            np.testing.assert_array_equal(a, b, err_msg=name)
