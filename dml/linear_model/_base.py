@@ -14,7 +14,6 @@ import warnings
 
 import numpy as np
 from scipy.special import expit
-from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import Blocks, is_dask, is_sparse, is_sparse_dask, seed_from
 from dml._param_validation import invalid_parameter, validate
@@ -493,6 +492,8 @@ class SGDMixin(ParamTableMixin):
     def _finish_sgd(self, state, cfg, *, partial=False):
         """Record a finished SGD fit's state, history and counters; returns the parameters."""
         if not partial and state.stop_reason == "max_iter" and self.tol is not None:
+            from sklearn.exceptions import ConvergenceWarning
+
             warnings.warn(f"{type(self).__name__}: maximum number of iterations ({self.max_iter}) "
                           "reached before convergence; consider increasing max_iter.",
                           ConvergenceWarning)
@@ -601,6 +602,9 @@ def run_exact(estimator, blocks: Blocks, problem, penalty, normaliser: float, *,
         if stop == "callback":
             break
     if stop == "max_iter":
+        # Imported here, as in _finish_sgd: the workers import this module for its kernels.
+        from sklearn.exceptions import ConvergenceWarning
+
         warnings.warn(f"{name}: the {solver} solver did not converge within max_iter={max_iter} "
                       "iterations; increase max_iter or scale the features.", ConvergenceWarning)
     return params, n_iter, history
