@@ -6,13 +6,13 @@ range of ``k`` together (one scheduler call per Lloyd iteration for all the mode
 
 See docs/clustering.md.
 """
-from dml._lazy import attach
+from dml._lazy import attach as _attach
 
 __all__ = ["KMeans", "elbow", "gap_statistic"]
 
 # Imported on first use, so that a worker unpickling one of the package's kernels does not
 # import the estimators and scikit-learn (docs/cold_start.md).
-__getattr__, __dir__ = attach(__name__, {
+__getattr__, __dir__ = _attach(__name__, {
     "KMeans": "dml.cluster._kmeans",
     "elbow": "dml.cluster._selection",
     "gap_statistic": "dml.cluster._selection",

@@ -31,7 +31,7 @@ their sources and checksums), ``_loaders`` (MovieLens, Adult).
 """
 from __future__ import annotations
 
-from dml._lazy import attach
+from dml._lazy import attach as _attach
 
 __all__ = ["make_classification", "make_regression", "make_blobs", "make_counts", "make_ratings",
            "read_csv", "read_parquet", "read_table", "read_svmlight", "dump_svmlight",
@@ -39,7 +39,7 @@ __all__ = ["make_classification", "make_regression", "make_blobs", "make_counts"
 
 # Imported on first use, so that a worker unpickling one of the package's functions does not
 # import every module of it (docs/cold_start.md).
-__getattr__, __dir__ = attach(__name__, {
+__getattr__, __dir__ = _attach(__name__, {
     "make_blobs": "dml.datasets._generators",
     "make_classification": "dml.datasets._generators",
     "make_counts": "dml.datasets._generators",

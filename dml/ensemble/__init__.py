@@ -1,6 +1,6 @@
 """Ensembles across Dask workers (docs/trees.md): random forests of histogram trees grown
 together without moving rows, and bagging of any scikit-learn estimator."""
-from dml._lazy import attach
+from dml._lazy import attach as _attach
 
 __all__ = ["RandomForestClassifier", "RandomForestRegressor", "BaggingClassifier",
            "BaggingRegressor", "GradientBoostingClassifier", "GradientBoostingRegressor",
@@ -8,7 +8,7 @@ __all__ = ["RandomForestClassifier", "RandomForestRegressor", "BaggingClassifier
 
 # Imported on first use, so that a worker unpickling one of the package's kernels does not
 # import the estimators and scikit-learn (docs/cold_start.md).
-__getattr__, __dir__ = attach(__name__, {
+__getattr__, __dir__ = _attach(__name__, {
     "RandomForestClassifier": "dml.ensemble._forest",
     "RandomForestRegressor": "dml.ensemble._forest",
     "BaggingClassifier": "dml.ensemble._bagging",

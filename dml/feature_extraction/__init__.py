@@ -10,14 +10,14 @@ partitions. See ``docs/text.md``.
 """
 from __future__ import annotations
 
-from dml._lazy import attach
+from dml._lazy import attach as _attach
 
 __all__ = ["FeatureHasher", "HashingVectorizer", "CountVectorizer", "TfidfTransformer",
            "TfidfVectorizer"]
 
 # Imported on first use, so that a worker unpickling one of the package's functions does not
 # import every module of it (docs/cold_start.md).
-__getattr__, __dir__ = attach(__name__, {
+__getattr__, __dir__ = _attach(__name__, {
     "FeatureHasher": "dml.feature_extraction._hashing",
     "CountVectorizer": "dml.feature_extraction.text",
     "HashingVectorizer": "dml.feature_extraction.text",

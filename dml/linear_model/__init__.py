@@ -6,14 +6,14 @@
 * partition-parallel mini-batch SGD (:mod:`dml.optim`): :class:`SGDClassifier`,
   :class:`SGDRegressor`, :class:`Perceptron`, :class:`Lasso`, :class:`ElasticNet`.
 """
-from dml._lazy import attach
+from dml._lazy import attach as _attach
 
 __all__ = ["LinearRegression", "Ridge", "LogisticRegression", "LinearSVC", "SGDClassifier",
            "SGDRegressor", "Perceptron", "Lasso", "ElasticNet"]
 
 # Imported on first use, so that a worker unpickling one of the package's kernels does not
 # import the estimators and scikit-learn (docs/cold_start.md).
-__getattr__, __dir__ = attach(__name__, {
+__getattr__, __dir__ = _attach(__name__, {
     "LinearRegression": "dml.linear_model._least_squares",
     "Ridge": "dml.linear_model._least_squares",
     "LogisticRegression": "dml.linear_model._logistic",

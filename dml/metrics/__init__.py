@@ -17,7 +17,7 @@ Regression: :func:`mean_squared_error`, :func:`root_mean_squared_error`,
 Clustering: :func:`silhouette_score`. Ranking (recommenders): :func:`precision_at_k`,
 :func:`recall_at_k`, :func:`ndcg_at_k`, :func:`average_precision_at_k`, :func:`mrr`.
 """
-from dml._lazy import attach
+from dml._lazy import attach as _attach
 
 __all__ = ["accuracy_score", "zero_one_loss", "confusion_matrix",
            "precision_recall_fscore_support", "precision_score", "recall_score", "f1_score",
@@ -29,7 +29,7 @@ __all__ = ["accuracy_score", "zero_one_loss", "confusion_matrix",
 # Imported on first use, so that a worker unpickling one of the package's functions does not
 # import every module of it (docs/cold_start.md). ``rmse`` and ``mae`` are the short
 # names the CLI and job files use.
-__getattr__, __dir__ = attach(__name__, {
+__getattr__, __dir__ = _attach(__name__, {
     "accuracy_score": "dml.metrics._classification",
     "cohen_kappa_score": "dml.metrics._classification",
     "confusion_matrix": "dml.metrics._classification",

@@ -16,7 +16,7 @@
 
 See docs/model_selection.md.
 """
-from dml._lazy import attach
+from dml._lazy import attach as _attach
 
 __all__ = ["KFold", "StratifiedKFold", "ShuffleSplit", "GroupKFold", "StratifiedGroupKFold",
            "LeaveOneGroupOut", "GroupShuffleSplit", "train_test_split", "check_cv",
@@ -26,7 +26,7 @@ __all__ = ["KFold", "StratifiedKFold", "ShuffleSplit", "GroupKFold", "Stratified
 
 # Imported on first use, so that a worker unpickling one of the package's functions does not
 # import every module of it (docs/cold_start.md).
-__getattr__, __dir__ = attach(__name__, {
+__getattr__, __dir__ = _attach(__name__, {
     "GridSearchCV": "dml.model_selection._search",
     "RandomizedSearchCV": "dml.model_selection._search",
     "GroupKFold": "dml.model_selection._split",

@@ -19,13 +19,13 @@ estimators in :mod:`dml.naive_bayes._gaussian` and :mod:`dml.naive_bayes._discre
 
 See docs/naive_bayes.md.
 """
-from dml._lazy import attach
+from dml._lazy import attach as _attach
 
 __all__ = ["GaussianNB", "MultinomialNB", "ComplementNB", "BernoulliNB", "CategoricalNB"]
 
 # Imported on first use, so that a worker unpickling one of the package's kernels does not
 # import the estimators and scikit-learn (docs/cold_start.md).
-__getattr__, __dir__ = attach(__name__, {
+__getattr__, __dir__ = _attach(__name__, {
     "GaussianNB": "dml.naive_bayes._gaussian",
     "MultinomialNB": "dml.naive_bayes._discrete",
     "ComplementNB": "dml.naive_bayes._discrete",

@@ -17,7 +17,7 @@ Pieces, one per module:
 
 See docs/linear_models.md.
 """
-from dml._lazy import attach
+from dml._lazy import attach as _attach
 
 __all__ = ["SGDConfig", "TrainConfig", "TrainState", "OptimizerState", "EpochResult", "Problem",
            "Penalty", "TrainingData", "DivergedError", "StopTraining", "get_loss",
@@ -26,7 +26,7 @@ __all__ = ["SGDConfig", "TrainConfig", "TrainState", "OptimizerState", "EpochRes
 
 # Imported on first use, so that a worker unpickling one of the package's functions does not
 # import every module of it (docs/cold_start.md).
-__getattr__, __dir__ = attach(__name__, {
+__getattr__, __dir__ = _attach(__name__, {
     "SGDConfig": "dml.optim.engine",
     "final_params": "dml.optim.engine",
     "initial_state": "dml.optim.engine",

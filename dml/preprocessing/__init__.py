@@ -36,14 +36,14 @@ scalers in :mod:`dml.preprocessing._scalers`, :class:`MaxAbsScaler` and :class:`
 :mod:`dml.preprocessing._encoders` with its per-block kernels (plain NumPy/pandas) in
 :mod:`dml.preprocessing._encoder_kernels`.
 """
-from dml._lazy import attach
+from dml._lazy import attach as _attach
 
 __all__ = ["StandardScaler", "MinMaxScaler", "MaxAbsScaler", "Normalizer", "OneHotEncoder",
            "TransformPlan"]
 
 # Imported on first use, so that a worker unpickling one of the package's kernels does not
 # import the estimators and scikit-learn (docs/cold_start.md).
-__getattr__, __dir__ = attach(__name__, {
+__getattr__, __dir__ = _attach(__name__, {
     "StandardScaler": "dml.preprocessing._scalers",
     "MinMaxScaler": "dml.preprocessing._scalers",
     "MaxAbsScaler": "dml.preprocessing._norms",
