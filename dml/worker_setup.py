@@ -159,10 +159,14 @@ def _initialise_numba() -> None:
     and typing registries: about 0.4 s of CPU). Done by :func:`warm` even when it compiles
     nothing, so that a worker started with the preload and an empty cache does not pay it in
     its first fit."""
+    from numba.core.compiler_lock import global_compiler_lock
     from numba.core.registry import cpu_target
 
-    cpu_target.target_context.refresh()
-    cpu_target.typing_context.refresh()
+    # Under numba's compiler lock, as its own compilations refresh them: a task compiling in
+    # another thread meanwhile waits rather than seeing half-filled registries.
+    with global_compiler_lock:
+        cpu_target.target_context.refresh()
+        cpu_target.typing_context.refresh()
 
 
 def warm(families=None, *, compile: bool = True, imports: bool = True) -> dict:
