@@ -36,7 +36,6 @@ from dask._task_spec import Task, TaskRef
 from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
-from sklearn.exceptions import DataConversionWarning
 
 from dml._block_checks import (BlockSpec, MisalignedBlocksError, check_x_layout, extract_block,
                                extract_frame, is_numeric_dtype, is_sparse, is_sparse_dask,
@@ -611,6 +610,10 @@ def compute_lengths(*objs) -> list[np.ndarray]:
 
 def _column_vector_warning(what: str) -> None:
     if what == "y":
+        # Imported here: importing scikit-learn costs a worker unpickling a task of this module
+        # about half a second of CPU (SciPy's statistics, pandas; docs/cold_start.md).
+        from sklearn.exceptions import DataConversionWarning
+
         warnings.warn("A column-vector y was passed when a 1d array was expected. Please change "
                       "the shape of y to (n_samples,), for example using ravel().",
                       DataConversionWarning, stacklevel=4)

@@ -11,11 +11,9 @@ from collections.abc import Callable
 import dask.array as da
 import numpy as np
 import pandas as pd
-from sklearn.exceptions import NotFittedError
 
 from dml._blocks import (Blocks, BlockSpec, column_names, extract_block, as_blocks,
                          check_x_layout, is_dask, is_sparse, is_sparse_dask)
-from dml._param_validation import validate
 from dml._typing import Self
 
 __all__ = ["DaskEstimatorMixin", "TransformOutputMixin", "check_is_fitted", "fit_context",
@@ -41,6 +39,10 @@ def fit_context(method):
 def check_is_fitted(estimator, attribute: str) -> None:
     """Raise scikit-learn's ``NotFittedError`` with a clear message when not fitted."""
     if not hasattr(estimator, attribute):
+        # Imported here: the workers' kernels import this module, and scikit-learn costs a
+        # fresh worker about half a second of CPU (docs/cold_start.md).
+        from sklearn.exceptions import NotFittedError
+
         raise NotFittedError(
             f"This {type(estimator).__name__} instance is not fitted yet. Call 'fit' with "
             "appropriate arguments before using this estimator.")
@@ -83,6 +85,9 @@ class DaskEstimatorMixin:
     # ---- hyper-parameters ----
     def _validate_params(self) -> None:
         """Check the hyper-parameters (called by :func:`fit_context`; scikit-learn's hook)."""
+        # Imported here, as NotFittedError: it builds on scikit-learn's validation.
+        from dml._param_validation import validate
+
         validate(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
         self._validate_param_relations()
 

@@ -53,12 +53,21 @@ FAMILIES = {
 }
 
 
-#: What a worker's first dml task imports (dml's drivers, pandas, scikit-learn: seconds of imports
-#: on a fresh worker); imported first by :func:`warm`.
+#: The modules whose functions dml's tasks run (a worker imports them as it unpickles its first
+#: tasks: dml's drivers, dask.dataframe, pandas, numba; no scikit-learn, which only the tasks that
+#: fit scikit-learn estimators import); imported first by :func:`warm`, with
+#: :data:`ESTIMATOR_MODULES`.
 MODULES = ("dml._blocks", "dml.base", "dml.optim.engine", "dml.optim.stacked",
-           "dml.linear_model", "dml.neural_network", "dml.naive_bayes", "dml.cluster._kmeans",
-           "dml.cluster._lloyd", "dml.tree", "dml.ensemble", "dml.recommender",
-           "dml.model_selection", "dml.neighbors._base")
+           "dml.linear_model._kernels", "dml.linear_model._problem", "dml.neural_network._problem",
+           "dml.naive_bayes._kernels", "dml.cluster._lloyd", "dml.cluster._kernels",
+           "dml.tree._model", "dml.ensemble._gb_fit", "dml.recommender._frames",
+           "dml.recommender._solvers", "dml.model_selection._kernels", "dml.metrics._base",
+           "dml.neighbors._knn_kernels", "dml.decomposition._pca_kernels",
+           "dml.mixture._gmm_kernels")
+
+#: Estimator modules (they import scikit-learn) that hold block functions too: k-means' and the
+#: neighbours' tasks import them.
+ESTIMATOR_MODULES = ("dml.cluster._kmeans", "dml.neighbors._base")
 
 
 def _signatures():
@@ -145,6 +154,21 @@ def _families(families) -> list[str]:
     return families
 
 
+def _initialise_numba() -> None:
+    """What numba does once per process before its first compilation or cache load (its target
+    and typing registries: about 0.4 s of CPU). Done by :func:`warm` even when it compiles
+    nothing, so that a worker started with the preload and an empty cache does not pay it in
+    its first fit."""
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import cpu_target
+
+    # Under numba's compiler lock, as its own compilations refresh them: a task compiling in
+    # another thread meanwhile waits rather than seeing half-filled registries.
+    with global_compiler_lock:
+        cpu_target.target_context.refresh()
+        cpu_target.typing_context.refresh()
+
+
 def warm(families=None, *, compile: bool = True, imports: bool = True) -> dict:
     """Load, or compile and cache, dml's kernels for the argument types the estimators use.
 
@@ -155,7 +179,8 @@ def warm(families=None, *, compile: bool = True, imports: bool = True) -> dict:
     compile : bool, default True
         False: only load what the cache directory already holds; compile nothing.
     imports : bool, default True
-        Import :data:`MODULES` first.
+        Import :data:`MODULES` first and :data:`ESTIMATOR_MODULES` last. (numba is
+        initialised in any case.)
 
     Returns
     -------
@@ -178,6 +203,7 @@ def warm(families=None, *, compile: bool = True, imports: bool = True) -> dict:
         for module in MODULES:
             importlib.import_module(module)
     import_seconds = time.perf_counter() - t
+    _initialise_numba()
     counts = {"loaded": 0, "compiled": 0, "skipped": 0}
     table = _signatures()
     for family in _families(families):
@@ -193,6 +219,13 @@ def warm(families=None, *, compile: bool = True, imports: bool = True) -> dict:
                 continue
             dispatcher.compile(sig)
             counts["loaded" if cached else "compiled"] += 1
+    if imports:
+        # Last: scikit-learn (a second of CPU) serves only these families, while numba's
+        # initialisation and the kernels serve every family that compiles.
+        t_est = time.perf_counter()
+        for module in ESTIMATOR_MODULES:
+            importlib.import_module(module)
+        import_seconds += time.perf_counter() - t_est
     write_dir, _ = cache_dirs()
     return {**counts, "seconds": time.perf_counter() - t, "import_seconds": import_seconds,
             "cache_dir": None if write_dir is None else str(write_dir)}

@@ -6,20 +6,14 @@ range of ``k`` together (one scheduler call per Lloyd iteration for all the mode
 
 See docs/clustering.md.
 """
+from dml._lazy import attach as _attach
+
 __all__ = ["KMeans", "elbow", "gap_statistic"]
 
-_WHERE = {"KMeans": "dml.cluster._kmeans", "elbow": "dml.cluster._selection",
-          "gap_statistic": "dml.cluster._selection"}
-
-
-def __getattr__(name):
-    # Lazy, so that workers unpickling a kernel of dml.cluster._lloyd do not import scikit-learn.
-    if name in _WHERE:
-        import importlib
-
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'dml.cluster' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+# Imported on first use, so that a worker unpickling one of the package's kernels does not
+# import the estimators and scikit-learn (docs/cold_start.md).
+__getattr__, __dir__ = _attach(__name__, {
+    "KMeans": "dml.cluster._kmeans",
+    "elbow": "dml.cluster._selection",
+    "gap_statistic": "dml.cluster._selection",
+})

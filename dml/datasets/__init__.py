@@ -31,15 +31,28 @@ their sources and checksums), ``_loaders`` (MovieLens, Adult).
 """
 from __future__ import annotations
 
-from dml.datasets._generators import make_blobs, make_classification, make_counts, make_regression
-from dml.datasets._home import DATA_DIR_ENV, data_dir
-from dml.datasets._loaders import ADULT_COLUMNS, load_adult, load_movielens
-from dml.datasets._ratings import make_ratings
-from dml.datasets._readers import read_csv, read_parquet, read_table
-from dml.datasets._svmlight import dump_svmlight, read_svmlight
+from dml._lazy import attach as _attach
 
-__all__ = [
-    "make_classification", "make_regression", "make_blobs", "make_counts", "make_ratings",
-    "read_csv", "read_parquet", "read_table", "read_svmlight", "dump_svmlight",
-    "load_movielens", "load_adult", "data_dir", "DATA_DIR_ENV", "ADULT_COLUMNS",
-]
+__all__ = ["make_classification", "make_regression", "make_blobs", "make_counts", "make_ratings",
+           "read_csv", "read_parquet", "read_table", "read_svmlight", "dump_svmlight",
+           "load_movielens", "load_adult", "data_dir", "DATA_DIR_ENV", "ADULT_COLUMNS"]
+
+# Imported on first use, so that a worker unpickling one of the package's functions does not
+# import every module of it (docs/cold_start.md).
+__getattr__, __dir__ = _attach(__name__, {
+    "make_blobs": "dml.datasets._generators",
+    "make_classification": "dml.datasets._generators",
+    "make_counts": "dml.datasets._generators",
+    "make_regression": "dml.datasets._generators",
+    "DATA_DIR_ENV": "dml.datasets._home",
+    "data_dir": "dml.datasets._home",
+    "ADULT_COLUMNS": "dml.datasets._loaders",
+    "load_adult": "dml.datasets._loaders",
+    "load_movielens": "dml.datasets._loaders",
+    "make_ratings": "dml.datasets._ratings",
+    "read_csv": "dml.datasets._readers",
+    "read_parquet": "dml.datasets._readers",
+    "read_table": "dml.datasets._readers",
+    "dump_svmlight": "dml.datasets._svmlight",
+    "read_svmlight": "dml.datasets._svmlight",
+})

@@ -6,20 +6,14 @@ one pass per power step). :class:`TruncatedSVD` does the same without centring.
 :class:`IncrementalPCA` carries scikit-learn's incremental update through the blocks in order.
 ``docs/decomposition.md`` explains the maths.
 """
+from dml._lazy import attach as _attach
+
 __all__ = ["PCA", "TruncatedSVD", "IncrementalPCA"]
 
-_WHERE = {"PCA": "dml.decomposition._pca", "TruncatedSVD": "dml.decomposition._truncated_svd",
-          "IncrementalPCA": "dml.decomposition._incremental_pca"}
-
-
-def __getattr__(name):
-    # Lazy, so that workers unpickling a kernel of _pca_kernels do not import scikit-learn.
-    if name in _WHERE:
-        import importlib
-
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'dml.decomposition' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+# Imported on first use, so that a worker unpickling one of the package's kernels does not
+# import the estimators and scikit-learn (docs/cold_start.md).
+__getattr__, __dir__ = _attach(__name__, {
+    "PCA": "dml.decomposition._pca",
+    "TruncatedSVD": "dml.decomposition._truncated_svd",
+    "IncrementalPCA": "dml.decomposition._incremental_pca",
+})

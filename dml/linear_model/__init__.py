@@ -6,11 +6,21 @@
 * partition-parallel mini-batch SGD (:mod:`dml.optim`): :class:`SGDClassifier`,
   :class:`SGDRegressor`, :class:`Perceptron`, :class:`Lasso`, :class:`ElasticNet`.
 """
-from dml.linear_model._coordinate_descent import ElasticNet, Lasso
-from dml.linear_model._least_squares import LinearRegression, Ridge
-from dml.linear_model._logistic import LogisticRegression
-from dml.linear_model._sgd import Perceptron, SGDClassifier, SGDRegressor
-from dml.linear_model._svm import LinearSVC
+from dml._lazy import attach as _attach
 
 __all__ = ["LinearRegression", "Ridge", "LogisticRegression", "LinearSVC", "SGDClassifier",
            "SGDRegressor", "Perceptron", "Lasso", "ElasticNet"]
+
+# Imported on first use, so that a worker unpickling one of the package's kernels does not
+# import the estimators and scikit-learn (docs/cold_start.md).
+__getattr__, __dir__ = _attach(__name__, {
+    "LinearRegression": "dml.linear_model._least_squares",
+    "Ridge": "dml.linear_model._least_squares",
+    "LogisticRegression": "dml.linear_model._logistic",
+    "LinearSVC": "dml.linear_model._svm",
+    "SGDClassifier": "dml.linear_model._sgd",
+    "SGDRegressor": "dml.linear_model._sgd",
+    "Perceptron": "dml.linear_model._sgd",
+    "Lasso": "dml.linear_model._coordinate_descent",
+    "ElasticNet": "dml.linear_model._coordinate_descent",
+})

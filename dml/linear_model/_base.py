@@ -13,13 +13,13 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy.special import expit
-from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import Blocks, is_dask, is_sparse, is_sparse_dask, seed_from
 from dml._param_validation import invalid_parameter, validate
 from dml._typing import Any, ArrayLike
 from dml.base import check_is_fitted, check_weights_not_all_zero
+from dml.linear_model._kernels import (_label_kernel, _labels_present, _merge_labels,
+                                       _predict_kernel, _proba_kernel, _weight_sum_kernel)
 from dml.linear_model._problem import decision_kernel
 from dml.optim import checkpoint as ckpt
 from dml.optim.data import prepare
@@ -38,41 +38,6 @@ __all__ = ["discover_classes", "compute_class_weight", "LinearClassifierMixin",
 # ---------------------------------------------------------------------------------------------
 # Labels
 # ---------------------------------------------------------------------------------------------
-
-def _label_kernel(X, y, w):
-    try:
-        labels, inv = np.unique(np.asarray(y), return_inverse=True)
-    except TypeError:
-        raise TypeError("y mixes label types that cannot be compared (e.g. numbers and "
-                        "strings); use one label type") from None
-    inv = inv.ravel()
-    counts = np.bincount(inv, minlength=len(labels)).astype(np.int64)
-    wsum = (counts.astype(np.float64) if w is None else
-            np.bincount(inv, weights=np.asarray(w, dtype=np.float64), minlength=len(labels)))
-    return {"labels": labels, "counts": counts, "wsum": wsum}
-
-
-def _merge_labels(parts):
-    parts = [p for p in parts if p is not None and len(p["labels"])]
-    if not parts:
-        return {"labels": np.array([]), "counts": np.zeros(0, np.int64), "wsum": np.zeros(0)}
-    try:
-        labels = np.concatenate([p["labels"] for p in parts])
-        uniq, inv = np.unique(labels, return_inverse=True)
-    except TypeError:
-        raise TypeError("y mixes label types that cannot be compared (e.g. numbers and "
-                        "strings); use one label type") from None
-    inv = inv.ravel()
-    counts = np.bincount(inv, weights=np.concatenate([p["counts"] for p in parts]),
-                         minlength=len(uniq)).astype(np.int64)
-    wsum = np.bincount(inv, weights=np.concatenate([p["wsum"] for p in parts]),
-                       minlength=len(uniq))
-    return {"labels": uniq, "counts": counts, "wsum": wsum}
-
-
-def _weight_sum_kernel(X, y, w):
-    return float(X.shape[0]) if w is None else float(np.sum(w))
-
 
 def check_weights(blocks: Blocks, estimator: str) -> None:
     """One pass when sample weights were given: refuse all-zero weights."""
@@ -147,32 +112,6 @@ def compute_class_weight(class_weight, classes, counts, estimator: str = "estima
 # ---------------------------------------------------------------------------------------------
 # Prediction
 # ---------------------------------------------------------------------------------------------
-
-def _predict_kernel(X, coef, intercept, classes):
-    scores = X @ coef.T + intercept
-    idx = (scores[:, 0] > 0).astype(np.intp) if scores.shape[1] == 1 else scores.argmax(axis=1)
-    return classes[idx]
-
-
-def _proba_kernel(X, coef, intercept, kind):
-    scores = X @ coef.T + intercept
-    if kind == "softmax":
-        scores -= scores.max(axis=1, keepdims=True)
-        p = np.exp(scores)
-        return p / p.sum(axis=1, keepdims=True)
-    if kind == "log":
-        p = expit(scores)
-    else:  # modified_huber
-        p = (np.clip(scores, -1.0, 1.0) + 1.0) / 2.0
-    if p.shape[1] == 1:
-        return np.hstack([1.0 - p, p])
-    total = p.sum(axis=1, keepdims=True)
-    # All-zero rows (modified_huber): uniform, as scikit-learn does.
-    zero = total[:, 0] == 0
-    p[zero] = 1.0
-    total[zero] = p.shape[1]
-    return p / total
-
 
 class LinearClassifierMixin:
     """decision_function / predict / predict_proba for ``coef_`` (K, d) and ``intercept_`` (K,)."""
@@ -493,6 +432,8 @@ class SGDMixin(ParamTableMixin):
     def _finish_sgd(self, state, cfg, *, partial=False):
         """Record a finished SGD fit's state, history and counters; returns the parameters."""
         if not partial and state.stop_reason == "max_iter" and self.tol is not None:
+            from sklearn.exceptions import ConvergenceWarning
+
             warnings.warn(f"{type(self).__name__}: maximum number of iterations ({self.max_iter}) "
                           "reached before convergence; consider increasing max_iter.",
                           ConvergenceWarning)
@@ -523,15 +464,6 @@ def _persister():
 
     client = active_client()
     return None if client is None else client.persist
-
-
-def _labels_present(part, mask, classes):
-    X, y, w = part
-    idx = np.searchsorted(classes, np.asarray(y))
-    present = np.zeros((mask.shape[1], len(classes)), dtype=bool)
-    for g in range(mask.shape[1]):
-        present[g, np.unique(idx[mask[:, g]])] = True
-    return present
 
 
 def _every_group_has(blocks, groups, classes) -> bool:
@@ -601,6 +533,9 @@ def run_exact(estimator, blocks: Blocks, problem, penalty, normaliser: float, *,
         if stop == "callback":
             break
     if stop == "max_iter":
+        # Imported here, as in _finish_sgd: the workers import this module for its kernels.
+        from sklearn.exceptions import ConvergenceWarning
+
         warnings.warn(f"{name}: the {solver} solver did not converge within max_iter={max_iter} "
                       "iterations; increase max_iter or scale the features.", ConvergenceWarning)
     return params, n_iter, history

@@ -26,14 +26,18 @@ from dml._blocks import BlockSpec, compute_lengths, extract_block, as_blocks, is
 
 __all__ = ["MetricInput", "label_input", "stacked_input", "block_labels", "union_labels",
            "first_column", "float_block", "weight_vector", "weighted_bincount", "LabelPairs",
-           "pair_counts", "merge_pairs", "check_classification_targets", "label_index",
-           "UndefinedMetricWarning"]
+           "pair_counts", "merge_pairs", "check_classification_targets", "label_index"]
 
-try:  # the same class scikit-learn users already filter
-    from sklearn.exceptions import UndefinedMetricWarning
-except ImportError:  # pragma: no cover - scikit-learn is a dependency
-    class UndefinedMetricWarning(UserWarning):
-        """Warning used when a metric is ill-defined for the given data."""
+
+def __getattr__(name):
+    # scikit-learn's class (the one its users already filter), imported when a warning is
+    # raised: workers import this module for its block functions, and importing scikit-learn
+    # costs a fresh worker about half a second of CPU (docs/cold_start.md).
+    if name == "UndefinedMetricWarning":
+        from sklearn.exceptions import UndefinedMetricWarning
+
+        return UndefinedMetricWarning
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class MetricInput:

@@ -15,8 +15,9 @@ from functools import partial
 
 import numpy as np
 
-from dml.metrics._base import (UndefinedMetricWarning, check_classification_targets, label_index,
-                               label_input, merge_pairs, pair_counts)
+from dml.metrics import _base
+from dml.metrics._base import (check_classification_targets, label_index, label_input, merge_pairs,
+                               pair_counts)
 
 __all__ = ["accuracy_score", "zero_one_loss", "confusion_matrix",
            "precision_recall_fscore_support", "precision_score", "recall_score", "f1_score",
@@ -242,7 +243,7 @@ def _warn_prf(average, modifier, msg_start, result_size):
     msg = (f"{msg_start} ill-defined and being set to 0.0 {{0}} no {modifier} samples. Use "
            "`zero_division` parameter to control this behavior.")
     msg = msg.format("due to" if result_size == 1 else "in labels with")
-    warnings.warn(msg, UndefinedMetricWarning, stacklevel=4)
+    warnings.warn(msg, _base.UndefinedMetricWarning, stacklevel=4)
 
 
 def _prf_divide(numerator, denominator, metric, modifier, average, warn_for, zero_division):
@@ -613,7 +614,7 @@ def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
         warnings.warn("`y2` contains no labels that are present in both `y1` and `labels`."
                       "`cohen_kappa_score` is undefined and set to the value defined by the "
                       f"`replace_undefined_by` param, which is set to {replace_undefined_by}.",
-                      UndefinedMetricWarning, stacklevel=2)
+                      _base.UndefinedMetricWarning, stacklevel=2)
         return replace_undefined_by
     expected = np.outer(sum0, sum1) / denominator
     if weights is None:
@@ -627,6 +628,6 @@ def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
         warnings.warn("`y1`, `y2` and `labels` have only one label in common. "
                       "`cohen_kappa_score` is undefined and set to the value defined by the "
                       f"`replace_undefined_by` param, which is set to {replace_undefined_by}.",
-                      UndefinedMetricWarning, stacklevel=2)
+                      _base.UndefinedMetricWarning, stacklevel=2)
         return replace_undefined_by
     return float(1 - numerator / denominator)

@@ -11,7 +11,8 @@ import warnings
 
 import numpy as np
 
-from dml.metrics._base import UndefinedMetricWarning, float_block, stacked_input, weight_vector
+from dml.metrics import _base
+from dml.metrics._base import float_block, stacked_input, weight_vector
 
 __all__ = ["mean_squared_error", "root_mean_squared_error", "mean_absolute_error", "r2_score"]
 
@@ -226,7 +227,7 @@ def r2_score(y_true, y_pred, *, sample_weight=None, multioutput="uniform_average
                                      ("raw_values", "uniform_average", "variance_weighted"))
     if stats.n < 2:
         warnings.warn("R^2 score is not well-defined with less than two samples.",
-                      UndefinedMetricWarning, stacklevel=2)
+                      _base.UndefinedMetricWarning, stacklevel=2)
         return float("nan")
     numerator = stats.sq.astype(np.float64)
     # A constant y_true has exactly zero variance, whatever the round-off of its mean.

@@ -15,7 +15,8 @@ from itertools import combinations
 
 import numpy as np
 
-from dml.metrics._base import (UndefinedMetricWarning, block_labels, float_block, label_index,
+from dml.metrics import _base
+from dml.metrics._base import (block_labels, float_block, label_index,
                                label_input, union_labels, weight_vector, weighted_bincount)
 from dml.metrics._classification import _normalise_weights_sum
 
@@ -317,13 +318,13 @@ def _curve_auc(values, pos, neg, max_fpr=None):
     fps = np.concatenate([[0.0], np.cumsum(neg, dtype=np.float64)])
     if fps[-1] <= 0:
         warnings.warn("No negative samples in y_true, false positive value should be "
-                      "meaningless", UndefinedMetricWarning, stacklevel=3)
+                      "meaningless", _base.UndefinedMetricWarning, stacklevel=3)
         fpr = np.full(fps.shape, np.nan)
     else:
         fpr = fps / fps[-1]
     if tps[-1] <= 0:
         warnings.warn("No positive samples in y_true, true positive value should be "
-                      "meaningless", UndefinedMetricWarning, stacklevel=3)
+                      "meaningless", _base.UndefinedMetricWarning, stacklevel=3)
         tpr = np.full(tps.shape, np.nan)
     else:
         tpr = tps / tps[-1]
@@ -348,7 +349,7 @@ def _column_auc(column, pos_codes, neg_codes, max_fpr=None):
 
 def _one_class_nan():
     warnings.warn("Only one class is present in y_true. ROC AUC score is not defined in that "
-                  "case.", UndefinedMetricWarning, stacklevel=3)
+                  "case.", _base.UndefinedMetricWarning, stacklevel=3)
     return np.nan
 
 

@@ -4,18 +4,12 @@ Each EM step is one pass over the row blocks in which every block returns the su
 statistics of its rows (responsibility sums, weighted sums, centred weighted scatter, its
 log-likelihood); see ``docs/mixture.md``.
 """
+from dml._lazy import attach as _attach
+
 __all__ = ["GaussianMixture"]
 
-
-def __getattr__(name):
-    # Lazy, so that workers unpickling a kernel of dml.mixture._gmm_kernels do not import the
-    # estimator's dependencies.
-    if name == "GaussianMixture":
-        from dml.mixture._gaussian_mixture import GaussianMixture
-
-        return GaussianMixture
-    raise AttributeError(f"module 'dml.mixture' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+# Imported on first use, so that a worker unpickling one of the package's kernels does not
+# import the estimators and scikit-learn (docs/cold_start.md).
+__getattr__, __dir__ = _attach(__name__, {
+    "GaussianMixture": "dml.mixture._gaussian_mixture",
+})

@@ -16,16 +16,35 @@
 
 See docs/model_selection.md.
 """
-from dml.model_selection._search import GridSearchCV, RandomizedSearchCV
-from dml.model_selection._split import (GroupKFold, GroupShuffleSplit, KFold, LeaveOneGroupOut,
-                                        ShuffleSplit, StratifiedGroupKFold, StratifiedKFold,
-                                        check_cv, split_indices, take_rows, train_test_split)
-from dml.model_selection._scoring import (default_metrics, get_scorer, metric_info,
-                                          metric_names, score_predictions)
-from dml.model_selection._validation import cross_val_score, cross_validate
+from dml._lazy import attach as _attach
 
 __all__ = ["KFold", "StratifiedKFold", "ShuffleSplit", "GroupKFold", "StratifiedGroupKFold",
            "LeaveOneGroupOut", "GroupShuffleSplit", "train_test_split", "check_cv",
            "split_indices", "take_rows", "cross_validate", "cross_val_score", "get_scorer",
            "GridSearchCV", "RandomizedSearchCV", "score_predictions", "metric_info",
            "metric_names", "default_metrics"]
+
+# Imported on first use, so that a worker unpickling one of the package's functions does not
+# import every module of it (docs/cold_start.md).
+__getattr__, __dir__ = _attach(__name__, {
+    "GridSearchCV": "dml.model_selection._search",
+    "RandomizedSearchCV": "dml.model_selection._search",
+    "GroupKFold": "dml.model_selection._split",
+    "GroupShuffleSplit": "dml.model_selection._split",
+    "KFold": "dml.model_selection._split",
+    "LeaveOneGroupOut": "dml.model_selection._split",
+    "ShuffleSplit": "dml.model_selection._split",
+    "StratifiedGroupKFold": "dml.model_selection._split",
+    "StratifiedKFold": "dml.model_selection._split",
+    "check_cv": "dml.model_selection._split",
+    "split_indices": "dml.model_selection._split",
+    "take_rows": "dml.model_selection._split",
+    "train_test_split": "dml.model_selection._split",
+    "default_metrics": "dml.model_selection._scoring",
+    "get_scorer": "dml.model_selection._scoring",
+    "metric_info": "dml.model_selection._scoring",
+    "metric_names": "dml.model_selection._scoring",
+    "score_predictions": "dml.model_selection._scoring",
+    "cross_val_score": "dml.model_selection._validation",
+    "cross_validate": "dml.model_selection._validation",
+})

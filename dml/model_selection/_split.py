@@ -24,12 +24,12 @@ from __future__ import annotations
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
-import pandas as pd
 from dask import delayed
 from sklearn import model_selection as _skms
 from sklearn.utils import _safe_indexing
 
 from dml._blocks import compute_lengths, with_known_rows, is_dask
+from dml.model_selection._kernels import _iloc
 
 __all__ = ["KFold", "StratifiedKFold", "ShuffleSplit", "GroupKFold", "StratifiedGroupKFold",
            "LeaveOneGroupOut", "GroupShuffleSplit", "train_test_split", "check_cv",
@@ -251,12 +251,6 @@ def check_cv(cv=5, y=None, *, classifier: bool = False):
 # --------------------------------------------------------------------------------------------
 # Row selection
 # --------------------------------------------------------------------------------------------
-
-def _iloc(part, idx):
-    if isinstance(part, (pd.DataFrame, pd.Series)):
-        return part.iloc[idx]
-    return part[idx]
-
 
 def take_rows(X, indices):
     """Rows ``indices`` of X: NumPy/pandas as scikit-learn's ``_safe_indexing``; Dask lazily.

@@ -19,7 +19,16 @@ estimators in :mod:`dml.naive_bayes._gaussian` and :mod:`dml.naive_bayes._discre
 
 See docs/naive_bayes.md.
 """
-from dml.naive_bayes._discrete import BernoulliNB, CategoricalNB, ComplementNB, MultinomialNB
-from dml.naive_bayes._gaussian import GaussianNB
+from dml._lazy import attach as _attach
 
 __all__ = ["GaussianNB", "MultinomialNB", "ComplementNB", "BernoulliNB", "CategoricalNB"]
+
+# Imported on first use, so that a worker unpickling one of the package's kernels does not
+# import the estimators and scikit-learn (docs/cold_start.md).
+__getattr__, __dir__ = _attach(__name__, {
+    "GaussianNB": "dml.naive_bayes._gaussian",
+    "MultinomialNB": "dml.naive_bayes._discrete",
+    "ComplementNB": "dml.naive_bayes._discrete",
+    "BernoulliNB": "dml.naive_bayes._discrete",
+    "CategoricalNB": "dml.naive_bayes._discrete",
+})

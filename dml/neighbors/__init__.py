@@ -6,21 +6,14 @@ force: every training block returns its own k nearest rows, and the partial resu
 in training-row order, so the answer equals scikit-learn's ``algorithm="brute"`` whatever the
 partitioning.
 """
+from dml._lazy import attach as _attach
+
 __all__ = ["NearestNeighbors", "KNeighborsClassifier", "KNeighborsRegressor"]
 
-_WHERE = {"NearestNeighbors": "dml.neighbors._unsupervised",
-          "KNeighborsClassifier": "dml.neighbors._classification",
-          "KNeighborsRegressor": "dml.neighbors._regression"}
-
-
-def __getattr__(name):
-    # Lazy, so that workers unpickling a kernel do not import the estimator modules.
-    if name in _WHERE:
-        import importlib
-
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'dml.neighbors' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+# Imported on first use, so that a worker unpickling one of the package's kernels does not
+# import the estimators and scikit-learn (docs/cold_start.md).
+__getattr__, __dir__ = _attach(__name__, {
+    "NearestNeighbors": "dml.neighbors._unsupervised",
+    "KNeighborsClassifier": "dml.neighbors._classification",
+    "KNeighborsRegressor": "dml.neighbors._regression",
+})

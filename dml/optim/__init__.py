@@ -17,20 +17,33 @@ Pieces, one per module:
 
 See docs/linear_models.md.
 """
-from dml.optim.engine import SGDConfig, final_params, initial_state, train
-from dml.optim.losses import get_loss
-from dml.optim.optimizers import OptimizerState, make_optimizer
-from dml.optim.penalties import Penalty, make_penalty
-from dml.optim.problem import Problem
-from dml.optim.schedules import make_schedule
-from dml.optim.state import TrainState
-from dml.optim.training import (DivergedError, EpochResult, StopTraining, TrainConfig,
-                                run_epochs)
-from dml.optim.data import TrainingData, prepare
+from dml._lazy import attach as _attach
 
-__all__ = [
-    "SGDConfig", "TrainConfig", "TrainState", "OptimizerState", "EpochResult", "Problem",
-    "Penalty", "TrainingData", "DivergedError", "StopTraining", "get_loss", "make_optimizer",
-    "make_penalty", "make_schedule", "prepare", "initial_state", "train", "final_params",
-    "run_epochs",
-]
+__all__ = ["SGDConfig", "TrainConfig", "TrainState", "OptimizerState", "EpochResult", "Problem",
+           "Penalty", "TrainingData", "DivergedError", "StopTraining", "get_loss",
+           "make_optimizer", "make_penalty", "make_schedule", "prepare", "initial_state", "train",
+           "final_params", "run_epochs"]
+
+# Imported on first use, so that a worker unpickling one of the package's functions does not
+# import every module of it (docs/cold_start.md).
+__getattr__, __dir__ = _attach(__name__, {
+    "SGDConfig": "dml.optim.engine",
+    "final_params": "dml.optim.engine",
+    "initial_state": "dml.optim.engine",
+    "train": "dml.optim.engine",
+    "get_loss": "dml.optim.losses",
+    "OptimizerState": "dml.optim.optimizers",
+    "make_optimizer": "dml.optim.optimizers",
+    "Penalty": "dml.optim.penalties",
+    "make_penalty": "dml.optim.penalties",
+    "Problem": "dml.optim.problem",
+    "make_schedule": "dml.optim.schedules",
+    "TrainState": "dml.optim.state",
+    "DivergedError": "dml.optim.training",
+    "EpochResult": "dml.optim.training",
+    "StopTraining": "dml.optim.training",
+    "TrainConfig": "dml.optim.training",
+    "run_epochs": "dml.optim.training",
+    "TrainingData": "dml.optim.data",
+    "prepare": "dml.optim.data",
+})

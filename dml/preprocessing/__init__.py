@@ -36,10 +36,18 @@ scalers in :mod:`dml.preprocessing._scalers`, :class:`MaxAbsScaler` and :class:`
 :mod:`dml.preprocessing._encoders` with its per-block kernels (plain NumPy/pandas) in
 :mod:`dml.preprocessing._encoder_kernels`.
 """
-from dml.preprocessing._base import TransformPlan
-from dml.preprocessing._encoders import OneHotEncoder
-from dml.preprocessing._norms import MaxAbsScaler, Normalizer
-from dml.preprocessing._scalers import MinMaxScaler, StandardScaler
+from dml._lazy import attach as _attach
 
 __all__ = ["StandardScaler", "MinMaxScaler", "MaxAbsScaler", "Normalizer", "OneHotEncoder",
            "TransformPlan"]
+
+# Imported on first use, so that a worker unpickling one of the package's kernels does not
+# import the estimators and scikit-learn (docs/cold_start.md).
+__getattr__, __dir__ = _attach(__name__, {
+    "StandardScaler": "dml.preprocessing._scalers",
+    "MinMaxScaler": "dml.preprocessing._scalers",
+    "MaxAbsScaler": "dml.preprocessing._norms",
+    "Normalizer": "dml.preprocessing._norms",
+    "OneHotEncoder": "dml.preprocessing._encoders",
+    "TransformPlan": "dml.preprocessing._base",
+})

@@ -42,6 +42,7 @@ from dml.optim.state import TrainState
 from dml.optim.training import TrainConfig, run_epochs
 from dml.recommender._cells import (as_ids, bounds, build_cells, id_stats, lookup, merge_stats,
                                     predict_frame, val_partition)
+from dml.recommender._frames import _array_frame, _predict_array, _predict_series, _rename
 from dml.recommender._solvers import EPOCHS_PER_SUBMIT, ALSSolver, DSGDSolver, sq_val
 from dml.worker_setup import entries, prepare
 
@@ -644,26 +645,3 @@ class MatrixFactorization(DaskEstimatorMixin, RegressorMixin, BaseEstimator):
             items[row] = iids[top]
             scores[row] = s[top]
         return items, scores
-
-
-def _array_frame(x, y, need_rating):
-    frame = {"u": x[:, 0], "i": x[:, 1]}
-    if need_rating:
-        frame["r"] = np.asarray(x[:, 2] if y is None else y, dtype=np.float64)
-    return pd.DataFrame(frame)
-
-
-def _predict_array(x, uids, iids, P, Q, bu, bi, mu):
-    return predict_frame(pd.DataFrame({"u": x[:, 0], "i": x[:, 1]}), "u", "i", uids, iids,
-                          P, Q, bu, bi, mu)
-
-
-def _rename(df, want):
-    df = df[want]
-    df.columns = ["u", "i", "r"][:len(want)]
-    return df
-
-
-def _predict_series(df, user_col, item_col, uids, iids, P, Q, bu, bi, mu):
-    return pd.Series(predict_frame(df, user_col, item_col, uids, iids, P, Q, bu, bi, mu),
-                     index=df.index)
