@@ -6,11 +6,14 @@ milliseconds a round). When the rounds' arithmetic is smaller than that, the fit
 scheduling. Here, on a ``distributed`` cluster, a *run* of many rounds is one task per group,
 pinned to a worker. The tasks leave the worker's thread pool (``secede``), so all of a run's
 tasks run at once whatever the number of threads. Each round, a group computes its partial
-result, sends it to the workers of the other groups (one message per worker, through a handler
-this module adds to the worker: the worker's own connections carry the messages), waits for the
-other groups' partials and gets them all in group order; the caller sums them in its fixed
-reduction order, so the result does not depend on how groups are spread over workers.
-LightGBM's and XGBoost's Dask interfaces work the same way with sockets of their own.
+result, sends it to the groups on other workers, waits for the other groups' partials and gets
+them all in group order; the caller sums them in its fixed reduction order, so the result does
+not depend on how groups are spread over workers. On a ``tcp://`` cluster the partials go over
+a direct channel between the run's tasks (:mod:`dml._direct`: sockets the task threads read and
+write themselves, set up once per run); otherwise (inproc or TLS comms, a socket that cannot be
+opened) as one message per worker through a handler this module adds to the worker, so the
+worker's own connections carry them. LightGBM's and XGBoost's Dask interfaces work the same way
+with sockets of their own.
 
 The client only submits a run and waits for it (:func:`execute`). A lost worker or an
 unreachable peer ends the run: the client tells the workers to abandon it, cancels its tasks
