@@ -163,15 +163,15 @@ class Link:
         if not remote:
             return
         if not DIRECT or not all(str(a).startswith("tcp://") for a in self.addresses):
-            _CHANNELS["handler"] += 1
+            self._count("handler")
             return
         try:
             listener = _direct.Listener(mine)
         except OSError:
             listener = None
-        cards = self._handler_exchange(_CARD, None if listener is None else listener.card())
         out, inc = {}, None
         try:
+            cards = self._handler_exchange(_CARD, None if listener is None else listener.card())
             if all(c is not None for c in cards):
                 try:
                     for h in remote:
@@ -182,12 +182,17 @@ class Link:
             ok = self._handler_exchange(_OK, inc is not None)
             if all(ok):
                 self.channel, out, inc = _direct.Channel(out, inc), {}, None
-            _CHANNELS["direct" if self.channel is not None else "handler"] += 1
+            self._count("direct" if self.channel is not None else "handler")
         finally:
             if listener is not None:
                 listener.close()
             for s in list(out.values()) + list((inc or {}).values()):
                 s.close()
+
+    @staticmethod
+    def _count(transport):
+        with _COND:
+            _CHANNELS[transport] += 1
 
     def _peer_failed(self):
         """While connecting: whether a group said it failed (or the run was abandoned)."""

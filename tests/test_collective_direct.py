@@ -87,7 +87,8 @@ def _frame_bytes(meta: bytes, payload: bytes, magic=_direct.MAGIC, kind=0, n_pay
     (_frame_bytes(b'{"q":1}', b""), "description is garbled"),
     (_frame_bytes(b'{"t":[],"l":[],"m":[]}', b""), "description is garbled"),
     (_frame_bytes(b"[" * 100_000 + b"]" * 100_000, b""), "description"),
-], ids=["magic", "kind", "oversize", "json", "dtype", "short-payload", "unknown-key", "three-keys", "deep"])
+], ids=["magic", "kind", "oversize", "json", "dtype", "short-payload", "unknown-key",
+        "three-keys", "deep"])
 def test_a_garbled_frame_is_a_clear_error_not_a_hang(raw, message):
     """A peer that breaks the protocol (bad magic, sizes over the limits, a description that
     does not parse or does not match its payload) ends the wait with ChannelError."""
