@@ -475,26 +475,6 @@ MAX_GROUP_BLOCKS = 16
 #: milliseconds a wave, about a dozen waves a tree), so small data is grown faster by fewer
 #: groups. The model does not depend on the grouping.
 MIN_GROUP_CELLS = 8_000_000
-#: On a ``tcp://`` cluster the groups swap histograms over a direct channel between their tasks
-#: (:mod:`dml._direct`), a fraction of the wait through the workers' event loops: groups then
-#: pay from a quarter of :data:`MIN_GROUP_CELLS` (the ``gbt`` benchmark's 4.8 million cells:
-#: two groups 4.8 s against one group 5.5 s, quiet machine; see docs/gradient_boosting.md).
-DIRECT_GROUP_SHARE = 4
-
-
-def _min_group_cells():
-    """Fewest binned cells per group on the current scheduler."""
-    from dml import _collective
-
-    client = _collective.cluster_client() if _collective.DIRECT else None
-    if client is not None:
-        try:
-            workers = list(client.nthreads())
-        except Exception:  # noqa: BLE001 - a client that cannot answer: no direct channel
-            workers = []
-        if len(workers) > 1 and all(str(w).startswith("tcp://") for w in workers):
-            return MIN_GROUP_CELLS // DIRECT_GROUP_SHARE
-    return MIN_GROUP_CELLS
 
 
 def _prep_groups(binned, vf, seed, n_train, n_cells=None):
@@ -504,9 +484,8 @@ def _prep_groups(binned, vf, seed, n_train, n_cells=None):
     they are carried like the others (their raw predictions follow the rounds) but hold only
     validation rows. Returns the persisted groups and their first blocks."""
     n_groups = default_n_groups() // 2
-    min_cells = _min_group_cells()
-    if n_cells is not None and min_cells > 0:
-        n_groups = min(n_groups, n_cells // min_cells)
+    if n_cells is not None and MIN_GROUP_CELLS > 0:
+        n_groups = min(n_groups, n_cells // MIN_GROUP_CELLS)
     n_groups = max(n_groups, -(-len(binned) // MAX_GROUP_BLOCKS))
     bounds = block_ranges(len(binned), max(1, n_groups))
     groups = dask.persist(*[delayed(_prep_group, pure=False)(lo, vf, seed, n_train,
