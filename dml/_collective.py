@@ -6,11 +6,14 @@ milliseconds a round). When the rounds' arithmetic is smaller than that, the fit
 scheduling. Here, on a ``distributed`` cluster, a *run* of many rounds is one task per group,
 pinned to a worker. The tasks leave the worker's thread pool (``secede``), so all of a run's
 tasks run at once whatever the number of threads. Each round, a group computes its partial
-result, sends it to the workers of the other groups (one message per worker, through a handler
-this module adds to the worker: the worker's own connections carry the messages), waits for the
-other groups' partials and gets them all in group order; the caller sums them in its fixed
-reduction order, so the result does not depend on how groups are spread over workers.
-LightGBM's and XGBoost's Dask interfaces work the same way with sockets of their own.
+result, sends it to the groups on other workers, waits for the other groups' partials and gets
+them all in group order; the caller sums them in its fixed reduction order, so the result does
+not depend on how groups are spread over workers. On a ``tcp://`` cluster the partials go over
+a direct channel between the run's tasks (:mod:`dml._direct`: sockets the task threads read and
+write themselves, set up once per run); otherwise (inproc or TLS comms, a socket that cannot be
+opened) as one message per worker through a handler this module adds to the worker, so the
+worker's own connections carry them. LightGBM's and XGBoost's Dask interfaces work the same way
+with sockets of their own.
 
 The client only submits a run and waits for it (:func:`execute`). A lost worker or an
 unreachable peer ends the run: the client tells the workers to abandon it, cancels its tasks
@@ -99,35 +102,141 @@ def leftovers(fit):
                 + sum(1 for k in _BOX if str(k[0]).startswith(fit)))
 
 
+def channels():
+    """How many groups of runs spanning several workers used a direct channel here, and how
+    many the handler transport: ``{"direct": n, "handler": m}``."""
+    with _COND:
+        return dict(_CHANNELS)
+
+
 def dead_runs():
     """How many finished runs this worker remembers (bounded by :data:`_DEAD_KEEP`)."""
     with _COND:
         return len(_DEAD_RUNS)
 
 
+#: Whether runs spanning several workers of a ``tcp://`` cluster swap partials over a direct
+#: channel (:mod:`dml._direct`) rather than through the workers' event loops.
+DIRECT = True
+_CARD, _OK = ("direct", "card"), ("direct", "ok")
+#: Groups of runs spanning several workers that swapped partials over a direct channel or
+#: through the handler, in this process (for tests and diagnostics).
+_CHANNELS = {"direct": 0, "handler": 0}
+
+
+def _steps_on_channel(step):
+    """Whether a step's partials go over the direct channel (whose frames number steps with
+    64-bit integers); others go through the handler transport."""
+    return type(step) is int and -(1 << 63) <= step < (1 << 63)
+
+
 class Link:
     """A group's end of a run: sends its partial of a step to the other groups and gathers
-    theirs. ``addresses[h]`` is the worker of group ``h``."""
+    theirs. ``addresses[h]`` is the worker of group ``h``. Groups on the same worker swap
+    partials in memory; groups on other workers over a direct channel once :meth:`open` made
+    one, else through the workers' connections (the handler transport)."""
 
     def __init__(self, worker, key, run, g, addresses, what):
         self.worker, self.key, self.run, self.g, self.what = worker, key, run, g, what
         self.n_groups = len(addresses)
+        self.addresses = list(addresses)
         self.groups_at: dict = {}
         for h, a in enumerate(addresses):
             self.groups_at.setdefault(a, []).append(h)
+        self.channel = None
 
     def exchange(self, step, partial):
         """Every group's partial of ``step`` (this group's is ``partial``), in group order."""
         self.send(step, partial)
         return self.gather(step, partial)
 
+    # ---- the direct channel
+    def open(self):
+        """Make the direct channel when the run spans several workers of a ``tcp://`` cluster:
+        every group opens a listening socket, the groups swap its address and token through
+        the handler transport, connect to each other's and say whether all went well. All
+        groups see the same answers, so either all use the channel or none does."""
+        from dml import _direct
+
+        mine, g = self.worker.address, self.g
+        remote = [h for h, a in enumerate(self.addresses) if a != mine]
+        if not remote:
+            return
+        if not DIRECT or not all(str(a).startswith("tcp://") for a in self.addresses):
+            self._count("handler")
+            return
+        try:
+            listener = _direct.Listener(mine)
+        except OSError:
+            listener = None
+        out, inc = {}, None
+        try:
+            cards = self._handler_exchange(_CARD, None if listener is None else listener.card())
+            if all(c is not None for c in cards):
+                try:
+                    for h in remote:
+                        out[h] = _direct.connect(cards[h], g)
+                    inc = _direct.accept(listener, set(remote), self._peer_failed)
+                except OSError:
+                    inc = None
+            ok = self._handler_exchange(_OK, inc is not None)
+            if all(ok):
+                self.channel, out, inc = _direct.Channel(out, inc), {}, None
+            self._count("direct" if self.channel is not None else "handler")
+        finally:
+            if listener is not None:
+                listener.close()
+            for s in list(out.values()) + list((inc or {}).values()):
+                s.close()
+
+    @staticmethod
+    def _count(transport):
+        with _COND:
+            _CHANNELS[transport] += 1
+
+    def _peer_failed(self):
+        """While connecting: whether a group said it failed (or the run was abandoned)."""
+        with _COND:
+            return self.run in _DEAD_RUNS or any(
+                _BOX.get((self.run, _OK, h, self.g)) is False for h in range(self.n_groups))
+
+    def _handler_exchange(self, step, value):
+        self._send_handler(step, value)
+        return self._gather_box(step, {self.g: value})
+
+    def close(self):
+        """Close the direct channel (the run is over on this group)."""
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+
+    # ---- sending and gathering
     def send(self, step, partial):
-        """The group's partial to every other group: in memory for groups on this worker, one
-        message per other worker."""
+        """The group's partial to every other group: in memory for groups on this worker, over
+        the direct channel or one message per other worker for the others."""
+        if self.channel is None or not _steps_on_channel(step):
+            self._send_handler(step, partial)
+            return
+        from dml import _direct
+
+        local = [h for h in self.groups_at.get(self.worker.address, ()) if h != self.g]
+        if local:
+            _deliver(self.run, step, self.g, local, partial)
+        try:
+            bufs = _direct.frame(step, self.g, partial)
+        except TypeError:  # a value the channel does not carry: the handler transport does
+            bufs = _direct.marker(step, self.g)
+            self._send_handler(step, partial, remote_only=True)
+        try:
+            self.channel.post(bufs)
+        except _direct.PeerGone as exc:
+            self._lost(exc)
+
+    def _send_handler(self, step, partial, remote_only=False):
         worker, run, g, groups_at = self.worker, self.run, self.g, self.groups_at
         mine = worker.address
         local = [h for h in groups_at.get(mine, ()) if h != g]
-        if local:
+        if local and not remote_only:
             _deliver(run, step, g, local, partial)
 
         async def send_all():
@@ -150,10 +259,39 @@ class Link:
         if len(groups_at) > 1 or mine not in groups_at:
             worker.loop.add_callback(send_all)
 
+    def _lost(self, exc):
+        abandon(self.run)
+        raise RunLost(f"{self.what}: run {self.run} lost a peer ({exc})") from exc
+
+    def _check(self):
+        """Raises :class:`RunLost` when the run was abandoned or the task cancelled."""
+        if self.run in _DEAD_RUNS:
+            raise RunLost(f"{self.what}: run {self.run} was abandoned")
+        ts = self.worker.state.tasks.get(self.key)
+        if ts is None or ts.state not in ("executing", "long-running"):
+            raise RunLost(f"{self.what}: task {self.key} was cancelled")
+
     def gather(self, step, own):
         """Every group's partial of ``step`` (this group's is ``own``), in group order."""
+        got = {self.g: own}
+        channel = self.channel
+        if channel is not None and _steps_on_channel(step):
+            from dml import _direct
+
+            need = {(step, h) for h in channel.inc}
+            try:
+                channel.wait(need, POLL, self._check)
+            except _direct.PeerGone as exc:
+                self._lost(exc)
+            for key in need:
+                kind, value = channel.inbox.pop(key)
+                if kind == _direct.KIND_DATA:
+                    got[key[1]] = value
+        return self._gather_box(step, got)
+
+    def _gather_box(self, step, got):
+        """``got`` completed from the messages that came in memory or through the handler."""
         run, g, n_groups = self.run, self.g, self.n_groups
-        got = {g: own}
         with _COND:
             while True:
                 if run in _DEAD_RUNS:
@@ -164,9 +302,7 @@ class Link:
                 if len(got) == n_groups:
                     return [got[h] for h in range(n_groups)]
                 if not _COND.wait(timeout=POLL):
-                    ts = self.worker.state.tasks.get(self.key)
-                    if ts is None or ts.state not in ("executing", "long-running"):
-                        raise RunLost(f"{self.what}: task {self.key} was cancelled")
+                    self._check()
 
 
 @contextlib.contextmanager
@@ -182,10 +318,13 @@ def long_lived(run, g, addresses, what):
     key = worker.get_current_task()
     secede()
     _tune_process(True)
+    link = Link(worker, key, run, g, addresses, what)
     try:
         with _not_sampled(worker):
-            yield Link(worker, key, run, g, addresses, what)
+            link.open()
+            yield link
     finally:
+        link.close()
         _tune_process(False)
 
 

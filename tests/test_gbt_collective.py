@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification
 
+from dml import _collective
 from dml.ensemble import GradientBoostingClassifier, GradientBoostingRegressor, _gb_collective
 
 
@@ -43,7 +44,14 @@ def test_more_groups_than_threads(client, monkeypatch):
     kw = dict(max_iter=3, max_leaf_nodes=5, subsample=0.8, early_stopping=True,
               validation_fraction=0.2, n_iter_no_change=1, random_state=0)
     monkeypatch.setattr(_gb_fit, "default_n_groups", lambda: 10)
+    before = client.run(_collective.channels)
     a = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    after = client.run(_collective.channels)
+    # Over a direct channel between the worker processes (tcp), through the handler between
+    # the in-process workers (inproc).
+    used = {k: sum(after[w][k] - before[w][k] for w in after) for k in ("direct", "handler")}
+    tcp = all(w.startswith("tcp://") for w in after)
+    assert used["direct" if tcp else "handler"] > 0 and used["handler" if tcp else "direct"] == 0
     with dask.config.set(scheduler="sync"):
         b = GradientBoostingClassifier(**kw).fit(Xd, yd)
     assert a._fit_stats["groups"] == 5 and a._fit_stats["lost_runs"] == 0
@@ -157,7 +165,6 @@ def test_run_that_cannot_start_falls_back_to_chained_graphs(inprocess_client, mo
     import threading
     import uuid
 
-    from dml import _collective
     from dml.ensemble import _gb_fit
 
     client = inprocess_client
@@ -215,8 +222,6 @@ def test_a_long_run_that_started_is_not_mistaken_for_one_that_cannot_start(inpro
     """Past the start timeout the client asks the workers which of the run's tasks are
     running; a run whose tasks all run must go on (it used to be abandoned: the question
     failed on every worker and no task was ever seen running)."""
-    from dml import _collective
-
     # Tasks start within a fraction of a second here; the later runs (up to 32 rounds) last
     # longer than that, so the check runs while they go on.
     monkeypatch.setattr(_collective, "START_TIMEOUT", 0.5)

@@ -1,0 +1,481 @@
+"""A direct channel between the tasks of a collective run: sockets from task thread to task thread.
+
+Through the worker's own connections (:class:`dml._collective.Link`'s handler transport) every
+message goes task thread -> the sender worker's event loop -> TCP -> the receiver worker's event
+loop -> a condition variable -> the task thread: two event loops and four hand-overs of the
+interpreter lock, a few milliseconds per message on a loaded machine, and a growth wave of
+gradient boosting waits for one such message. Here each task of a run opens a listening TCP
+socket of its own, the addresses are swapped once per run through the handler transport, and
+every step's partials then go over non-blocking sockets that the task threads read and write
+themselves (LightGBM's Dask interface does the same with its own sockets).
+
+What crosses the wire is never unpickled: a partial is flattened into a JSON description of its
+structure (tuples, lists, dicts, numbers, strings, None) and the raw bytes of its numpy arrays,
+whose dtypes come from a fixed list and whose sizes are checked against the frame's declared
+length (bounded by :data:`MAX_PAYLOAD`). A value the encoding cannot carry (any other type)
+goes through the handler transport instead, announced by a marker frame. Every listening socket
+has its own random token, sent to the peers through the handler transport: a connection that
+does not present it within :data:`HELLO_TIMEOUT` is closed (a stranger cannot inject partials).
+A frame that does not parse raises :class:`ChannelError` with what was wrong.
+"""
+from __future__ import annotations
+
+import errno
+import hmac
+import json
+import secrets
+import selectors
+import socket
+import struct
+import time
+
+import numpy as np
+
+MAGIC = b"DMLd"
+TOKEN_BYTES = 16
+#: A connection's first bytes: magic, the listener's token, the connecting group.
+HELLO = struct.Struct("!4s16sI")
+#: A frame: magic, kind, step, sending group, length of the JSON description, of the payload.
+FRAME = struct.Struct("!4sBqIIQ")
+KIND_DATA, KIND_HANDLER = 0, 1
+#: Largest JSON description and payload of one frame (bytes).
+MAX_META = 1 << 22
+MAX_PAYLOAD = 1 << 34
+#: Seconds a new connection has to present its token; seconds for all peers to connect.
+HELLO_TIMEOUT = 5.0
+CONNECT_TIMEOUT = 30.0
+#: Socket buffer sizes asked for (bytes; the system may cap them): a wave's histograms (up
+#: to a few MB) then go in one write and are read in few wake-ups.
+SOCKET_BUFFER = 4 << 20
+_ALIGN = 64  # arrays start at multiples of this in a payload (numba wants aligned arrays)
+_DTYPES = {np.dtype(t).str: np.dtype(t) for t in (
+    "?", "i1", "u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f4", "<f8", "<c8", "<c16")}
+
+
+class ChannelError(RuntimeError):
+    """A frame on a direct channel is malformed (or a peer broke the protocol)."""
+
+
+class PeerGone(ConnectionError):
+    """A peer's connection closed or failed while the run needed it."""
+
+
+# ------------------------------------------------------------------------------ encoding
+def encode(obj):
+    """``(description, arrays)``: the JSON description of ``obj`` and its arrays in order.
+    Raises TypeError for a value the channel does not carry."""
+    arrays: list = []
+
+    def enc(o):
+        if o is None or isinstance(o, (bool, str)):
+            return o if not isinstance(o, str) else {"s": o}
+        if isinstance(o, int) and not isinstance(o, np.integer):
+            return {"i": o}
+        if type(o) is float:
+            return {"f": o}
+        if isinstance(o, (np.ndarray, np.generic)):
+            a = np.asarray(o)
+            if a.dtype.str not in _DTYPES:
+                raise TypeError(f"dtype {a.dtype} is not carried")
+            arrays.append(np.ascontiguousarray(a))
+            return {"a": list(a.shape), "d": a.dtype.str, "x": isinstance(o, np.generic)}
+        if isinstance(o, tuple):
+            return {"t": [enc(v) for v in o]}
+        if isinstance(o, list):
+            return {"l": [enc(v) for v in o]}
+        if type(o) is dict:
+            return {"m": [[enc(k), enc(v)] for k, v in o.items()]}
+        raise TypeError(f"{type(o).__name__} is not carried")
+
+    return json.dumps(enc(obj), separators=(",", ":")).encode(), arrays
+
+
+def _layout(arrays_meta):
+    """Offsets of the arrays in a payload and its length."""
+    offsets, pos = [], 0
+    for nbytes in arrays_meta:
+        offsets.append(pos)
+        pos += -(-nbytes // _ALIGN) * _ALIGN
+    return offsets, pos
+
+
+def frame(step, sender, obj):
+    """The buffers of one data frame (header, description, arrays with padding). Raises
+    TypeError for a value the channel does not carry."""
+    meta, arrays = encode(obj)
+    sizes = [a.nbytes for a in arrays]
+    offsets, total = _layout(sizes)
+    if len(meta) > MAX_META or total > MAX_PAYLOAD:
+        raise TypeError("too large for a frame")
+    bufs = [FRAME.pack(MAGIC, KIND_DATA, step, sender, len(meta), total), meta]
+    for a, n in zip(arrays, sizes):
+        bufs.append(memoryview(a.reshape(-1)).cast("B"))
+        pad = -(-n // _ALIGN) * _ALIGN - n
+        if pad:
+            bufs.append(bytes(pad))
+    return bufs
+
+
+def marker(step, sender):
+    """A frame saying that this step's partial comes through the handler transport."""
+    return [FRAME.pack(MAGIC, KIND_HANDLER, step, sender, 0, 0)]
+
+
+def parse_header(raw):
+    """``(kind, step, sender, meta length, payload length)`` of a frame header; raises
+    :class:`ChannelError` for a header that is not one."""
+    magic, kind, step, sender, n_meta, n_payload = FRAME.unpack(raw)
+    if magic != MAGIC or kind not in (KIND_DATA, KIND_HANDLER):
+        raise ChannelError("direct channel: a frame header is garbled (bad magic or kind)")
+    if n_meta > MAX_META or n_payload > MAX_PAYLOAD:
+        raise ChannelError(f"direct channel: a frame declares {n_meta} + {n_payload} bytes, "
+                           f"over the limits ({MAX_META} + {MAX_PAYLOAD})")
+    return kind, step, sender, n_meta, n_payload
+
+
+def decode(meta, payload):
+    """The value of a data frame; raises :class:`ChannelError` when the description is not
+    valid or does not match the payload."""
+    try:
+        spec = json.loads(meta)
+    except (ValueError, RecursionError) as exc:
+        raise ChannelError(f"direct channel: a frame's description is garbled ({exc})") from exc
+    sizes: list = []
+
+    def check(s):  # the arrays' sizes first, so no view is made of a payload that is short
+        if isinstance(s, dict) and "a" in s:
+            shape, dt = s["a"], _DTYPES.get(s.get("d"))
+            if (dt is None or not isinstance(shape, list)
+                    or not all(type(n) is int and n >= 0 for n in shape)):
+                raise ChannelError("direct channel: a frame describes an invalid array")
+            sizes.append(int(np.prod(shape, dtype=object)) * dt.itemsize)
+        elif isinstance(s, dict):
+            for v in s.values():
+                if isinstance(v, list):
+                    for x in v:
+                        check(x)
+        elif isinstance(s, list):
+            for x in s:
+                check(x)
+
+    try:
+        check(spec)
+    except RecursionError as exc:
+        raise ChannelError("direct channel: a frame's description is nested too deep") from exc
+    offsets, total = _layout(sizes)
+    if total != len(payload):
+        raise ChannelError(f"direct channel: a frame's arrays take {total} bytes, its payload "
+                           f"has {len(payload)}")
+    it = iter(range(len(sizes)))
+
+    def dec(s):
+        if s is None or isinstance(s, bool):
+            return s
+        if not isinstance(s, dict) or len(s) not in (1, 3):
+            raise ChannelError("direct channel: a frame's description is garbled")
+        if "a" in s:
+            i = next(it)
+            dt = _DTYPES[s["d"]]
+            a = np.frombuffer(payload, dtype=dt, count=sizes[i] // dt.itemsize,
+                              offset=offsets[i]).reshape(s["a"])
+            return a[()] if s.get("x") else a
+        (k, v), = s.items()
+        if k == "s" and isinstance(v, str):
+            return v
+        if k == "i" and type(v) is int:
+            return v
+        if k == "f" and isinstance(v, (int, float)):
+            return float(v)
+        if k in ("t", "l", "m") and isinstance(v, list):
+            if k == "t":
+                return tuple(dec(x) for x in v)
+            if k == "l":
+                return [dec(x) for x in v]
+            if all(isinstance(kv, list) and len(kv) == 2 for kv in v):
+                return {_hashable(dec(kv[0])): dec(kv[1]) for kv in v}
+        raise ChannelError("direct channel: a frame's description is garbled")
+
+    try:
+        return dec(spec)
+    except RecursionError as exc:
+        raise ChannelError("direct channel: a frame's description is nested too deep") from exc
+    except (ValueError, TypeError, KeyError, StopIteration) as exc:
+        raise ChannelError(f"direct channel: a frame's description is garbled ({exc!r})") from exc
+
+
+def _hashable(k):
+    try:
+        hash(k)
+    except TypeError:
+        raise ChannelError("direct channel: a frame's description has an invalid key") from None
+    return k
+
+
+# ------------------------------------------------------------------------------ reading
+class _Reader:
+    """Reads one peer's frames as bytes arrive: header, description, payload."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self._start(FRAME.size)
+        self.head = None
+        self.closed = False
+
+    def _start(self, n):
+        self.buf = bytearray(n) if n < (1 << 16) else np.empty(n, dtype=np.uint8)
+        self.view = memoryview(self.buf).cast("B")
+        self.pos = 0
+
+    def feed(self):
+        """Read what is there; returns the frames completed as ``(kind, step, sender,
+        value)``; :attr:`closed` is set at the end of the stream."""
+        out = []
+        while True:
+            if self.pos < len(self.view):
+                try:
+                    n = self.sock.recv_into(self.view[self.pos:])
+                except (BlockingIOError, InterruptedError):
+                    return out
+                except OSError:
+                    n = 0
+                if n == 0:  # the frames read so far still count (a peer that finished)
+                    self.closed = True
+                    return out
+                self.pos += n
+                if self.pos < len(self.view):
+                    continue
+            done = self._advance()
+            if done is not None:
+                out.append(done)
+
+    def _advance(self):
+        if self.head is None:
+            self.head = parse_header(bytes(self.buf))
+            self.meta = None
+            self._start(self.head[3])
+            if self.head[3] == 0:
+                return self._advance()
+            return None
+        kind, step, sender, n_meta, n_payload = self.head
+        if self.meta is None:
+            self.meta = bytes(self.buf)
+            self._start(n_payload)
+            if n_payload == 0:
+                return self._advance()
+            return None
+        payload = self.buf
+        self.head = None
+        self._start(FRAME.size)
+        value = decode(self.meta, payload) if kind == KIND_DATA else None
+        return kind, step, sender, value
+
+
+# ------------------------------------------------------------------------------ the channel
+def _host(address):
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    _, loc = parse_address(address)
+    return parse_host_port(loc)[0]
+
+
+def _buffers(sock):
+    """Large buffers, set before the connection exists (the window scale is agreed then)."""
+    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
+        except OSError:
+            pass
+
+
+class Listener:
+    """A group's listening socket and token, opened on the host of its worker's address."""
+
+    def __init__(self, address):
+        host = _host(address)
+        family = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0][0]
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            _buffers(self.sock)
+            self.sock.bind((host, 0))
+            self.sock.listen(64)
+            self.sock.setblocking(False)
+        except OSError:
+            self.sock.close()
+            raise
+        self.host, self.port = host, self.sock.getsockname()[1]
+        self.token = secrets.token_bytes(TOKEN_BYTES)
+
+    def card(self):
+        """What peers need to connect: host, port and token (hex)."""
+        return self.host, self.port, self.token.hex()
+
+    def close(self):
+        self.sock.close()
+
+
+def connect(card, g, timeout=CONNECT_TIMEOUT):
+    """A connection to a peer's listener (``card``), introduced as group ``g``."""
+    host, port, token = card
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        _buffers(sock)
+        sock.settimeout(timeout)
+        sock.connect((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(HELLO.pack(MAGIC, bytes.fromhex(token), g))
+    sock.setblocking(False)
+    return sock
+
+
+def accept(listener, expected, stop, timeout=CONNECT_TIMEOUT, hello_timeout=HELLO_TIMEOUT):
+    """``{group: socket}`` once every group in ``expected`` connected with the listener's
+    token. Connections with a wrong token, an unknown or repeated group or no hello within
+    ``hello_timeout`` are closed. ``stop()`` is called between waits: a true result ends the
+    wait (returns None), as does ``timeout``."""
+    sel = selectors.DefaultSelector()
+    sel.register(listener.sock, selectors.EVENT_READ)
+    pending: dict = {}  # socket -> (bytes so far, time of connection)
+    got: dict = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while set(got) != set(expected):
+            now = time.monotonic()
+            if now > deadline or stop():
+                return None
+            for s, (_, t0) in list(pending.items()):
+                if now - t0 > hello_timeout:
+                    sel.unregister(s)
+                    s.close()
+                    del pending[s]
+            for key, _ in sel.select(timeout=0.05):
+                s = key.fileobj
+                if s is listener.sock:
+                    try:
+                        conn, _ = listener.sock.accept()
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    conn.setblocking(False)
+                    pending[conn] = (b"", time.monotonic())
+                    sel.register(conn, selectors.EVENT_READ)
+                    continue
+                have, t0 = pending[s]
+                try:
+                    more = s.recv(HELLO.size - len(have))
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    more = b""
+                have += more
+                if more and len(have) < HELLO.size:
+                    pending[s] = (have, t0)
+                    continue
+                sel.unregister(s)
+                del pending[s]
+                h = _valid_hello(have, listener.token)
+                if h is None or h not in expected or h in got:
+                    s.close()  # a stranger, a stale run's peer or a garbled hello
+                    continue
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                got[h] = s
+        result, got = got, {}
+        return result
+    finally:
+        for s in list(pending) + list(got.values()):
+            s.close()
+        sel.close()
+
+
+def _valid_hello(raw, token):
+    if len(raw) != HELLO.size:
+        return None
+    magic, tok, h = HELLO.unpack(raw)
+    if magic != MAGIC or not hmac.compare_digest(tok, token):
+        return None
+    return h
+
+
+class Channel:
+    """A group's connections to the groups on other workers: ``out[h]`` carries this group's
+    frames to group ``h``, ``inc[h]`` group ``h``'s frames to this group."""
+
+    def __init__(self, out, inc):
+        self.out, self.inc = out, inc
+        self.readers = {h: _Reader(s) for h, s in inc.items()}
+        self.sel = selectors.DefaultSelector()
+        for h, s in inc.items():
+            self.sel.register(s, selectors.EVENT_READ, ("r", h))
+        self.writes: dict = {h: [] for h in out}  # h -> memoryviews still to send
+        self.inbox: dict = {}  # (step, sender) -> (kind, value)
+
+    def post(self, bufs):
+        """Queue a frame (its buffers) to every peer and send what goes without waiting."""
+        for h in self.out:
+            self.writes[h].extend(memoryview(b).cast("B") for b in bufs)
+            self._write(h)
+
+    def _write(self, h):
+        q, s = self.writes[h], self.out[h]
+        while q:
+            try:
+                n = s.send(q[0])
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                raise PeerGone(str(exc)) from exc
+            if n < len(q[0]):
+                q[0] = q[0][n:]
+                break
+            q.pop(0)
+        self._want_write(h, bool(q))
+
+    def _want_write(self, h, want):
+        s = self.out[h]
+        key = ("w", h)
+        try:
+            self.sel.get_key(s)
+            registered = True
+        except KeyError:
+            registered = False
+        if want and not registered:
+            self.sel.register(s, selectors.EVENT_WRITE, key)
+        elif not want and registered:
+            self.sel.unregister(s)
+
+    def wait(self, need, poll, check):
+        """Read until the frames ``need`` (``{(step, sender)}``) are in :attr:`inbox` and every
+        queued frame is sent. ``check()`` runs whenever ``poll`` seconds pass without a frame
+        (it raises to end the wait)."""
+        while not (need <= self.inbox.keys()) or any(self.writes.values()):
+            events = self.sel.select(timeout=poll)
+            if not events:
+                check()
+                continue
+            for key, _ in events:
+                kind, h = key.data
+                if kind == "w":
+                    self._write(h)
+                    continue
+                reader = self.readers[h]
+                for fk, step, sender, value in reader.feed():
+                    if sender != h:
+                        raise ChannelError(f"direct channel: group {h}'s connection carried a "
+                                           f"frame of group {sender}")
+                    self.inbox[(step, sender)] = (fk, value)
+                if reader.closed:
+                    self.sel.unregister(reader.sock)
+            gone = {h for _, h in need - self.inbox.keys() if self.readers[h].closed}
+            if gone:
+                raise PeerGone(f"the connection of group {min(gone)} closed")
+
+    def close(self):
+        self.sel.close()
+        for s in list(self.out.values()) + list(self.inc.values()):
+            try:
+                s.close()
+            except OSError as exc:  # pragma: no cover - closing never fails on Linux
+                if exc.errno != errno.EBADF:
+                    raise
