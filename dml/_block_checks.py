@@ -21,7 +21,20 @@ import scipy.sparse as sp
 
 __all__ = ["BlockSpec", "MisalignedBlocksError", "extract_block", "extract_frame",
            "check_x_layout", "is_numeric_dtype", "non_numeric_message", "is_sparse",
-           "is_sparse_dask", "to_csr", "sparse_message"]
+           "is_sparse_dask", "to_csr", "sparse_message", "c_aligned"]
+
+
+def c_aligned(a):
+    """``a`` as an aligned C-ordered array (a copy only when it is not one already).
+
+    For reductions whose last bits must not depend on how a block sits in memory: NumPy and BLAS
+    add a Fortran-ordered array in another order than a C-ordered one, and an unaligned array
+    (a block a worker read back from its spill file, or rebuilt from a network message) in
+    buffered pieces or after a copy. Anything that is not a NumPy array is returned as it is.
+    """
+    if isinstance(a, np.ndarray) and not (a.flags.c_contiguous and a.flags.aligned):
+        return np.require(a, requirements=["C", "A"])
+    return a
 
 
 @dataclass(frozen=True)

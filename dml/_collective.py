@@ -201,7 +201,8 @@ class Link:
                 _BOX.get((self.run, _OK, h, self.g)) is False for h in range(self.n_groups))
 
     def _handler_exchange(self, step, value):
-        self._send_handler(step, value)
+        self._deliver_local(step, value)
+        self._send_remote(step, value)
         return self._gather_box(step, {self.g: value})
 
     def close(self):
@@ -214,30 +215,33 @@ class Link:
     def send(self, step, partial):
         """The group's partial to every other group: in memory for groups on this worker, over
         the direct channel or one message per other worker for the others."""
+        self._deliver_local(step, partial)
         if self.channel is None or not _steps_on_channel(step):
-            self._send_handler(step, partial)
+            self._send_remote(step, partial)
             return
         from dml import _direct
 
-        local = [h for h in self.groups_at.get(self.worker.address, ()) if h != self.g]
-        if local:
-            _deliver(self.run, step, self.g, local, partial)
         try:
             bufs = _direct.frame(step, self.g, partial)
         except TypeError:  # a value the channel does not carry: the handler transport does
             bufs = _direct.marker(step, self.g)
-            self._send_handler(step, partial, remote_only=True)
+            self._send_remote(step, partial)
         try:
             self.channel.post(bufs)
         except _direct.PeerGone as exc:
             self._lost(exc)
 
-    def _send_handler(self, step, partial, remote_only=False):
+    def _deliver_local(self, step, partial):
+        """The partial, in memory, to the other groups on this worker."""
+        local = [h for h in self.groups_at.get(self.worker.address, ()) if h != self.g]
+        if local:
+            _deliver(self.run, step, self.g, local, partial)
+
+    def _send_remote(self, step, partial):
+        """The partial to the groups on other workers: one message per worker, through the
+        handler transport."""
         worker, run, g, groups_at = self.worker, self.run, self.g, self.groups_at
         mine = worker.address
-        local = [h for h in groups_at.get(mine, ()) if h != g]
-        if local and not remote_only:
-            _deliver(run, step, g, local, partial)
 
         async def send_all():
             import asyncio

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from dml._block_checks import c_aligned
+
 __all__ = ["issparse", "features", "take", "stack_rows", "row_sqnorms", "cross",
            "prepare_sparse_block", "sparse_stats", "sparse_labels", "sparse_cluster_sums",
            "dense_sums", "as_dense", "as_rows", "n_distinct_rows"]
@@ -125,7 +127,7 @@ def with_weight_stats(out: dict, n: int, sq, wb) -> dict:
     else:
         # Aligned first: NumPy sums a misaligned array (one read back from a spill file) in
         # buffered pieces, with other last bits (see _lloyd.column_sums).
-        wb = np.require(wb, requirements=["C", "A"])
+        wb = c_aligned(wb)
         out.update(wsum=float(wb.sum()), wmin=float(wb.min()) if len(wb) else np.inf,
                    wxsq=float(sq @ wb))
     return out

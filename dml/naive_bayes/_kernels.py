@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from dml._block_checks import BlockSpec, _check_finite
+from dml._block_checks import BlockSpec, _check_finite, c_aligned
 from dml.naive_bayes._compiled import class_sums, nonzero_columns, sparse_class_sums
 
 
@@ -203,20 +203,6 @@ def _safe_div(a, b):
     return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape), where=b != 0)
 
 
-def _c_aligned(X):
-    """``X`` as an aligned C-ordered array (a copy only when it is not one already).
-
-    The per-class sums must not depend on how a block sits in memory: BLAS sums a Fortran-ordered
-    block in another order than a C-ordered one, and NumPy copies an unaligned block (one a
-    worker read back from its spill file, or from a network frame) before BLAS sees it. So the
-    same block in memory and after a spill gave sums differing in their last bits. See
-    docs/naive_bayes.md ("Same model whatever the blocks' layout").
-    """
-    if isinstance(X, np.ndarray) and not (X.flags.c_contiguous and X.flags.aligned):
-        return np.require(X, requirements=["C", "A"])
-    return X
-
-
 def _drop_none(parts):
     return [p for p in parts if p is not None]
 
@@ -239,7 +225,9 @@ def _gaussian_block(index, X, y, w, est, missing="error"):
     n_rows, d = X.shape
     if n_rows == 0:
         return None
-    X = _c_aligned(X)
+    # Brought to one layout first: the class sums must not depend on how the block sits in
+    # memory (docs/naive_bayes.md, "Same model whatever the blocks' layout").
+    X = c_aligned(X)
     classes, inverse, counts = _labels(y, est, index)
     nan = _missing_mask(X, missing)
     obs = None
@@ -401,7 +389,9 @@ def _count_block(index, X, y, w, binarize, non_negative, estimator, missing="err
         return None
     if sp.issparse(X):
         return _sparse_count_block(index, X, y, w, binarize, non_negative, estimator, missing)
-    X = _c_aligned(X)
+    # Brought to one layout first: the class sums must not depend on how the block sits in
+    # memory (docs/naive_bayes.md, "Same model whatever the blocks' layout").
+    X = c_aligned(X)
     classes, inverse, counts = _labels(y, estimator, index)
     L, d = len(classes), X.shape[1]
     wf = None if w is None else np.asarray(w, dtype=np.float64)
