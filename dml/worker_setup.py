@@ -55,19 +55,15 @@ FAMILIES = {
 
 #: The modules whose functions dml's tasks run (a worker imports them as it unpickles its first
 #: tasks: dml's drivers, dask.dataframe, pandas, numba; no scikit-learn, which only the tasks that
-#: fit scikit-learn estimators import); imported first by :func:`warm`, with
-#: :data:`ESTIMATOR_MODULES`.
+#: fit scikit-learn estimators import); imported by :func:`warm`.
 MODULES = ("dml._blocks", "dml.base", "dml.optim.engine", "dml.optim.stacked",
            "dml.linear_model._kernels", "dml.linear_model._problem", "dml.neural_network._problem",
            "dml.naive_bayes._kernels", "dml.cluster._lloyd", "dml.cluster._kernels",
+           "dml.cluster._prepared", "dml.cluster._init", "dml.cluster._chain",
            "dml.tree._model", "dml.ensemble._gb_fit", "dml.recommender._frames",
            "dml.recommender._solvers", "dml.model_selection._kernels", "dml.metrics._base",
            "dml.neighbors._knn_kernels", "dml.decomposition._pca_kernels",
            "dml.mixture._gmm_kernels")
-
-#: Estimator modules (they import scikit-learn) that hold block functions too: k-means' and the
-#: neighbours' tasks import them.
-ESTIMATOR_MODULES = ("dml.cluster._kmeans", "dml.neighbors._base")
 
 
 def _signatures():
@@ -179,8 +175,7 @@ def warm(families=None, *, compile: bool = True, imports: bool = True) -> dict:
     compile : bool, default True
         False: only load what the cache directory already holds; compile nothing.
     imports : bool, default True
-        Import :data:`MODULES` first and :data:`ESTIMATOR_MODULES` last. (numba is
-        initialised in any case.)
+        Import :data:`MODULES` first. (numba is initialised in any case.)
 
     Returns
     -------
@@ -219,13 +214,6 @@ def warm(families=None, *, compile: bool = True, imports: bool = True) -> dict:
                 continue
             dispatcher.compile(sig)
             counts["loaded" if cached else "compiled"] += 1
-    if imports:
-        # Last: scikit-learn (a second of CPU) serves only these families, while numba's
-        # initialisation and the kernels serve every family that compiles.
-        t_est = time.perf_counter()
-        for module in ESTIMATOR_MODULES:
-            importlib.import_module(module)
-        import_seconds += time.perf_counter() - t_est
     write_dir, _ = cache_dirs()
     return {**counts, "seconds": time.perf_counter() - t, "import_seconds": import_seconds,
             "cache_dir": None if write_dir is None else str(write_dir)}

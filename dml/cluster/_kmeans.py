@@ -184,7 +184,7 @@ def finish(runs: list[Run], labels: bool = False) -> None:
     groups = _by_data(runs)
     if not labels:
         results = map_combine([(data, ([r.centres for r in group],)) for data, group in groups],
-                              _lloyd.final_stats_block, _combine_final)
+                              _lloyd.final_stats_block, _lloyd.combine_final)
         for (data, group), (inertia, counts) in zip(groups, results):
             for i, r in enumerate(group):
                 r.inertia, r.counts = float(inertia[i]), counts[i]
@@ -195,7 +195,7 @@ def finish(runs: list[Run], labels: bool = False) -> None:
         done = dask.persist(*[delayed(group_call, pure=False)(
             _lloyd.final_block, [data.parts[i] for i in g], centres) for g in data.groups])
         tasks.append(done)
-        extracts.append([delayed(_stats_of_group, pure=False)(t) for t in done])
+        extracts.append([delayed(_lloyd.stats_of_group, pure=False)(t) for t in done])
     computed = compute(*[e for ex in extracts for e in ex])
     pos = 0
     for (data, group), done in zip(groups, tasks):
@@ -204,28 +204,13 @@ def finish(runs: list[Run], labels: bool = False) -> None:
             for i, r in zip(g, res):
                 per_block[i] = r
         pos += len(done)
-        inertia, counts = tree_combine(per_block, _combine_final)
+        inertia, counts = tree_combine(per_block, _lloyd.combine_final)
         where = {i: (t, j) for g, t in zip(data.groups, done) for j, i in enumerate(g)}
         for r_idx, r in enumerate(group):
             r.inertia, r.counts = float(inertia[r_idx]), counts[r_idx]
-            r.labels = [delayed(_labels_in_group, pure=False)(where[i][0], where[i][1], r_idx)
+            r.labels = [delayed(_lloyd.labels_in_group, pure=False)(where[i][0], where[i][1], r_idx)
                         for i in range(len(data.parts))]
 
-
-def _stats_of_group(results):
-    return [(inertia, counts) for _, inertia, counts in results]
-
-
-def _labels_in_group(results, j, r):
-    return results[j][0][r]
-
-
-def _combine_final(parts):
-    parts = [p for p in parts if p is not None]
-    inertia = sum((p[0] for p in parts[1:]), parts[0][0].copy())
-    counts = [sum((p[1][r] for p in parts[1:]), parts[0][1][r].copy())
-              for r in range(len(parts[0][1]))]
-    return inertia, counts
 
 
 # --------------------------------------------------------------------------------------------
@@ -543,7 +528,7 @@ default="k-means||"
         array([0, 1], dtype=int32)
         """
         centres = self._centres()
-        return self._blockwise(X, _predict_kernel, centres, dtype=np.int32)
+        return self._blockwise(X, _lloyd.predict_block, centres, dtype=np.int32)
 
     def fit_predict(self, X: ArrayLike, y: ArrayLike | None = None,
                     sample_weight: ArrayLike | None = None) -> Any:
@@ -599,7 +584,7 @@ default="k-means||"
         """
         centres = self._centres()
         dtype = np.float32 if centres.dtype == np.float32 else np.float64
-        return self._blockwise(X, _transform_kernel, centres, dtype=dtype,
+        return self._blockwise(X, _lloyd.transform_block, centres, dtype=dtype,
                                tail_shape=(len(centres),))
 
     def fit_transform(self, X: ArrayLike, y: ArrayLike | None = None,
@@ -661,21 +646,4 @@ default="k-means||"
         centres = self._centres()
         blocks = self._fit_blocks(X, y if isinstance(y, str) else None, sample_weight,
                                   reset=False, require_y=False)
-        return -float(blocks.map_reduce(_score_kernel, centres))
-
-
-def _predict_kernel(xb, centres):
-    if not _sparse.issparse(xb):
-        xb = np.ascontiguousarray(xb)
-    return _lloyd.assign(xb, centres.astype(xb.dtype))
-
-
-def _transform_kernel(xb, centres):
-    from sklearn.metrics.pairwise import euclidean_distances
-
-    return euclidean_distances(xb, centres.astype(xb.dtype))
-
-
-def _score_kernel(xb, yb, wb, centres):
-    _, sq = _lloyd.assign(xb, centres.astype(xb.dtype), with_distance=True)
-    return float(sq.sum()) if wb is None else float(sq @ wb)
+        return -float(blocks.map_reduce(_lloyd.score_block, centres))

@@ -25,7 +25,8 @@ from dml.cluster import _sparse
 
 __all__ = ["prepare_block", "lloyd_block", "step_inertia", "final_block", "relocation_block",
            "average_centres", "assign", "labels_of", "cluster_sums", "chunk_rows",
-           "augmented_centres", "largest"]
+           "augmented_centres", "largest", "stats_of_group", "labels_in_group", "combine_final",
+           "predict_block", "transform_block", "score_block"]
 
 #: Bytes of the per-chunk working set the chunk length is derived from (about one L2 cache).
 CHUNK_BYTES = 512 * 1024
@@ -415,3 +416,47 @@ def merge_candidates(parts, n_far):  # used as functools.partial(merge_candidate
         out.append({key: v[order] for key, v in cand.items()})
     return out
 
+
+# --------------------------------------------------------------------------------------------
+# The estimator's other tasks (here, not in dml.cluster._kmeans: a worker that runs them then
+# imports no scikit-learn)
+# --------------------------------------------------------------------------------------------
+
+def stats_of_group(results):
+    """``(inertia, counts)`` of each block of a :func:`final_block` group task's results."""
+    return [(inertia, counts) for _, inertia, counts in results]
+
+
+def labels_in_group(results, j, r):
+    """Run ``r``'s labels of block ``j`` of a :func:`final_block` group task's results."""
+    return results[j][0][r]
+
+
+def combine_final(parts):
+    """Sum of :func:`final_stats_block` results (inertias, and cluster sizes per run)."""
+    parts = [p for p in parts if p is not None]
+    inertia = sum((p[0] for p in parts[1:]), parts[0][0].copy())
+    counts = [sum((p[1][r] for p in parts[1:]), parts[0][1][r].copy())
+              for r in range(len(parts[0][1]))]
+    return inertia, counts
+
+
+def predict_block(xb, centres):
+    """Index of each row's nearest centre (``KMeans.predict`` of one block)."""
+    if not _sparse.issparse(xb):
+        xb = np.ascontiguousarray(xb)
+    return assign(xb, centres.astype(xb.dtype))
+
+
+def transform_block(xb, centres):
+    """Distances of each row to every centre (``KMeans.transform`` of one block)."""
+    # scikit-learn's own (imported when first transforming, as its results are the reference).
+    from sklearn.metrics.pairwise import euclidean_distances
+
+    return euclidean_distances(xb, centres.astype(xb.dtype))
+
+
+def score_block(xb, yb, wb, centres):
+    """Weighted sum of squared distances to the nearest centres (``KMeans.score``, negated)."""
+    _, sq = assign(xb, centres.astype(xb.dtype), with_distance=True)
+    return float(sq.sum()) if wb is None else float(sq @ wb)

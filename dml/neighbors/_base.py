@@ -17,9 +17,7 @@ Only query chunks and k results per query travel; the training rows never leave 
 """
 from __future__ import annotations
 
-import contextlib
 import operator
-import threading
 import weakref
 from numbers import Integral, Real
 
@@ -48,116 +46,6 @@ _ON_CLUSTER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: Query rows per task are at least this many (fewer rows make the per-task cost dominate).
 _MIN_QUERY_ROWS = 256
-
-
-# --------------------------------------------------------------------------------------------
-# Task functions (run on the workers)
-# --------------------------------------------------------------------------------------------
-
-_BLAS = {"controller": None, "limiter": None, "depth": 0}
-_BLAS_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _one_blas_thread():
-    """BLAS limited to one thread while searches run: the tasks are the parallelism (as
-    scikit-learn's brute force limits BLAS inside its own threads).
-
-    The limit is process-wide, so concurrent searches (worker threads of one process) share it:
-    the first sets it, the last restores what was there before.
-    """
-    from threadpoolctl import ThreadpoolController
-
-    with _BLAS_LOCK:
-        if _BLAS["controller"] is None:
-            _BLAS["controller"] = ThreadpoolController()
-        if _BLAS["depth"] == 0:
-            _BLAS["limiter"] = _BLAS["controller"].limit(limits=1, user_api="blas")
-        _BLAS["depth"] += 1
-    try:
-        yield
-    finally:
-        with _BLAS_LOCK:
-            _BLAS["depth"] -= 1
-            if _BLAS["depth"] == 0:
-                _BLAS["limiter"].restore_original_limits()
-                _BLAS["limiter"] = None
-
-
-def search_unit(query, unit, is_group, offsets, k, metric, p, with_y):
-    """The k nearest rows of one training unit (a block or a group of blocks) per query row.
-
-    ``query`` is a query chunk (an array) or a validated block ``(X, y, w)``. Returns
-    ``(rdist, ind)`` or, with ``with_y``, ``(rdist, ind, y_of_neighbours)``.
-    """
-    Q = query[0] if isinstance(query, tuple) else query
-    blocks = unit if is_group else (unit,)
-    with _one_blas_thread():
-        rdist, ind = kern.search(kern.prepare(Q, metric), [kern.prepare(b[0], metric)
-                                                            for b in blocks],
-                                 offsets, k, metric, p)
-    if not with_y:
-        return rdist, ind
-    y = np.concatenate([np.asarray(b[1]) for b in blocks]) if len(blocks) > 1 else \
-        np.asarray(blocks[0][1])
-    return rdist, ind, y[ind - offsets[0]]
-
-
-def fit_stats(xb, yb, wb, labels):
-    """Rows of a training block (and the labels in it)."""
-    return np.array([len(xb)], dtype=np.int64), (np.unique(np.asarray(yb)) if labels else None)
-
-
-def combine_fit_stats(parts):
-    """Row counts in block order (the tree combines consecutive results), labels united."""
-    lengths = np.concatenate([p[0] for p in parts])
-    found = [p[1] for p in parts if p[1] is not None and len(p[1])]
-    return lengths, (np.unique(np.concatenate(found)) if found else None)
-
-
-def merge_results(parts):
-    """Tree combine of :func:`search_unit` results in training order (see ``kern.merge``)."""
-    return kern.merge(list(parts))
-
-
-def finish_kneighbors(res, metric, p, return_distance, self_start):
-    """Distances and indices of one query chunk; with ``self_start`` (queries are the training
-    rows from that index on) each row's own index is dropped, as scikit-learn does."""
-    rdist, ind = res[0], res[1]
-    if self_start is not None:
-        rdist, ind = _drop_self(rdist, ind, self_start)
-    if return_distance:
-        return kern.finalize(rdist, metric, p), ind
-    return ind
-
-
-def _drop_self(rdist, ind, start):
-    """scikit-learn's rule: remove the query's own index; when it is not among the neighbours
-    (more duplicates than neighbours), remove the first one."""
-    own = start + np.arange(len(ind))[:, None]
-    keep = ind != own
-    no_self = np.all(keep, axis=1)
-    keep[no_self, 0] = False
-    shape = (len(ind), ind.shape[1] - 1)
-    return rdist[keep].reshape(shape), ind[keep].reshape(shape)
-
-
-def neighbour_weights(dist, weights):
-    """scikit-learn's ``_get_weights``: None (uniform), 1/d, or the user's function.
-
-    With ``"distance"``, a query at distance zero of some training rows gives those rows weight 1
-    and the others 0.
-    """
-    if weights in (None, "uniform"):
-        return None
-    if weights == "distance":
-        with np.errstate(divide="ignore"):
-            w = 1.0 / dist
-        inf_mask = np.isinf(w)
-        inf_row = np.any(inf_mask, axis=1)
-        w[inf_row] = inf_mask[inf_row]
-        return w
-    return np.asarray(weights(dist))
 
 
 # --------------------------------------------------------------------------------------------
@@ -192,7 +80,7 @@ class NeighborsBase(DaskEstimatorMixin):
         blocks = blocks.persist()
         # One pass over the persisted blocks: their row counts (and labels). It validates every
         # block now (NaN, infinity, misaligned y), not at the first query.
-        lengths, classes = blocks.map_reduce(fit_stats, labels, combine=combine_fit_stats)
+        lengths, classes = blocks.map_reduce(kern.fit_stats, labels, combine=kern.combine_fit_stats)
         blocks.known_lengths = lengths
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         _ON_CLUSTER[self] = (blocks, offsets)
@@ -307,13 +195,13 @@ class NeighborsBase(DaskEstimatorMixin):
             qref = task_argument(part, deps)
             for u, (_, offsets, is_group) in enumerate(units):
                 key = (name, q, u)
-                layer[key] = Task(key, search_unit, qref, unit_refs[u], is_group, offsets, k,
+                layer[key] = Task(key, kern.search_unit, qref, unit_refs[u], is_group, offsets, k,
                                   metric, p, with_y)
         graph = layer_graph(name, layer, deps)
         outs = []
         for q in range(len(parts)):
             merged = tree_reduce([Delayed((name, q, u), graph, layer=name)
-                                  for u in range(len(units))], merge_results)
+                                  for u in range(len(units))], kern.merge_results)
             extra = (starts[q],) if self_arg else ()
             outs.append(merged if finish is None else
                         map_delayed(finish, [merged], *finish_args, *extra)[0])
@@ -392,10 +280,10 @@ class KNeighborsMixin:
         args = (self.effective_metric_, float(self.effective_metric_params_.get("p", 2.0)),
                 bool(return_distance))
         if X is None:
-            outs, dask_out, rows = self._search(None, k, False, finish_kneighbors, *args,
+            outs, dask_out, rows = self._search(None, k, False, kern.finish_kneighbors, *args,
                                                 self_arg=True)
         else:
-            outs, dask_out, rows = self._search(X, k, False, finish_kneighbors, *args, None)
+            outs, dask_out, rows = self._search(X, k, False, kern.finish_kneighbors, *args, None)
         if return_distance:
             return self._assemble(outs, dask_out, rows, [(m,), (m,)], [np.float64, np.int64],
                                   n_outputs=2)

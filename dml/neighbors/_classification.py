@@ -6,29 +6,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dml._typing import Any, ArrayLike, Self
 from dml.base import check_is_fitted, fit_context
-from dml.neighbors._base import KNeighborsPredictorBase, neighbour_weights
+from dml.neighbors._base import KNeighborsPredictorBase
 from dml.neighbors import _knn_kernels as kern
 
 __all__ = ["KNeighborsClassifier"]
-
-
-def vote(res, metric, p, weights, classes, proba):
-    """Class probabilities (or labels) of one query chunk from its neighbours' labels.
-
-    As scikit-learn's ``predict_proba``: each neighbour adds its weight to its class, rows are
-    normalised; the label is the class of largest total, the first class on ties.
-    """
-    rdist, labels = res[0], res[2]
-    w = neighbour_weights(kern.finalize(rdist, metric, p), weights)
-    codes = np.searchsorted(classes, labels)
-    n_q, k = codes.shape
-    votes = np.zeros((n_q, len(classes)))
-    rows = np.arange(n_q)
-    for i in range(k):
-        votes[rows, codes[:, i]] += 1.0 if w is None else w[:, i]
-    if proba:
-        return votes / votes.sum(axis=1)[:, None]
-    return classes[np.argmax(votes, axis=1)]
 
 
 class KNeighborsClassifier(KNeighborsPredictorBase, ClassifierMixin, BaseEstimator):
@@ -113,7 +94,7 @@ class KNeighborsClassifier(KNeighborsPredictorBase, ClassifierMixin, BaseEstimat
             tails, dtypes = [(len(self.classes_),)], [np.float64]
         else:
             tails, dtypes = [()], [self.classes_.dtype]
-        return self._predict_from_neighbours(X, "classes_", vote, (self.classes_, proba),
+        return self._predict_from_neighbours(X, "classes_", kern.vote, (self.classes_, proba),
                                              tails, dtypes)
 
     def predict(self, X: ArrayLike) -> Any:

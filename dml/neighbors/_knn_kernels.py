@@ -1,8 +1,10 @@
 """Per-block maths of brute-force nearest neighbours: the k nearest training rows of a query chunk.
 
 Pure NumPy/numba code on one query chunk and one run of training blocks; no Dask here. The
-drivers (:mod:`dml.neighbors._base`) call :func:`search` on the workers and :func:`merge` to
-combine the partial results of the training blocks in block order.
+drivers (:mod:`dml.neighbors._base`) run the task functions at the end of this module on the
+workers: :func:`search_unit` (:func:`search` on one training unit), :func:`merge_results`
+(:func:`merge` of the partial results in block order), then :func:`finish_kneighbors`,
+:func:`vote` or :func:`average` per query chunk.
 
 Distances are compared in a *reduced* form that orders rows the same way and is cheaper:
 squared distances for euclidean, the sum of ``|x - y|**p`` for minkowski. :func:`finalize`
@@ -25,6 +27,9 @@ sum of a row with itself slightly negative), so the values agree with scikit-lea
 few bits.
 """
 from __future__ import annotations
+
+import contextlib
+import threading
 
 import numpy as np
 
@@ -255,3 +260,142 @@ def finalize(rdist: np.ndarray, metric: str, p: float = 2.0) -> np.ndarray:
     if metric == "minkowski":
         return np.power(rdist, 1.0 / p)
     return rdist
+
+
+# --------------------------------------------------------------------------------------------
+# Task functions (run on the workers; here, not in the estimators' modules, so that a worker
+# running them imports no scikit-learn)
+# --------------------------------------------------------------------------------------------
+
+_BLAS = {"controller": None, "limiter": None, "depth": 0}
+_BLAS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _one_blas_thread():
+    """BLAS limited to one thread while searches run: the tasks are the parallelism (as
+    scikit-learn's brute force limits BLAS inside its own threads).
+
+    The limit is process-wide, so concurrent searches (worker threads of one process) share it:
+    the first sets it, the last restores what was there before.
+    """
+    from threadpoolctl import ThreadpoolController
+
+    with _BLAS_LOCK:
+        if _BLAS["controller"] is None:
+            _BLAS["controller"] = ThreadpoolController()
+        if _BLAS["depth"] == 0:
+            _BLAS["limiter"] = _BLAS["controller"].limit(limits=1, user_api="blas")
+        _BLAS["depth"] += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS["depth"] -= 1
+            if _BLAS["depth"] == 0:
+                _BLAS["limiter"].restore_original_limits()
+                _BLAS["limiter"] = None
+
+
+def search_unit(query, unit, is_group, offsets, k, metric, p, with_y):
+    """The k nearest rows of one training unit (a block or a group of blocks) per query row.
+
+    ``query`` is a query chunk (an array) or a validated block ``(X, y, w)``. Returns
+    ``(rdist, ind)`` or, with ``with_y``, ``(rdist, ind, y_of_neighbours)``.
+    """
+    Q = query[0] if isinstance(query, tuple) else query
+    blocks = unit if is_group else (unit,)
+    with _one_blas_thread():
+        rdist, ind = search(prepare(Q, metric), [prepare(b[0], metric) for b in blocks],
+                                 offsets, k, metric, p)
+    if not with_y:
+        return rdist, ind
+    y = np.concatenate([np.asarray(b[1]) for b in blocks]) if len(blocks) > 1 else \
+        np.asarray(blocks[0][1])
+    return rdist, ind, y[ind - offsets[0]]
+
+
+def fit_stats(xb, yb, wb, labels):
+    """Rows of a training block (and the labels in it)."""
+    return np.array([len(xb)], dtype=np.int64), (np.unique(np.asarray(yb)) if labels else None)
+
+
+def combine_fit_stats(parts):
+    """Row counts in block order (the tree combines consecutive results), labels united."""
+    lengths = np.concatenate([p[0] for p in parts])
+    found = [p[1] for p in parts if p[1] is not None and len(p[1])]
+    return lengths, (np.unique(np.concatenate(found)) if found else None)
+
+
+def merge_results(parts):
+    """Tree combine of :func:`search_unit` results in training order (see :func:`merge`)."""
+    return merge(list(parts))
+
+
+def finish_kneighbors(res, metric, p, return_distance, self_start):
+    """Distances and indices of one query chunk; with ``self_start`` (queries are the training
+    rows from that index on) each row's own index is dropped, as scikit-learn does."""
+    rdist, ind = res[0], res[1]
+    if self_start is not None:
+        rdist, ind = _drop_self(rdist, ind, self_start)
+    if return_distance:
+        return finalize(rdist, metric, p), ind
+    return ind
+
+
+def _drop_self(rdist, ind, start):
+    """scikit-learn's rule: remove the query's own index; when it is not among the neighbours
+    (more duplicates than neighbours), remove the first one."""
+    own = start + np.arange(len(ind))[:, None]
+    keep = ind != own
+    no_self = np.all(keep, axis=1)
+    keep[no_self, 0] = False
+    shape = (len(ind), ind.shape[1] - 1)
+    return rdist[keep].reshape(shape), ind[keep].reshape(shape)
+
+
+def neighbour_weights(dist, weights):
+    """scikit-learn's ``_get_weights``: None (uniform), 1/d, or the user's function.
+
+    With ``"distance"``, a query at distance zero of some training rows gives those rows weight 1
+    and the others 0.
+    """
+    if weights in (None, "uniform"):
+        return None
+    if weights == "distance":
+        with np.errstate(divide="ignore"):
+            w = 1.0 / dist
+        inf_mask = np.isinf(w)
+        inf_row = np.any(inf_mask, axis=1)
+        w[inf_row] = inf_mask[inf_row]
+        return w
+    return np.asarray(weights(dist))
+
+
+def vote(res, metric, p, weights, classes, proba):
+    """Class probabilities (or labels) of one query chunk from its neighbours' labels.
+
+    As scikit-learn's ``predict_proba``: each neighbour adds its weight to its class, rows are
+    normalised; the label is the class of largest total, the first class on ties.
+    """
+    rdist, labels = res[0], res[2]
+    w = neighbour_weights(finalize(rdist, metric, p), weights)
+    codes = np.searchsorted(classes, labels)
+    n_q, k = codes.shape
+    votes = np.zeros((n_q, len(classes)))
+    rows = np.arange(n_q)
+    for i in range(k):
+        votes[rows, codes[:, i]] += 1.0 if w is None else w[:, i]
+    if proba:
+        return votes / votes.sum(axis=1)[:, None]
+    return classes[np.argmax(votes, axis=1)]
+
+
+def average(res, metric, p, weights):
+    """Prediction of one query chunk, as scikit-learn's: the mean of the neighbours' targets,
+    or their weighted sum over the sum of the weights."""
+    rdist, y = res[0], np.asarray(res[2], dtype=np.float64)
+    w = neighbour_weights(finalize(rdist, metric, p), weights)
+    if w is None:
+        return np.mean(y, axis=1)
+    return np.sum(y * w, axis=1) / np.sum(w, axis=1)

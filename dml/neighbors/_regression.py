@@ -6,20 +6,10 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from dml._typing import Any, ArrayLike, Self
 from dml.base import fit_context
-from dml.neighbors._base import KNeighborsPredictorBase, neighbour_weights
+from dml.neighbors._base import KNeighborsPredictorBase
 from dml.neighbors import _knn_kernels as kern
 
 __all__ = ["KNeighborsRegressor"]
-
-
-def average(res, metric, p, weights):
-    """Prediction of one query chunk, as scikit-learn's: the mean of the neighbours' targets,
-    or their weighted sum over the sum of the weights."""
-    rdist, y = res[0], np.asarray(res[2], dtype=np.float64)
-    w = neighbour_weights(kern.finalize(rdist, metric, p), weights)
-    if w is None:
-        return np.mean(y, axis=1)
-    return np.sum(y * w, axis=1) / np.sum(w, axis=1)
 
 
 class KNeighborsRegressor(KNeighborsPredictorBase, RegressorMixin, BaseEstimator):
@@ -100,7 +90,7 @@ class KNeighborsRegressor(KNeighborsPredictorBase, RegressorMixin, BaseEstimator
         >>> KNeighborsRegressor(n_neighbors=2, weights="distance").fit(X, y).predict([[0.5]])
         array([0.5])
         """
-        return self._predict_from_neighbours(X, "n_samples_fit_", average, (), [()],
+        return self._predict_from_neighbours(X, "n_samples_fit_", kern.average, (), [()],
                                              [np.float64])
 
     def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
