@@ -66,7 +66,7 @@ def test_small_data_is_one_group(client, monkeypatch):
     from dml.ensemble import _gb_fit
 
     X, y = make_classification(n_samples=800, n_features=5, random_state=5)
-    # All blocks on one worker: a plain persist would put every group there too.
+    # All blocks on one worker: the groups must still go to every worker.
     Xd, yd = client.persist([da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100)],
                             workers=sorted(client.nthreads())[:1])
     kw = dict(max_iter=3, max_leaf_nodes=5, early_stopping=False, random_state=0)
