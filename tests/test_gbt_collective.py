@@ -61,14 +61,25 @@ def test_more_groups_than_threads(client, monkeypatch):
 
 def test_small_data_is_one_group(client, monkeypatch):
     """Data below ``MIN_GROUP_CELLS`` per group is grown as one group (no exchange); the model
-    is the one grown by a group per thread."""
+    is the one grown by a group per thread, whose groups run on every worker (their blocks are
+    persisted one group per worker, and a run's tasks go where their group is)."""
     from dml.ensemble import _gb_fit
 
     X, y = make_classification(n_samples=800, n_features=5, random_state=5)
-    Xd, yd = da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100)
+    # All blocks on one worker: the groups must still go to every worker.
+    Xd, yd = client.persist([da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100)],
+                            workers=sorted(client.nthreads())[:1])
     kw = dict(max_iter=3, max_leaf_nodes=5, early_stopping=False, random_state=0)
+    place, where = _gb_collective._placement, []
+
+    def seen(cl, futures):
+        where.append(place(cl, futures))
+        return where[-1]
+
+    monkeypatch.setattr(_gb_collective, "_placement", seen)
     a = GradientBoostingClassifier(**kw).fit(Xd, yd)  # a group per thread (fixture)
     assert a._fit_stats["groups"] > 1
+    assert all(set(w) == set(client.nthreads()) for w in where) and where
     monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 10**9)
     c = GradientBoostingClassifier(**kw).fit(Xd, yd)
     assert c._fit_stats["groups"] == 1

@@ -17,7 +17,7 @@ import numpy as np
 from dask import delayed
 
 from dml._block_groups import (block_ranges, chain_steps, default_n_groups, finish_tree,
-                               range_reduce)
+                               persist_placed, range_reduce)
 from dml._blocks import block_rng, broadcast, compute, seed_from, tree_reduce
 from dml._graph import tree_add
 from dml.base import check_weights_not_all_zero
@@ -488,10 +488,22 @@ def _prep_groups(binned, vf, seed, n_train, n_cells=None):
         n_groups = min(n_groups, n_cells // MIN_GROUP_CELLS)
     n_groups = max(n_groups, -(-len(binned) // MAX_GROUP_BLOCKS))
     bounds = block_ranges(len(binned), max(1, n_groups))
-    groups = dask.persist(*[delayed(_prep_group, pure=False)(lo, vf, seed, n_train,
-                                                             *binned[lo:hi])
-                            for lo, hi in zip(bounds[:-1], bounds[1:])])
+    ranges = list(zip(bounds[:-1], bounds[1:]))
+    # Each group on a worker of its own (consecutive groups together, near the blocks they
+    # read): a plain persist may put two groups on one worker, whose run then does the work of
+    # both while the other worker idles (every group's run is pinned to its group's worker).
+    groups = persist_placed(
+        [delayed(_prep_group, pure=False)(lo, vf, seed, n_train, *binned[lo:hi])
+         for lo, hi in ranges],
+        [[k for b in binned[lo:hi] for k in _inputs(b)] for lo, hi in ranges])
     return list(groups), bounds[:-1]
+
+
+def _inputs(block):
+    """The keys a binned block's task reads (where they are held is where its group would
+    rather run)."""
+    task = block.__dask_graph__().get(block.key)
+    return list(getattr(task, "dependencies", ())) or [block.key]
 
 
 def _prep_group(start, vf, seed, n_train, *parts):
