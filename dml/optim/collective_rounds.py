@@ -27,6 +27,7 @@ docs/partition_parallel_sgd.md ("What a round costs").
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 
@@ -39,36 +40,51 @@ _logger = logging.getLogger(__name__)
 _WHAT = "SGD"
 
 
-def run_group(parts, g, run, addresses, problem, payload, steps, mode, averaging_from, top,
-              streams, levels):
-    """Group ``g``'s part of a run: the rounds ``steps`` (``[(plan, start_t)]``) of its
-    ``streams``; returns (final payload, every round's info) from group 0, else None."""
+#: Seconds a run's tasks wait for the client's next epoch before they end (the client is gone
+#: or did not end the run); the client then submits a new run for its next epoch, if any.
+IDLE = 120.0
+
+
+def run_group(parts, g, run, addresses, problem, mode, averaging_from, top, streams, levels):
+    """Group ``g``'s part of a run that spans epochs: for every epoch the client hands over
+    (``(payload, steps)``, ``steps`` being ``[(plan, start_t)]``), the rounds of its
+    ``streams``; group 0 posts each epoch's (final payload, every round's info)."""
     from dml.optim.engine import _group_round_kernel, _next_payload
 
     with _collective.long_lived(run, g, addresses, _WHAT) as link:
-        infos = []
-        for k, (plan, start_t) in enumerate(steps):
-            out = _group_round_kernel(parts, problem, payload, plan, streams, levels)
-            outs = link.exchange(k, out)
-            started = averaging_from is not None and start_t >= averaging_from
-            payload, info = _next_payload(payload, mode, started, top, *outs)
-            infos.append(info)
-            if info["nonfinite"]:
-                # Every group sees the same info and stops here; the client raises.
-                break
-        return (payload, infos) if g == 0 else None
+        k = 0  # the rounds' numbers run on across epochs: every group counts the same
+        for epoch in itertools.count():
+            given = link.receive(epoch, IDLE)
+            if given is None:
+                return None
+            payload, steps = given
+            infos = []
+            for plan, start_t in steps:
+                out = _group_round_kernel(parts, problem, payload, plan, streams, levels)
+                outs = link.exchange(k, out)
+                k += 1
+                started = averaging_from is not None and start_t >= averaging_from
+                payload, info = _next_payload(payload, mode, started, top, *outs)
+                infos.append(info)
+                if info["nonfinite"]:
+                    # Every group sees the same info and stops here; the client raises.
+                    break
+            if g == 0:
+                _collective.post(run, epoch, (payload, infos))
 
 
 class CollectiveRounds:
-    """Runs epochs of a :class:`~dml.optim.engine.StreamRunner`'s persisted groups as
-    collective runs. :meth:`usable` says whether the current scheduler allows it."""
+    """Runs epochs of a :class:`~dml.optim.engine.StreamRunner`'s persisted groups as one
+    collective run that lives across epochs. :meth:`usable` says whether the current scheduler
+    allows it; :meth:`close` ends the run (end of the fit)."""
 
     def __init__(self, runner):
         self.runner = runner
         self.enabled = None  # decided at the first epoch, on the scheduler of the fit
-        self.stats = {"runs": 0, "lost_runs": 0}
+        self.stats = {"runs": 0, "lost_runs": 0, "epochs": 0}
         self.futures = None
         self.placed = None
+        self.live = None
         self.fit = f"dml-sgd-{uuid.uuid4().hex}"
 
     def usable(self) -> bool:
@@ -91,30 +107,45 @@ class CollectiveRounds:
     def run_epoch(self, problem, payload, steps, mode, averaging_from):
         """(final payload, every round's info) of the rounds ``steps``, or None when the run
         could not start (the caller runs the chained graphs instead, from the same payload)."""
-        client = _collective.cluster_client()
-        runner = self.runner
-        top = tree_levels(len(runner.ranges))
         while True:
-            run = f"{self.fit}-{self.stats['runs']}"
-            addresses = self._placement(client)
-            tasks = [client.submit(run_group, self.futures[g], g, run, addresses, problem,
-                                   payload, steps, mode, averaging_from, top, r,
-                                   runner.levels, key=f"sgd-run-{run}-{g}",
-                                   workers=[addresses[g]], allow_other_workers=False,
-                                   pure=False)
-                     for g, r in enumerate(runner.ranges)]
-            self.stats["runs"] += 1
             try:
-                result = _collective.execute(client, tasks, run, addresses, "an SGD run",
-                                             tidy_finished=False)
+                if self.live is None:
+                    self.live = self._start(problem, mode, averaging_from)
+                result = self.live.step((payload, steps))
             except _collective.RunCannotStart as exc:
                 _logger.info("%s; running the rounds as chained graphs instead", exc)
                 self.enabled = False
+                self.close()
                 return None
+            except BaseException:
+                self.close()
+                raise
             if result is not None:
+                self.stats["epochs"] += 1
                 return result
             self.stats["lost_runs"] += 1
+            self.close()
             self.placed = None  # a worker may be gone: place the groups again
+
+    def _start(self, problem, mode, averaging_from):
+        """Submits a run: one task per group, which waits for the epochs."""
+        client = _collective.cluster_client()
+        runner = self.runner
+        top = tree_levels(len(runner.ranges))
+        run = f"{self.fit}-{self.stats['runs']}"
+        addresses = self._placement(client)
+        tasks = [client.submit(run_group, self.futures[g], g, run, addresses, problem, mode,
+                               averaging_from, top, r, runner.levels, key=f"sgd-run-{run}-{g}",
+                               workers=[addresses[g]], allow_other_workers=False, pure=False)
+                 for g, r in enumerate(runner.ranges)]
+        self.stats["runs"] += 1
+        return _collective.LiveRun(client, tasks, run, addresses, "an SGD run")
+
+    def close(self):
+        """Ends the current run, if any (its tasks stop; the workers forget it)."""
+        live, self.live = self.live, None
+        if live is not None:
+            live.close()
 
     def _placement(self, client):
         """The groups' workers, kept from epoch to epoch while the same workers are up (the
