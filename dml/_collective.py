@@ -15,7 +15,9 @@ opened) as one message per worker through a handler this module adds to the work
 worker's own connections carry them. LightGBM's and XGBoost's Dask interfaces work the same way
 with sockets of their own.
 
-The client only submits a run and waits for it (:func:`execute`). A lost worker or an
+The client only submits a run and waits for it (:func:`execute`), or, for a run that takes
+several steps from the client (SGD's epochs), hands it each step's input and waits for group
+0's result of it (:class:`LiveRun`). A lost worker or an
 unreachable peer ends the run: the client tells the workers to abandon it, cancels its tasks
 and submits it again from its first round, whose state the client knows, so the result is the
 same. A run whose tasks cannot all start (paused or busy workers) raises
@@ -627,7 +629,7 @@ def _calls():
     if _CALLS is None:
         from concurrent.futures import ThreadPoolExecutor
 
-        _CALLS = ThreadPoolExecutor(4, thread_name_prefix="dml-live-run")
+        _CALLS = ThreadPoolExecutor(32, thread_name_prefix="dml-live-run")
     return _CALLS
 
 

@@ -134,6 +134,29 @@ def test_an_interrupted_fit_ends_its_run(client):
     assert sum(client.run(_collective.leftovers, "").values()) == 0
 
 
+def test_runs_whose_client_does_not_come_back_end(inprocess_client, monkeypatch):
+    """Tasks that wait longer than ``IDLE`` for the next epoch end by themselves; the client
+    then hands that epoch to a new run, and the model is unchanged."""
+    X, y = _data(seed=5)
+    make = lambda: SGDRegressor(max_iter=3, tol=None, random_state=0,  # noqa: E731
+                                stream_steps=4, local_steps=2)
+    reference, _ = _fit(inprocess_client, make, X, y, 8)
+    step, outcomes = _collective.LiveRun.step, []
+
+    def counted(self, value):
+        result = step(self, value)
+        outcomes.append(result is None)
+        return result
+
+    monkeypatch.setattr(_collective.LiveRun, "step", counted)
+    monkeypatch.setattr(collective_rounds, "IDLE", 0.0)  # read by the in-process workers
+    monkeypatch.setattr(_collective, "POLL", 0.05)  # the client sees the ended run sooner
+    idle, _ = _fit(inprocess_client, make, X, y, 8)
+    assert outcomes == [False, True, False, True, False], outcomes
+    _same(idle, reference)
+    assert sum(inprocess_client.run(_collective.leftovers, "").values()) == 0
+
+
 def test_local_schedulers_keep_the_chained_graphs(monkeypatch):
     from dml.optim import engine
 

@@ -6,20 +6,25 @@ every group's task of a round waits for the results of all groups of the round b
 milliseconds. A summed fit (``SYNC_STEPS`` steps a round) has tens of rounds per epoch, so the
 hops, not the arithmetic, set the fit's time, and more blocks meant more of them.
 
-Here, on a ``distributed`` cluster with the blocks persisted, the whole epoch is a *run*: one
-task per group of streams, pinned to the worker that holds the group's blocks
-(:mod:`dml._collective`). Every round, a group runs its streams from the round's payload
+Here, on a ``distributed`` cluster with the blocks persisted, the fit's epochs run in one *run*:
+one task per group of streams, pinned to the worker that holds the group's blocks
+(:mod:`dml._collective`), submitted once and kept up across the epochs
+(:class:`dml._collective.LiveRun`): for every epoch the client hands the tasks the epoch's
+start and its rounds, and group 0 posts the epoch's result back, so an epoch costs one call to
+the workers instead of a submission and the tasks' start and set-up (40-180 ms an epoch
+measured). Every round, a group runs its streams from the round's payload
 (:func:`dml.optim.engine._group_round_kernel`), sends its reduced result to the other groups'
 workers, receives theirs and applies the round's combine itself
 (:func:`dml.optim.engine._next_payload`: the rest of the fixed reduction tree in group order,
 then the sum or average), exactly as the chained graph's next task does. Every group computes
 the same function of the same values, so all start the next round from the same payload, and
-the model is the chained graphs' bit for bit, whatever the number of workers. Group 0 returns
+the model is the chained graphs' bit for bit, whatever the number of workers. Group 0 posts
 the epoch's final payload and every round's loss.
 
-Nothing is kept on the workers between runs: the client holds the parameters at the start of
-the epoch, so a lost worker or an unreachable peer costs the epoch's run, which is submitted
-again from its first round (the blocks are recomputed by Dask where they were lost). A run
+Nothing of the model is kept on the workers between epochs: the client holds the parameters at
+the start of every epoch, so a lost worker or an unreachable peer costs the run, and a new run
+takes the epoch again from its first round (the blocks are recomputed by Dask where they were
+lost). The fit's end or an error in it ends the run (:meth:`CollectiveRounds.close`). A run
 whose tasks cannot all start falls back to the chained graphs for the rest of the fit (same
 model), as do fits whose persisted blocks take more than
 :data:`dml._collective.HEADROOM_SHARE` of the workers' memory. See
