@@ -227,9 +227,10 @@ class Link:
                     return None
                 if key in _BOX:
                     return _BOX.pop(key)
-                if time.monotonic() > deadline:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     return None
-                if not _COND.wait(timeout=POLL):
+                if not _COND.wait(timeout=min(POLL, left)):
                     self._check()
 
     # ---- the direct channel
