@@ -15,7 +15,9 @@ opened) as one message per worker through a handler this module adds to the work
 worker's own connections carry them. LightGBM's and XGBoost's Dask interfaces work the same way
 with sockets of their own.
 
-The client only submits a run and waits for it (:func:`execute`). A lost worker or an
+The client only submits a run and waits for it (:func:`execute`), or, for a run that takes
+several steps from the client (SGD's epochs), hands it each step's input and waits for group
+0's result of it (:class:`LiveRun`). A lost worker or an
 unreachable peer ends the run: the client tells the workers to abandon it, cancels its tasks
 and submits it again from its first round, whose state the client knows, so the result is the
 same. A run whose tasks cannot all start (paused or busy workers) raises
@@ -44,6 +46,12 @@ _DEAD_KEEP = 4096
 #: Callers' state between runs: (fit, group) -> whatever the caller keeps (dropped with the fit).
 STATE: dict = {}
 HANDLER = "dml_collective_partial"
+#: The sender number of the client's inputs to a live run (:class:`LiveRun`).
+CLIENT = -1
+#: A live run's results for the client: (run, step) -> the result group 0 posted before the
+#: client's call came for it, or (run, step) -> (event loop, asyncio future) of that call.
+_RESULTS: dict = {}
+_WAITERS: dict = {}
 #: Seconds between checks, while waiting for a message, that the run was not abandoned.
 POLL = 0.5
 
@@ -89,6 +97,11 @@ def abandon(run, fit=None):
         _mark_dead(run)
         for k in [k for k in _BOX if k[0] == run]:
             del _BOX[k]
+        for k in [k for k in _RESULTS if k[0] == run]:
+            del _RESULTS[k]
+        for k in [k for k in _WAITERS if k[0] == run]:
+            loop, fut = _WAITERS.pop(k)
+            loop.call_soon_threadsafe(_settle, fut, None)
         if fit is not None:
             for k in [k for k in STATE if k[0] == fit]:
                 del STATE[k]
@@ -99,7 +112,8 @@ def leftovers(fit):
     """Entries a fit left in this worker's memory (for tests: none after a fit)."""
     with _COND:
         return (sum(1 for k in STATE if k[0] == fit)
-                + sum(1 for k in _BOX if str(k[0]).startswith(fit)))
+                + sum(1 for d in (_BOX, _RESULTS, _WAITERS) for k in d
+                      if str(k[0]).startswith(fit)))
 
 
 def channels():
@@ -113,6 +127,57 @@ def dead_runs():
     """How many finished runs this worker remembers (bounded by :data:`_DEAD_KEEP`)."""
     with _COND:
         return len(_DEAD_RUNS)
+
+
+def _settle(fut, value):
+    if not fut.done():
+        fut.set_result(value)
+
+
+def post(run, step, value):
+    """Inside group 0's task of a live run: ``value`` is the result of the client's ``step``
+    (:meth:`LiveRun.step` returns it)."""
+    with _COND:
+        if run in _DEAD_RUNS:
+            return
+        waiter = _WAITERS.pop((run, step), None)
+        if waiter is None:
+            _RESULTS[(run, step)] = value
+    if waiter is not None:
+        loop, fut = waiter
+        loop.call_soon_threadsafe(_settle, fut, ("done", value))
+
+
+async def _step_call(run, step, value, groups_at, first, dask_worker=None):
+    """On every worker of a live run (``Client.run``): ``value`` to the groups here as their
+    input of ``step``; on group 0's worker (``first``), also wait for the step's result.
+    Returns ``("done", result)``, None when the run ended, or nothing elsewhere."""
+    import asyncio
+
+    install(dask_worker)
+    mine = dask_worker.address
+    _deliver(run, ("input", step), CLIENT, groups_at.get(mine, ()), value)
+    if mine != first:
+        return None
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    with _COND:
+        if run in _DEAD_RUNS:
+            return None
+        if (run, step) in _RESULTS:
+            return ("done", _RESULTS.pop((run, step)))
+        _WAITERS[(run, step)] = (loop, fut)
+    try:
+        while True:
+            try:
+                return await asyncio.wait_for(asyncio.shield(fut), POLL)
+            except asyncio.TimeoutError:
+                with _COND:
+                    if run in _DEAD_RUNS:
+                        return None
+    finally:
+        with _COND:
+            _WAITERS.pop((run, step), None)
 
 
 #: Whether runs spanning several workers of a ``tcp://`` cluster swap partials over a direct
@@ -149,6 +214,24 @@ class Link:
         """Every group's partial of ``step`` (this group's is ``partial``), in group order."""
         self.send(step, partial)
         return self.gather(step, partial)
+
+    def receive(self, step, idle):
+        """The client's input for ``step`` of a live run (:meth:`LiveRun.step`), or None when
+        none came within ``idle`` seconds (the client is gone or forgot to end the run) or the
+        client ended the run (:meth:`LiveRun.close`)."""
+        key = (self.run, ("input", step), CLIENT, self.g)
+        deadline = time.monotonic() + idle
+        with _COND:
+            while True:
+                if self.run in _DEAD_RUNS:
+                    return None
+                if key in _BOX:
+                    return _BOX.pop(key)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                if not _COND.wait(timeout=min(POLL, left)):
+                    self._check()
 
     # ---- the direct channel
     def open(self):
@@ -501,15 +584,7 @@ def wait_run(client, futures, addresses, what="a run"):
         if not set(addresses) <= set(client.nthreads()):
             return None
         if not all_running and time.monotonic() - started > START_TIMEOUT:
-            keys = [f.key for f in futures]
-            running = client.run(_running, keys, on_error="return")
-            seen = {k for v in running.values() if isinstance(v, list) for k in v}
-            seen |= {f.key for f in futures if f.status != "pending"}
-            if not set(keys) <= seen:
-                raise RunCannotStart(f"{len(set(keys) - seen)} of the {len(keys)} tasks of "
-                                     f"{what} did not start within {START_TIMEOUT:.0f} s "
-                                     f"(paused or busy workers)")
-            all_running = True
+            all_running = _all_started(client, futures, what)
 
 
 def execute(client, futures, run, addresses, what="a run", tidy_finished=True):
@@ -528,6 +603,105 @@ def execute(client, futures, run, addresses, what="a run", tidy_finished=True):
         if tidy_finished or not finished:
             client.run(abandon, run, on_error="ignore")
             client.cancel(futures)
+
+
+def _failed(client, futures, addresses):
+    """While a run goes on: raises a task's error, True when the run was lost (a task ended
+    or was cancelled, or a worker is gone), else False."""
+    status = [f.status for f in futures]
+    for f in futures:
+        if f.status == "error":
+            exc = f.exception()
+            if isinstance(exc, RunLost):
+                return True
+            raise exc
+    if any(s in ("cancelled", "finished") for s in status):
+        return True
+    return not set(addresses) <= set(client.nthreads())
+
+
+_CALLS = None
+
+
+def _calls():
+    """The client's threads that make the calls of live runs (the client thread watches the
+    run's tasks meanwhile)."""
+    global _CALLS
+    if _CALLS is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _CALLS = ThreadPoolExecutor(32, thread_name_prefix="dml-live-run")
+    return _CALLS
+
+
+class LiveRun:
+    """A submitted run whose tasks take several steps from the client: every group's task
+    waits for its input of a step with :meth:`Link.receive` and group 0 posts the step's result
+    with :func:`post`. The tasks start and make their links once; each :meth:`step` then costs
+    one call to the workers (client to scheduler to workers and back) instead of a submission
+    and the tasks' start. The client keeps what a step starts from, so a lost run is submitted
+    again from there; :meth:`close` ends the run."""
+
+    def __init__(self, client, futures, run, addresses, what="a run"):
+        self.client, self.futures, self.run = client, futures, run
+        self.addresses, self.what = list(addresses), what
+        self.groups_at: dict = {}
+        for h, a in enumerate(addresses):
+            self.groups_at.setdefault(a, []).append(h)
+        self.steps = 0
+        self.all_running = False
+
+    def step(self, value):
+        """Group 0's result of the next step from input ``value``, or None when the run was
+        lost (submit a new one). Raises :class:`RunCannotStart` when not all of the run's
+        tasks run within ``START_TIMEOUT``, and a task's error."""
+        from concurrent.futures import wait
+
+        client, futures = self.client, self.futures
+        call = _calls().submit(client.run, _step_call, self.run, self.steps, value,
+                               self.groups_at, self.addresses[0],
+                               workers=list(self.groups_at), on_error="return")
+        started = time.monotonic()
+        while True:
+            wait([call], timeout=POLL)
+            if call.done():
+                try:
+                    out = call.result().get(self.addresses[0])
+                except (OSError, KeyError):  # a worker left while the call went on
+                    return None
+                if isinstance(out, tuple) and out and out[0] == "done":
+                    self.steps += 1
+                    self.all_running = True
+                    return out[1]
+                return None
+            if _failed(client, futures, self.addresses):
+                return None
+            if not self.all_running and time.monotonic() - started > START_TIMEOUT:
+                self.all_running = _all_started(client, futures, self.what)
+
+    def close(self):
+        """End the run: the workers forget it and its tasks, waiting for a step, return; a
+        task still running after ``POLL`` seconds (inside a step) is cancelled."""
+        from distributed import wait
+
+        self.client.run(abandon, self.run, on_error="ignore")
+        try:
+            wait(self.futures, timeout=POLL)
+        except TimeoutError:
+            self.client.cancel(self.futures)
+
+
+def _all_started(client, futures, what):
+    """True when every task of a run runs; raises :class:`RunCannotStart` otherwise."""
+    keys = [f.key for f in futures]
+    running = client.run(_running, keys, on_error="return")
+    seen = {k for v in running.values() if isinstance(v, list) for k in v}
+    seen |= {f.key for f in futures if f.status != "pending"}
+    if not set(keys) <= seen:
+        raise RunCannotStart(f"{len(set(keys) - seen)} of the {len(keys)} tasks of "
+                             f"{what} did not start within {START_TIMEOUT:.0f} s "
+                             f"(paused or busy workers)")
+    return True
 
 
 #: The long-lived tasks may keep state in worker memory beside the persisted blocks, and all

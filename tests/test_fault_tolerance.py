@@ -234,9 +234,9 @@ def test_gradient_boosting_survives_a_worker_killed_inside_a_run(cluster, fclien
         np.testing.assert_array_equal(disturbed.train_score_, reference.train_score_)
 
 
-def _fit_killing_inside_a_run(cluster, processing, fit, lost_a_run, attempts=3):
-    """Fit while a thread kills a worker running a task of a run after the first, as soon as
-    one is in progress.
+def _fit_killing_inside_a_run(cluster, processing, fit, lost_a_run, attempts=3, first=1):
+    """Fit while a thread kills a worker running a task of a run numbered ``first`` or later,
+    as soon as one is in progress.
 
     Under load the kill can land just as the run finishes, and nothing is lost; the fit is then
     made again (at most ``attempts`` times) until one attempt lost a run. Returns every
@@ -250,7 +250,7 @@ def _fit_killing_inside_a_run(cluster, processing, fit, lost_a_run, attempts=3):
         def killer(killed=killed, running=running):
             with Client(cluster.pc.address, set_as_default=False) as c:
                 while not killed and running.is_set():
-                    on = [name for r, name in c.run_on_scheduler(processing) if r >= 1]
+                    on = [name for r, name in c.run_on_scheduler(processing) if r >= first]
                     if on:
                         killed.append(cluster.kill_one(on[0]))
                     time.sleep(0.005)
@@ -278,8 +278,9 @@ def _sgd_runs_processing(dask_scheduler):
 
 
 def test_sgd_survives_a_worker_killed_inside_a_run(cluster, fclient, monkeypatch):
-    """The worker is killed while the long-lived tasks of a later epoch's run exchange their
-    round results: the run is submitted again from the epoch's start, with the same model."""
+    """The worker is killed while the long-lived tasks of the fit's run (which spans the
+    epochs) exchange their round results: a new run takes the epoch again from its start, with
+    the same model. (Killed between two epochs: test_sgd_survives_a_killed_worker.)"""
     from dml import _collective
     from dml.linear_model import SGDRegressor
 
@@ -293,21 +294,21 @@ def test_sgd_survives_a_worker_killed_inside_a_run(cluster, fclient, monkeypatch
                             local_steps=1)
 
     reference = make().fit(Xd, yd)
-    execute, lost = _collective.execute, []
+    step, lost = _collective.LiveRun.step, []
 
-    def counted(*args, **kwargs):
-        result = execute(*args, **kwargs)
+    def counted(self, value):
+        result = step(self, value)
         lost.append(result is None)
         return result
 
-    monkeypatch.setattr(_collective, "execute", counted)
+    monkeypatch.setattr(_collective.LiveRun, "step", counted)
 
     def fit():
         lost.clear()
         return make().fit(Xd, yd)
 
     for disturbed in _fit_killing_inside_a_run(cluster, _sgd_runs_processing, fit,
-                                               lambda m: any(lost)):
+                                               lambda m: any(lost), first=0):
         np.testing.assert_array_equal(disturbed.coef_, reference.coef_)
         np.testing.assert_array_equal(disturbed.intercept_, reference.intercept_)
 

@@ -41,8 +41,9 @@ def _same(a, b):
 
 
 def test_collective_runs_are_used_and_equal_the_chained_graphs(client, monkeypatch):
-    """Summed rounds (invscaling) on 1, 8 and 64 blocks: one run task per group and epoch, no
-    chained round task, and the chained graphs' model bit for bit."""
+    """Summed rounds (invscaling) on 1, 8 and 64 blocks: one run task per group for the whole
+    fit (the run spans the epochs), no chained round task, and the chained graphs' model bit
+    for bit."""
     X, y = _data()
     make = lambda: SGDRegressor(max_iter=2, tol=None, random_state=0,  # noqa: E731
                                 stream_steps=3, local_steps=2)  # 64 blocks: 19 streams
@@ -56,11 +57,11 @@ def test_collective_runs_are_used_and_equal_the_chained_graphs(client, monkeypat
             assert runs == 0 and rounds > 0
             model, (runs, rounds) = found[n_blocks]
             assert rounds == 0 and 0 < runs
-            # One run task per group of streams and epoch.
+            # One run task per group of streams, for both epochs.
             rows = -(-X.shape[0] // n_blocks)
             W = make_streams([rows] * n_blocks, 32, 3).n_streams
             per_group = group_size(W, 2 * sum(client.nthreads().values()))
-            assert runs == 2 * -(-W // per_group), (runs, W, per_group)
+            assert runs == -(-W // per_group), (runs, W, per_group)
             _same(model, chained)
     assert sum(client.run(_collective.leftovers, "").values()) == 0
 
@@ -80,25 +81,82 @@ def test_averaged_rounds_with_iterate_averaging_equal_the_chained_graphs(client,
 
 
 def test_lost_runs_are_submitted_again_with_the_same_model(inprocess_client, monkeypatch):
-    """The first run of every epoch is abandoned as a lost worker would make it: each epoch is
-    submitted again from its first round, and the model is unchanged."""
+    """The run is abandoned before every epoch's first attempt, as a lost worker would make it:
+    each epoch is handed to a new run from its first round, and the model is unchanged."""
     X, y = _data(seed=2)
     make = lambda: SGDRegressor(max_iter=3, tol=None, random_state=0,  # noqa: E731
                                 stream_steps=4, local_steps=2)
     reference, _ = _fit(inprocess_client, make, X, y, 8)
-    execute, outcomes = _collective.execute, []
+    step, outcomes = _collective.LiveRun.step, []
 
-    def lose_every_other(client, futures, run, *args, **kwargs):
-        if int(run.rsplit("-", 1)[1]) % 2 == 0:
-            client.run(_collective.abandon, run)  # as a peer that cannot be reached does
-        result = execute(client, futures, run, *args, **kwargs)
+    def lose_every_other(self, value):
+        if len(outcomes) % 2 == 0:
+            self.client.run(_collective.abandon, self.run)  # as a peer that cannot be reached
+        result = step(self, value)
         outcomes.append(result is None)
         return result
 
-    monkeypatch.setattr(_collective, "execute", lose_every_other)
+    monkeypatch.setattr(_collective.LiveRun, "step", lose_every_other)
     lost, _ = _fit(inprocess_client, make, X, y, 8)
-    assert outcomes.count(True) == 3 and outcomes.count(False) == 3, outcomes
+    assert outcomes == [True, False] * 3, outcomes
     _same(lost, reference)
+
+
+def _runs_on_scheduler(dask_scheduler):
+    """The SGD run tasks still running."""
+    return [str(k) for k, ts in dask_scheduler.tasks.items()
+            if str(k).startswith("sgd-run-") and ts.state == "processing"]
+
+
+def test_an_interrupted_fit_ends_its_run(client):
+    """An error in the client's epoch logic (here a callback) ends the run that spans the
+    epochs: its tasks are gone from the cluster and leave nothing on the workers."""
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(state, record):
+        if state.epoch == 2:
+            raise Interrupted
+        return False
+
+    X, y = _data(seed=4)
+    Xd, yd = da.from_array(X, chunks=(160, -1)), da.from_array(y, chunks=160)
+    try:
+        SGDRegressor(max_iter=5, tol=None, random_state=0, stream_steps=4,
+                     callbacks=[interrupt]).fit(Xd, yd)
+    except Interrupted:
+        pass
+    else:
+        raise AssertionError("the callback's error did not reach the caller")
+    # The client ended the run before the error left the fit: its tasks returned.
+    assert client.run_on_scheduler(_runs_on_scheduler) == []
+    assert sum(client.run(_collective.leftovers, "").values()) == 0
+
+
+def test_runs_whose_client_does_not_come_back_end(inprocess_client, monkeypatch):
+    """Tasks that wait longer than ``IDLE`` for the next epoch end by themselves; the client
+    then hands that epoch to a new run, and the model is unchanged."""
+    X, y = _data(seed=5)
+    make = lambda: SGDRegressor(max_iter=3, tol=None, random_state=0,  # noqa: E731
+                                stream_steps=4, local_steps=2)
+    reference, _ = _fit(inprocess_client, make, X, y, 8)
+    step, outcomes = _collective.LiveRun.step, []
+
+    def counted(self, value):
+        result = step(self, value)
+        outcomes.append(result is None)
+        return result
+
+    monkeypatch.setattr(_collective.LiveRun, "step", counted)
+    monkeypatch.setattr(collective_rounds, "IDLE", 0.0)  # read by the in-process workers
+    monkeypatch.setattr(_collective, "POLL", 0.05)  # the client sees the ended run sooner
+    idle, _ = _fit(inprocess_client, make, X, y, 8)
+    # Three epochs done; a run ended after an epoch at least once (after every one, unless the
+    # first run's tasks also ended before the first epoch came).
+    assert outcomes.count(False) == 3 and outcomes.count(True) >= 2, outcomes
+    _same(idle, reference)
+    assert sum(inprocess_client.run(_collective.leftovers, "").values()) == 0
 
 
 def test_local_schedulers_keep_the_chained_graphs(monkeypatch):

@@ -738,8 +738,9 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
             payload = (state.params, state.opt.slots)
             done = None
             if collective is not None and collective.usable():
-                # On a cluster: the epoch as one run of long-lived tasks that exchange their
-                # results directly (dml.optim.collective_rounds); the same model.
+                # On a cluster: the epoch in a run of long-lived tasks that exchange their
+                # results directly and stay up for the next epoch
+                # (dml.optim.collective_rounds); the same model.
                 done = collective.run_epoch(problem, payload, steps, mode,
                                             _averaging_from(config))
             if done is not None:
@@ -774,6 +775,8 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
         return EpochResult(objective, score=score, learning_rate=lr, reference=reference,
                            info={"steps": int(state.opt.t)})
 
+    # The fit's end (or an error) ends the run that spans its epochs.
+    epoch_fn.close = collective.close if collective is not None else (lambda: None)
     return epoch_fn
 
 
@@ -803,5 +806,8 @@ def train(problem, data: TrainingData, config: SGDConfig, train_config: TrainCon
     if config.schedule.adaptive and train_config.adaptive_eta0 is None:
         train_config = replace(train_config, adaptive_eta0=config.schedule.eta0)
     epoch_fn = make_epoch_fn(problem, data, config, train_config)
-    return run_epochs(state, epoch_fn, train_config, fingerprint=fingerprint,
-                      max_epochs=max_epochs)
+    try:
+        return run_epochs(state, epoch_fn, train_config, fingerprint=fingerprint,
+                          max_epochs=max_epochs)
+    finally:
+        epoch_fn.close()
