@@ -119,6 +119,16 @@ def _check_grouped_passes(n_blocks):
     per_block = dask.compute(*held.map_parts(_indexed, 2.0, with_index=True))
     for i, b in enumerate(per_block):
         np.testing.assert_array_equal(b, X[i * 5:i * 5 + 1] * (i + 1) * 2.0)
+    # Ranges of blocks gathered out of the groups, cut across group bounds (a group read in
+    # part goes through a slice of it): every block once, the right one.
+    grouped = _blocks(X, y, n_blocks).persist(4).groups
+    if grouped is not None:
+        cuts = sorted({0, 1, grouped.size + 1, n_blocks - 1, n_blocks})
+        ranges = [(a, b) for a, b in zip(cuts, cuts[1:]) if a < b]
+        for (lo, hi), got in zip(ranges, dask.compute(*grouped.gather(ranges))):
+            assert sorted(got) == list(range(lo, hi))
+            for i in range(lo, hi):
+                np.testing.assert_array_equal(got[i][0], X[i * 5:(i + 1) * 5])
 
 
 def test_a_pass_over_grouped_blocks_runs_one_task_per_group(client):

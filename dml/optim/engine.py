@@ -67,8 +67,8 @@ from dml.optim.optimizers import Optimizer, SGD, update_average
 from dml.optim.penalties import Penalty
 from dml.optim.schedules import Constant, Optimal, Schedule
 from dml.optim.streams import (JOINED, EqualShares, RoundSpec, StreamLayout, _join_rows,
-                               group_size, join_streams, make_streams, round_order, round_plans,
-                               subtree_reduce, tree_levels)
+                               block_order, group_size, join_streams, make_streams, round_order,
+                               round_plans, subtree_reduce, tree_levels)
 from dml.optim.state import TrainState
 from dml.optim.training import (DivergedError, EpochResult, TrainConfig, diverged_message,
                                 run_epochs)
@@ -319,8 +319,7 @@ def stream_steps_run(problem, params, slots, parts, s, plan: RoundPlan):
     for b, lo, hi in layout.segments(s, first, last):
         X, Y, w = parts[b]
         n = X.shape[0]
-        order = (block_rng(plan.seed, "shuffle", plan.epoch, b).permutation(n)
-                 if cfg.shuffle else None)
+        order = block_order(plan.seed, plan.epoch, b, n) if cfg.shuffle else None
         # Per-step noise (dropout) of this block and round; drawn only by stochastic problems.
         rng = block_rng(plan.seed, "noise", plan.epoch, b, lo) if stochastic else None
         pos += hi - lo

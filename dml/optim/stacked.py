@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from dask import delayed
 
-from dml._blocks import block_rng, tree_add
+from dml._blocks import tree_add
 from dml.optim.data import TrainingData
 from dml.optim._stacked_kernels import loss_code, sgd_segment
 from dml.optim.engine import (_ITERATE_SLOTS, _join_rows, SGDConfig, StreamRunner, round_blocks,
@@ -45,7 +45,8 @@ from dml.optim.engine import (_ITERATE_SLOTS, _join_rows, SGDConfig, StreamRunne
 from dml.optim.optimizers import SGD
 from dml.optim.penalties import StackedPenalty
 from dml.optim.schedules import StackedRate
-from dml.optim.streams import StreamLayout, make_streams, round_plans, subtree_reduce
+from dml.optim.streams import (StreamLayout, block_order, make_streams, round_plans,
+                               subtree_reduce)
 from dml.optim.summed_rounds import curvature_limited, group_limits, limited_rounds, sum_scale
 from dml.optim.training import (DivergedError, EpochResult, close_epoch, diverged_message)
 
@@ -293,8 +294,7 @@ def _grid_stream_steps(parts, segs, problem, P, slots, plan: _GridPlan, loss_sum
             idx = (np.arange(parts[b][0].shape[0]) if col is None
                    else np.flatnonzero(mask[:, col]))
             # The group's own fit sees these rows as one of its blocks: the same permutation.
-            order = (block_rng(plan.seed, "shuffle", plan.epoch,
-                               plan.block_index[b][g]).permutation(len(idx))
+            order = (block_order(plan.seed, plan.epoch, plan.block_index[b][g], len(idx))
                      if plan.config.shuffle else np.arange(len(idx)))
             chunks.append(offsets[b] + idx[order[lo:hi]])
         rows[g] = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64)

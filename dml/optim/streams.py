@@ -31,6 +31,8 @@ except the grouping, which does not change any number.
 """
 from __future__ import annotations
 
+import collections
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,7 +43,7 @@ from dml._random import block_rng
 
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
            "subtree_reduce", "tree_levels", "SPLIT_EVERY", "JOINED", "round_order", "EqualShares",
-           "join_streams"]
+           "join_streams", "block_order"]
 
 #: Fan-in of the reduction tree over the streams: binary, so task groups can be any power of two
 #: (finer than powers of 8 for balancing a few dozen streams over a cluster's threads).
@@ -309,6 +311,49 @@ def subtree_reduce(values: list, combine, levels: int):
 JOINED = "stream"
 
 
+#: Rows of the block orders :func:`block_order` keeps per worker process (8 bytes each).
+ORDER_CACHE_ROWS = 2**21
+_orders: collections.OrderedDict = collections.OrderedDict()
+_orders_rows = [0]
+_orders_lock = threading.Lock()
+
+
+def block_order(seed: int, epoch: int, block: int, n: int) -> np.ndarray:
+    """Block ``block``'s shuffled order of its ``n`` rows in ``epoch``:
+    ``block_rng(seed, "shuffle", epoch, block).permutation(n)``, read-only.
+
+    A block that straddles rounds is read by each of them, and most of a draw's cost is
+    building the generator (tens of microseconds, against a few for the permutation of a few
+    hundred rows): thousands of draws in a fit on a thousand blocks. So the worker process keeps
+    the orders it drew last (up to :data:`ORDER_CACHE_ROWS` rows, least recently used out
+    first); a kept order is the same array the draw gives.
+
+    Examples
+    --------
+    >>> a = block_order(0, 1, 3, 5)
+    >>> b = block_rng(0, "shuffle", 1, 3).permutation(5)
+    >>> a is block_order(0, 1, 3, 5), np.array_equal(a, b)
+    (True, True)
+    """
+    key = (int(seed), int(epoch), int(block), int(n))
+    with _orders_lock:
+        order = _orders.get(key)
+        if order is not None:
+            _orders.move_to_end(key)
+            return order
+    order = block_rng(seed, "shuffle", epoch, block).permutation(n)
+    order.setflags(write=False)
+    if n <= ORDER_CACHE_ROWS // 4:
+        with _orders_lock:
+            if key not in _orders:
+                _orders[key] = order
+                _orders_rows[0] += n
+                while _orders_rows[0] > ORDER_CACHE_ROWS:
+                    _, old = _orders.popitem(last=False)
+                    _orders_rows[0] -= len(old)
+    return order
+
+
 def round_order(layout: StreamLayout, s: int, plan) -> np.ndarray:
     """Positions in stream ``s``'s joined rows of the rows its steps of ``plan``'s round take,
     in order: every block's rows in the block's own epoch order, as
@@ -335,7 +380,7 @@ def round_order(layout: StreamLayout, s: int, plan) -> np.ndarray:
         n = layout.block_rows[b]
         if segment[0] == b:
             _, lo, hi = segment
-            perm = block_rng(plan.seed, "shuffle", plan.epoch, b).permutation(n)
+            perm = block_order(plan.seed, plan.epoch, b, n)
             pieces.append(perm[lo:hi] + offset)
             segment = next(segments, None)
         offset += n
