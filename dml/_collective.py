@@ -570,18 +570,10 @@ def wait_run(client, futures, addresses, what="a run"):
             wait(futures, timeout=POLL)
         except TimeoutError:
             pass
-        status = [f.status for f in futures]
-        if all(s == "finished" for s in status):
+        if all(f.status == "finished" for f in futures):
             return futures[0].result()
-        for f in futures:
-            if f.status == "error":
-                exc = f.exception()
-                if isinstance(exc, RunLost):
-                    return None
-                raise exc
-        if any(s == "cancelled" for s in status):
-            return None
-        if not set(addresses) <= set(client.nthreads()):
+        # Some tasks may finish before the others here: only a cancelled one ends the run.
+        if _failed(client, futures, addresses, ended=("cancelled",)):
             return None
         if not all_running and time.monotonic() - started > START_TIMEOUT:
             all_running = _all_started(client, futures, what)
@@ -605,17 +597,16 @@ def execute(client, futures, run, addresses, what="a run", tidy_finished=True):
             client.cancel(futures)
 
 
-def _failed(client, futures, addresses):
-    """While a run goes on: raises a task's error, True when the run was lost (a task ended
-    or was cancelled, or a worker is gone), else False."""
-    status = [f.status for f in futures]
+def _failed(client, futures, addresses, ended=("cancelled", "finished")):
+    """While a run goes on: raises a task's error, True when the run was lost (a task in a
+    state of ``ended``, a task that raised :class:`RunLost`, or a worker gone), else False."""
     for f in futures:
         if f.status == "error":
             exc = f.exception()
             if isinstance(exc, RunLost):
                 return True
             raise exc
-    if any(s in ("cancelled", "finished") for s in status):
+    if any(f.status in ended for f in futures):
         return True
     return not set(addresses) <= set(client.nthreads())
 

@@ -308,3 +308,29 @@ def _no_default_client_is_left_open():
             if id(c) not in before and c.status != "closed" and c.close() is None]
     if left:
         pytest.fail(f"the test left Dask default client(s) open (now closed): {', '.join(left)}")
+
+
+@pytest.fixture
+def live_run_steps(monkeypatch):
+    """Records every epoch handed to an SGD fit's live collective run
+    (:meth:`dml._collective.LiveRun.step`): the returned list gets True for an epoch whose run
+    was lost, False for one done. Set ``before`` on the list to a function of the run, called
+    before each epoch is handed over (to disturb it)."""
+    from dml import _collective
+
+    step = _collective.LiveRun.step
+
+    class Steps(list):
+        before = None
+
+    steps = Steps()
+
+    def recorded(self, value):
+        if steps.before is not None:
+            steps.before(self)
+        result = step(self, value)
+        steps.append(result is None)
+        return result
+
+    monkeypatch.setattr(_collective.LiveRun, "step", recorded)
+    return steps

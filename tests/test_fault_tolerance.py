@@ -277,11 +277,10 @@ def _sgd_runs_processing(dask_scheduler):
             if str(k).startswith("sgd-run-") and ts.state == "processing"]
 
 
-def test_sgd_survives_a_worker_killed_inside_a_run(cluster, fclient, monkeypatch):
+def test_sgd_survives_a_worker_killed_inside_a_run(cluster, fclient, live_run_steps):
     """The worker is killed while the long-lived tasks of the fit's run (which spans the
     epochs) exchange their round results: a new run takes the epoch again from its start, with
     the same model. (Killed between two epochs: test_sgd_survives_a_killed_worker.)"""
-    from dml import _collective
     from dml.linear_model import SGDRegressor
 
     # 12 blocks of 32 steps, each a stream; one step a round: 32 exchanges per epoch's run, so
@@ -294,14 +293,7 @@ def test_sgd_survives_a_worker_killed_inside_a_run(cluster, fclient, monkeypatch
                             local_steps=1)
 
     reference = make().fit(Xd, yd)
-    step, lost = _collective.LiveRun.step, []
-
-    def counted(self, value):
-        result = step(self, value)
-        lost.append(result is None)
-        return result
-
-    monkeypatch.setattr(_collective.LiveRun, "step", counted)
+    lost = live_run_steps
 
     def fit():
         lost.clear()

@@ -21,6 +21,11 @@ def _data(n=1280, d=5, seed=0):
     return X, y
 
 
+def _three_epochs():
+    """A regressor whose fit has three epochs of several rounds each."""
+    return SGDRegressor(max_iter=3, tol=None, random_state=0, stream_steps=4, local_steps=2)
+
+
 def _fit(client, make, X, y, n_blocks):
     rows = -(-X.shape[0] // n_blocks)
     Xd, yd = da.from_array(X, chunks=(rows, -1)), da.from_array(y, chunks=rows)
@@ -80,24 +85,20 @@ def test_averaged_rounds_with_iterate_averaging_equal_the_chained_graphs(client,
     _same(model, chained)
 
 
-def test_lost_runs_are_submitted_again_with_the_same_model(inprocess_client, monkeypatch):
+def test_lost_runs_are_submitted_again_with_the_same_model(inprocess_client, live_run_steps):
     """The run is abandoned before every epoch's first attempt, as a lost worker would make it:
     each epoch is handed to a new run from its first round, and the model is unchanged."""
     X, y = _data(seed=2)
-    make = lambda: SGDRegressor(max_iter=3, tol=None, random_state=0,  # noqa: E731
-                                stream_steps=4, local_steps=2)
-    reference, _ = _fit(inprocess_client, make, X, y, 8)
-    step, outcomes = _collective.LiveRun.step, []
+    reference, _ = _fit(inprocess_client, _three_epochs, X, y, 8)
+    outcomes = live_run_steps
+    live_run_steps.clear()
 
-    def lose_every_other(self, value):
+    def lose_every_other(live):
         if len(outcomes) % 2 == 0:
-            self.client.run(_collective.abandon, self.run)  # as a peer that cannot be reached
-        result = step(self, value)
-        outcomes.append(result is None)
-        return result
+            live.client.run(_collective.abandon, live.run)  # as a peer that cannot be reached
 
-    monkeypatch.setattr(_collective.LiveRun, "step", lose_every_other)
-    lost, _ = _fit(inprocess_client, make, X, y, 8)
+    live_run_steps.before = lose_every_other
+    lost, _ = _fit(inprocess_client, _three_epochs, X, y, 8)
     assert outcomes == [True, False] * 3, outcomes
     _same(lost, reference)
 
@@ -134,24 +135,17 @@ def test_an_interrupted_fit_ends_its_run(client):
     assert sum(client.run(_collective.leftovers, "").values()) == 0
 
 
-def test_runs_whose_client_does_not_come_back_end(inprocess_client, monkeypatch):
+def test_runs_whose_client_does_not_come_back_end(inprocess_client, monkeypatch,
+                                                  live_run_steps):
     """Tasks that wait longer than ``IDLE`` for the next epoch end by themselves; the client
     then hands that epoch to a new run, and the model is unchanged."""
     X, y = _data(seed=5)
-    make = lambda: SGDRegressor(max_iter=3, tol=None, random_state=0,  # noqa: E731
-                                stream_steps=4, local_steps=2)
-    reference, _ = _fit(inprocess_client, make, X, y, 8)
-    step, outcomes = _collective.LiveRun.step, []
-
-    def counted(self, value):
-        result = step(self, value)
-        outcomes.append(result is None)
-        return result
-
-    monkeypatch.setattr(_collective.LiveRun, "step", counted)
+    reference, _ = _fit(inprocess_client, _three_epochs, X, y, 8)
+    outcomes = live_run_steps
+    outcomes.clear()
     monkeypatch.setattr(collective_rounds, "IDLE", 0.0)  # read by the in-process workers
     monkeypatch.setattr(_collective, "POLL", 0.05)  # the client sees the ended run sooner
-    idle, _ = _fit(inprocess_client, make, X, y, 8)
+    idle, _ = _fit(inprocess_client, _three_epochs, X, y, 8)
     # Three epochs done; a run ended after an epoch at least once (after every one, unless the
     # first run's tasks also ended before the first epoch came).
     assert outcomes.count(False) == 3 and outcomes.count(True) >= 2, outcomes
