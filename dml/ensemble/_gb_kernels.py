@@ -97,7 +97,11 @@ def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, r
         lut[b] = 3 * min(b, nb)
     lut[_MISSING] = 3 * nb
     step = 3 * (nb + 1)
-    quad = np.empty(4, dtype=np.int64)
+    # Rows and histogram offsets as unsigned integers: numba indexes with a signed integer by
+    # first testing it for a negative value (Python's wrap-around), a compare and select on
+    # every access of the histogram loop; an unsigned index skips it (about a tenth of the loop).
+    quad = np.empty(4, dtype=np.uint64)
+    u1, u2 = np.uint64(1), np.uint64(2)
     for t in range(slot_map.shape[0]):
         for a in range(slot_map.shape[1]):
             s = slot_map[t, a]
@@ -112,7 +116,7 @@ def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, r
                 while m < 4 and i < end:
                     r = order[t, i]
                     i += 1
-                    quad[m] = r
+                    quad[m] = np.uint64(r)
                     m += use[r]
                 k = s * d * step
                 if m < 4:  # the node's last used rows, one at a time
@@ -121,10 +125,10 @@ def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, r
                         g0, h0 = np.float64(g[r0, t]), np.float64(h[r0, t])
                         k = s * d * step
                         for j in range(d):
-                            k0 = k + lut[xb[r0, j]]
+                            k0 = np.uint64(k + lut[xb[r0, j]])
                             flat[k0] += g0
-                            flat[k0 + 1] += h0
-                            flat[k0 + 2] += 1.0
+                            flat[k0 + u1] += h0
+                            flat[k0 + u2] += 1.0
                             k += step
                     break
                 r0, r1, r2, r3 = quad[0], quad[1], quad[2], quad[3]
@@ -133,22 +137,22 @@ def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, r
                 g2, h2 = np.float64(g[r2, t]), np.float64(h[r2, t])
                 g3, h3 = np.float64(g[r3, t]), np.float64(h[r3, t])
                 for j in range(d):
-                    k0 = k + lut[xb[r0, j]]
-                    k1 = k + lut[xb[r1, j]]
-                    k2 = k + lut[xb[r2, j]]
-                    k3 = k + lut[xb[r3, j]]
+                    k0 = np.uint64(k + lut[xb[r0, j]])
+                    k1 = np.uint64(k + lut[xb[r1, j]])
+                    k2 = np.uint64(k + lut[xb[r2, j]])
+                    k3 = np.uint64(k + lut[xb[r3, j]])
                     flat[k0] += g0
-                    flat[k0 + 1] += h0
-                    flat[k0 + 2] += 1.0
+                    flat[k0 + u1] += h0
+                    flat[k0 + u2] += 1.0
                     flat[k1] += g1
-                    flat[k1 + 1] += h1
-                    flat[k1 + 2] += 1.0
+                    flat[k1 + u1] += h1
+                    flat[k1 + u2] += 1.0
                     flat[k2] += g2
-                    flat[k2 + 1] += h2
-                    flat[k2 + 2] += 1.0
+                    flat[k2 + u1] += h2
+                    flat[k2 + u2] += 1.0
                     flat[k3] += g3
-                    flat[k3 + 1] += h3
-                    flat[k3 + 2] += 1.0
+                    flat[k3 + u1] += h3
+                    flat[k3 + u2] += 1.0
                     k += step
     return (order, ns, nc), out
 
