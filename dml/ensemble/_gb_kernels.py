@@ -91,13 +91,17 @@ def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, r
     for k in range(flat.shape[0]):  # (not np.zeros: see ns above)
         flat[k] = 0.0
     # Offset of a byte's bin in a feature's histogram: the missing byte goes to bin nb (no
-    # branch per cell).
-    lut = np.empty(256, dtype=np.int64)
+    # branch per cell). Rows and offsets are unsigned below: numba tests every signed index for
+    # a negative value (Python's wrap-around) before an access, a compare and select on each of
+    # the histogram loop's twelve accesses per feature; unsigned ones skip it (a tenth of the
+    # loop's time).
+    lut = np.empty(256, dtype=np.uint64)
     for b in range(256):
         lut[b] = 3 * min(b, nb)
     lut[_MISSING] = 3 * nb
     step = 3 * (nb + 1)
-    quad = np.empty(4, dtype=np.int64)
+    quad = np.empty(4, dtype=np.uint64)
+    u1, u2, ustep = np.uint64(1), np.uint64(2), np.uint64(step)
     for t in range(slot_map.shape[0]):
         for a in range(slot_map.shape[1]):
             s = slot_map[t, a]
@@ -112,20 +116,20 @@ def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, r
                 while m < 4 and i < end:
                     r = order[t, i]
                     i += 1
-                    quad[m] = r
+                    quad[m] = np.uint64(r)
                     m += use[r]
-                k = s * d * step
+                k = np.uint64(s * d * step)
                 if m < 4:  # the node's last used rows, one at a time
                     for q in range(m):
                         r0 = quad[q]
                         g0, h0 = np.float64(g[r0, t]), np.float64(h[r0, t])
-                        k = s * d * step
+                        k = np.uint64(s * d * step)
                         for j in range(d):
                             k0 = k + lut[xb[r0, j]]
                             flat[k0] += g0
-                            flat[k0 + 1] += h0
-                            flat[k0 + 2] += 1.0
-                            k += step
+                            flat[k0 + u1] += h0
+                            flat[k0 + u2] += 1.0
+                            k += ustep
                     break
                 r0, r1, r2, r3 = quad[0], quad[1], quad[2], quad[3]
                 g0, h0 = np.float64(g[r0, t]), np.float64(h[r0, t])
@@ -138,18 +142,18 @@ def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, r
                     k2 = k + lut[xb[r2, j]]
                     k3 = k + lut[xb[r3, j]]
                     flat[k0] += g0
-                    flat[k0 + 1] += h0
-                    flat[k0 + 2] += 1.0
+                    flat[k0 + u1] += h0
+                    flat[k0 + u2] += 1.0
                     flat[k1] += g1
-                    flat[k1 + 1] += h1
-                    flat[k1 + 2] += 1.0
+                    flat[k1 + u1] += h1
+                    flat[k1 + u2] += 1.0
                     flat[k2] += g2
-                    flat[k2 + 1] += h2
-                    flat[k2 + 2] += 1.0
+                    flat[k2 + u1] += h2
+                    flat[k2 + u2] += 1.0
                     flat[k3] += g3
-                    flat[k3 + 1] += h3
-                    flat[k3 + 2] += 1.0
-                    k += step
+                    flat[k3 + u1] += h3
+                    flat[k3 + u2] += 1.0
+                    k += ustep
     return (order, ns, nc), out
 
 
