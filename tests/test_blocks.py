@@ -472,18 +472,17 @@ def test_frozen_heap_nests_and_leaves_a_callers_freeze_alone():
 
     if gc.get_freeze_count():
         pytest.skip("this process froze objects already")
+    # (Counts only as > 0: frozen objects freed by reference counting leave the count.)
     with frozen_heap():
-        frozen = gc.get_freeze_count()
-        assert frozen > 0
+        assert gc.get_freeze_count() > 0
         with frozen_heap():
-            assert gc.get_freeze_count() >= frozen
-        assert gc.get_freeze_count() >= frozen  # the inner exit does not unfreeze
+            assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() > 0  # the inner exit does not unfreeze
     assert gc.get_freeze_count() == 0
     gc.freeze()
     try:
-        own = gc.get_freeze_count()
         with frozen_heap():
             pass
-        assert gc.get_freeze_count() == own
+        assert gc.get_freeze_count() > 0  # the caller's freeze is kept
     finally:
         gc.unfreeze()
