@@ -8,11 +8,14 @@ one shared key) and :func:`compute`. Layers are named after the function their t
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import math
 import numbers
 import pickle
 import re
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,12 +32,49 @@ from dask.highlevelgraph import HighLevelGraph
 __all__ = ["is_dask", "tree_add", "tree_reduce", "tree_depth", "reduce_levels", "map_delayed",
            "compute", "broadcast",
            "new_name", "task_prefix", "layer_graph", "task_argument", "task_ref",
-           "LinkedTasks", "INLINE_BYTES"]
+           "LinkedTasks", "INLINE_BYTES", "frozen_heap"]
 
 
 def is_dask(obj) -> bool:
     """True for Dask arrays, dataframes and series."""
     return isinstance(obj, (da.Array, dd.DataFrame, dd.Series))
+
+
+_FROZEN_LOCK = threading.Lock()
+_frozen_depth = 0
+
+
+@contextlib.contextmanager
+def frozen_heap():
+    """Keep the objects that exist on entry out of Python's full garbage collections until the
+    outermost exit (``gc.freeze`` / ``gc.unfreeze``); usable as a decorator.
+
+    A fit on a thousand blocks builds graphs of tens of thousands of small objects on the
+    client, and the scheduler of a ``LocalCluster`` runs in the same process: enough new
+    objects that a full collection starts while the fit sets up, and it walks every object of
+    the process (imported modules, the scheduler's state, the caller's data), 0.13-0.19 s
+    measured in most fits of the ``sgd_partitions`` benchmark at 1,024 blocks, on the path to
+    the first epoch. Frozen, those objects are skipped: collections during the fit walk only
+    the fit's own objects. Nothing is freed later than it would be by reference counting, and
+    cyclic garbage among the frozen objects is collected after the exit. A process that froze
+    objects itself (``gc.freeze`` before forking, for instance) is left as it is, as is one
+    with the collector disabled.
+    """
+    global _frozen_depth
+    with _FROZEN_LOCK:
+        own = _frozen_depth > 0 or (gc.isenabled() and gc.get_freeze_count() == 0)
+        if own:
+            if _frozen_depth == 0:
+                gc.freeze()
+            _frozen_depth += 1
+    try:
+        yield
+    finally:
+        if own:
+            with _FROZEN_LOCK:
+                _frozen_depth -= 1
+                if _frozen_depth == 0:
+                    gc.unfreeze()
 
 
 # --------------------------------------------------------------------------------------------

@@ -460,3 +460,29 @@ def test_block_graphs_carry_only_the_tasks_they_need(fuse, held_out, with_y):
     assert _unreachable(total) == []
     expected = float(X.blocks[held_out].sum() + (y.blocks[held_out].sum() if with_y else 0.0))
     assert total.compute(scheduler="sync") == pytest.approx(expected)
+
+
+def test_frozen_heap_nests_and_leaves_a_callers_freeze_alone():
+    # SGD fits freeze the objects that exist on entry (no full collection walks them while the
+    # fit builds its graphs) and unfreeze at the outermost exit; a process that froze objects
+    # itself keeps its freeze.
+    import gc
+
+    from dml._graph import frozen_heap
+
+    if gc.get_freeze_count():
+        pytest.skip("this process froze objects already")
+    # (Counts only as > 0: frozen objects freed by reference counting leave the count.)
+    with frozen_heap():
+        assert gc.get_freeze_count() > 0
+        with frozen_heap():
+            assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() > 0  # the inner exit does not unfreeze
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        with frozen_heap():
+            pass
+        assert gc.get_freeze_count() > 0  # the caller's freeze is kept
+    finally:
+        gc.unfreeze()

@@ -25,6 +25,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 
 from dml._blocks import BlockSpec
+from dml._graph import frozen_heap
 from dml._param_validation import Interval, Real, StrOptions
 from dml._typing import ArrayLike, Self
 from dml.base import DaskEstimatorMixin, fit_context
@@ -83,6 +84,7 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         return problem.pack(coef, intercept_init)
 
     @fit_context
+    @frozen_heap()
     def fit(self, X: ArrayLike, y: ArrayLike, coef_init: ArrayLike | None = None,
             intercept_init: ArrayLike | None = None,
             sample_weight: ArrayLike | None = None) -> Self:
@@ -130,6 +132,7 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         return blocks, problem
 
     @fit_context
+    @frozen_heap()
     def partial_fit(self, X: ArrayLike, y: ArrayLike, classes: ArrayLike | None = None,
                     sample_weight: ArrayLike | None = None) -> Self:
         """One pass of SGD over (X, y), continuing from the previous call.
@@ -335,6 +338,7 @@ default="squared_error"
         self.intercept_ = np.array(b, dtype=np.float64)
 
     @fit_context
+    @frozen_heap()
     def fit(self, X: ArrayLike, y: ArrayLike, coef_init: ArrayLike | None = None,
             intercept_init: ArrayLike | None = None,
             sample_weight: ArrayLike | None = None) -> Self:
@@ -387,6 +391,7 @@ default="squared_error"
         return blocks, problem
 
     @fit_context
+    @frozen_heap()
     def partial_fit(self, X: ArrayLike, y: ArrayLike,
                     sample_weight: ArrayLike | None = None) -> Self:
         """One pass of SGD over (X, y), continuing from the previous call.
