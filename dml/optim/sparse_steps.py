@@ -69,7 +69,10 @@ def lazy_sgd_steps(problem, params, X, Y, w, order, first, last, t0, plan):
     code, param, T = compiled
     W, b = problem.unpack_views(params)
     n = X.shape[0]
-    order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, np.int64)
+    # A block's order is read-only (dml.optim.streams.block_order keeps it per worker); numba
+    # types read-only arrays apart, so a writable copy keeps the kernel's one warmed signature.
+    order = (np.arange(n, dtype=np.int64) if order is None
+             else np.require(order, np.int64, ["C", "W"]))
     lr = np.array([cfg.schedule(t0 + k + 1, plan.lr_scale) for k in range(last - first)],
                   dtype=np.float64)
     out = np.zeros(3)
