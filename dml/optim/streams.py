@@ -326,7 +326,10 @@ def block_order(seed: int, epoch: int, block: int, n: int) -> np.ndarray:
     building the generator (tens of microseconds, against a few for the permutation of a few
     hundred rows): thousands of draws in a fit on a thousand blocks. So the worker process keeps
     the orders it drew last (up to :data:`ORDER_CACHE_ROWS` rows, least recently used out
-    first); a kept order is the same array the draw gives.
+    first); a kept order is the same array the draw gives. It is read-only, and numba types a
+    read-only array apart from a writable one: a compiled kernel that takes the order gets a
+    writable copy (as :func:`dml.optim.sparse_steps.lazy_sgd_steps` does), so it keeps the one
+    signature the workers' warm-up compiles.
 
     Examples
     --------
