@@ -187,20 +187,52 @@ def fit_in_memory(client, fit_on, X):
 
 
 @pytest.fixture(scope="module")
+def _inprocess_client():
+    """This module's in-process reference cluster (2 workers × 1 thread, like the suite's),
+    without Dask's memory management: no spilling to disk, no pausing.
+
+    Its workers live in this process, and each worker's memory monitor measures the whole
+    process (both workers, the client, the test) against its own limit, half the machine's
+    memory. At ``DML_OOC_SCALE=3`` the matrix factorisation reference holds the ratings, their
+    cells and the pieces the cells are gathered from (about 9 GiB with the rest of the process):
+    the workers crossed Dask's 80% pause threshold and resumed again and again (seen in a 3×
+    run), and once both were paused with nothing running that could free memory, the fit
+    waited for ever (the earlier hangs: every process idle, the test process at 9.9 GiB). The
+    machine has room for the references (24 GiB); what they are checked for is equality with
+    the out-of-core fits, not Dask's memory management, which the small cluster exercises.
+    """
+    import dask
+    from distributed import LocalCluster
+
+    # Read by each worker's memory manager when it is created (here, inside LocalCluster).
+    with dask.config.set({"distributed.worker.memory.target": False,
+                          "distributed.worker.memory.spill": False,
+                          "distributed.worker.memory.pause": False}):
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                               dashboard_address=":0")
+    client = Client(cluster, set_as_default=False)
+    try:
+        assert client.run(_memory_fractions) == {w: (False, False, False)
+                                                 for w in cluster.scheduler.workers}
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def _memory_fractions(dask_worker):
+    m = dask_worker.memory_manager
+    return m.memory_target_fraction, m.memory_spill_fraction, m.memory_pause_fraction
+
+
+@pytest.fixture(scope="module")
 def in_memory(_inprocess_client):
     """The Parquet dataset of the current test read once and persisted on the in-process
     cluster (module-wide, so the reference fits of one dataset do not re-read it).
 
-    Only one dataset is held at a time. At ``DML_OOC_SCALE=3`` each is 2.3 GiB, and each
-    in-process worker (limit: half the machine's memory, 11.8 GiB here) pauses at 80% of its
-    limit as measured on the whole *process* (both workers, the client, the test). With the
-    classification frame of the earlier tests still persisted, the matrix factorisation
-    reference needs about 2.3 (classification) + 2.3 (ratings) + 2.3 (cells) + 2.3 (the pieces
-    the cells are gathered from) + 0.8 (seen pairs) GiB, past the 9.4 GiB pause threshold;
-    without it, below. This is the likely cause of that reference fit hanging after the other
-    tests (and passing alone) at 3×; not yet confirmed by a 3× run. Freed blocks are also
-    handed back to the operating system (``malloc_trim``): glibc keeps freed arena memory of
-    multi-threaded processes, which Dask counts as the workers' unmanaged memory.
+    Only one dataset is held at a time (at ``DML_OOC_SCALE=3`` each is 2.3 GiB), and freed
+    blocks are handed back to the operating system (``malloc_trim``: glibc keeps freed arena
+    memory of multi-threaded processes), so the test process stays well inside the machine.
     """
     cache = {}
 
