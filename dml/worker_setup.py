@@ -99,7 +99,7 @@ def _signatures():
         "gbt": [
             ("dml.ensemble._gb_kernels", "grow_pass",
              (u2, a(nt.float32, 2), a(nt.float32, 2), b1, i32_2, i2, i2, i32_2, i32_2, b2,
-              i32_2, i32_2, i32_2, b2, i32_2, i64, i64)),
+              i32_2, i32_2, i32_2, b2, i32_2, a(f64, 4), a(f64, 5), i64, i64)),
             ("dml.ensemble._gb_kernels", "best_splits",
              (a(f64, 4), f1, f1, f1, i1, b1, b2, f64, f64, f64)),
         ],

@@ -468,3 +468,54 @@ def test_grow_kernel_routes_and_counts_as_the_reference(routed):
             want[s[r], np.arange(d), bins[r], 2] += 1.0
     assert want[..., 2].sum() > 0
     np.testing.assert_array_equal(hist, want)
+
+
+def test_group_histograms_add_up_in_the_block_tree_order():
+    """A group's wave counts its blocks into a stack of partial sums (a binary counter's
+    carries) and returns the pieces of the fixed block tree that ``range_reduce`` gives, with
+    the same additions in the same order: bit for bit the sums of every block's own
+    histograms, whatever consecutive range of the blocks the group holds."""
+    from dml._block_groups import range_reduce
+    from dml.ensemble._gb_grow import count_group, grow_kernel, init_nodes, tree_plan
+
+    def nested(parts):  # the order of the additions, as a string
+        return parts[0] if len(parts) == 1 else "(" + "+".join(parts) + ")"
+
+    for n in range(1, 21):
+        for lo in range(n):
+            for hi in range(lo + 1, n + 1):
+                plan, labels = tree_plan(lo, hi, n)
+                stack = []
+                for j, (top, merges) in zip(range(lo, hi), plan):
+                    assert top == len(stack)
+                    stack.append(str(j))
+                    for _ in range(merges):
+                        right = stack.pop()
+                        stack[-1] = f"({stack[-1]}+{right})"
+                assert dict(zip(labels, stack)) == range_reduce(
+                    [str(j) for j in range(lo, hi)], lo, n, nested, 2)
+
+    rng = np.random.default_rng(5)
+    n_blocks, T, nb = 11, 2, 17
+    blocks = [rng.integers(0, nb, (int(rng.integers(1, 40)), 3)).astype(np.uint8)
+              for _ in range(n_blocks)]
+    prep = [(xb,) for xb in blocks]
+    carried = [(None, rng.normal(size=(len(xb), T)).astype(np.float32),
+                rng.random((len(xb), T)).astype(np.float32), rng.random(len(xb)) < 0.9,
+                init_nodes((xb,), T)) for xb in blocks]
+    slot_map = np.array([[0], [1]], dtype=np.int32)
+
+    def add_into_first(parts):
+        out = parts[0]
+        for p in parts[1:]:
+            out += p
+        return out
+
+    for lo, hi in ((0, 11), (0, 4), (3, 9), (5, 11), (10, 11)):
+        own = [grow_kernel(p, c, c[4], None, slot_map, 2, nb)[1]
+               for p, c in zip(prep[lo:hi], carried[lo:hi])]
+        want = range_reduce(own, lo, n_blocks, add_into_first, 2)
+        _, got = count_group(prep[lo:hi], carried[lo:hi], None, slot_map, 2, nb, lo, n_blocks)
+        assert got.keys() == want.keys()
+        for k in want:
+            assert got[k].tobytes() == want[k].tobytes()

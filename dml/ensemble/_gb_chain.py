@@ -95,24 +95,25 @@ def apply_decision(prep, carried, decision, args, in_place=False):
     if kind == "end":  # the round's leaf values (None: none), then loss sums and root histograms
         carried = end_round(prep, carried, decision, args, in_place)
         nb = decision[4]
-        slot_map = np.arange(n_trees, dtype=np.int32)[:, None]
-        parts = [(_gb_fit.loss_kernel(p, c, loss),
-                  None if nb is None else _gb_grow.grow_kernel(p, c, c[4], None, slot_map,
-                                                               n_trees, nb)[1])
-                 for p, c in zip(prep, carried)]
-    elif kind == "grow":  # routing and counting in one pass over each block
+        losses = range_reduce([_gb_fit.loss_kernel(p, c, loss) for p, c in zip(prep, carried)],
+                              start, n_blocks, tree_add, _FANIN)
+        roots = {}
+        if nb is not None:
+            slot_map = np.arange(n_trees, dtype=np.int32)[:, None]
+            roots = _gb_grow.count_group(prep, carried, None, slot_map, n_trees, nb, start,
+                                         n_blocks)[1]
+        return tuple(carried), {k: (v, roots.get(k)) for k, v in losses.items()}
+    if kind == "grow":  # routing and counting in one pass over each block
         _, route, slot_map, S, nb = decision
-        out = [_gb_grow.grow_kernel(p, c, c[4], route, slot_map, S, nb, in_place)
-               for p, c in zip(prep, carried)]
-        carried = [c[:4] + (a,) for c, (a, _) in zip(carried, out)]
-        parts = [hist for _, hist in out]
-    else:  # "resid"
-        carried = _routed(prep, carried, decision[1], in_place)
-        parts = [_gb_fit.resid_kernel(p, c, _gb_grow.assign_of(c[4]), decision[2])
-                 for p, c in zip(prep, carried)]
-    # The blocks' results are this step's own, so the grow histograms are summed in place.
-    combine = _gb_grow.add_fresh_hists if kind == "grow" else _combine(kind)
-    return tuple(carried), range_reduce(parts, start, n_blocks, combine, _FANIN)
+        # The blocks' histograms are added up in the block tree's order as they are counted.
+        nodes, pieces = _gb_grow.count_group(prep, carried, route, slot_map, S, nb, start,
+                                             n_blocks, in_place)
+        return tuple(c[:4] + (a,) for c, a in zip(carried, nodes)), pieces
+    # "resid"
+    carried = _routed(prep, carried, decision[1], in_place)
+    parts = [_gb_fit.resid_kernel(p, c, _gb_grow.assign_of(c[4]), decision[2])
+             for p, c in zip(prep, carried)]
+    return tuple(carried), range_reduce(parts, start, n_blocks, _combine(kind), _FANIN)
 
 
 def start_group(prep, start, loss, baseline, nodes, seed, subsample, rnd, n_trees):

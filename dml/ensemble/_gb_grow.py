@@ -29,6 +29,7 @@ import heapq
 import numpy as np
 
 from dml._blocks import block_rng
+from dml._graph import tree_depth
 from dml.ensemble import _gb_kernels
 
 #: Hessian below which a side of a split is refused (scikit-learn's ``min_hessian_to_split``).
@@ -48,28 +49,85 @@ def _no_route(T, M):
             np.zeros((0, 256), dtype=bool))
 
 
-def grow_kernel(part, state, nodes, route, slot_map, S, nb, in_place=False):
+def grow_kernel(part, state, nodes, route, slot_map, S, nb, in_place=False, stack=None):
     """A wave on one block: the rows of the nodes split since the last wave move one level
     down (``route``: None when none were), then the requested histograms are counted.
     ``nodes`` is the block's ``(order, nstart, ncount)`` (:func:`init_nodes`); its ``order``
     is rewritten by the routing when ``in_place`` (a long-lived task owns its state), else
     copied first (a task of a graph leaves its inputs as they were: it may run again).
-    Returns the new ``nodes`` and the histograms."""
+    Returns the new ``nodes`` and the histograms; with ``stack`` (``(out, scratch, top,
+    merges)``, :func:`count_group`) the histograms go into that stack of partial sums instead
+    and only the new ``nodes`` are returned."""
     order = nodes[0]
     if route is None:
         route = _no_route(*slot_map.shape)
     elif not in_place:
         order = order.copy()
     g, h, use = state[1], state[2], state[3]
+    if stack is None:
+        out = np.empty((int(S), part[0].shape[1], int(nb) + 1, 3), dtype=np.float64)
+        return _gb_kernels.grow_pass(part[0], g, h, use, order, nodes[1], nodes[2], *route,
+                                     slot_map, out, _no_stack(), 0, 0), out
     return _gb_kernels.grow_pass(part[0], g, h, use, order, nodes[1], nodes[2], *route,
-                                 slot_map, int(S), int(nb))
+                                 slot_map, *stack)
+
+
+@functools.lru_cache(maxsize=1)
+def _no_stack():
+    return np.zeros((1, 0, 0, 0, 3))
 
 
 def route_kernel(part, state, nodes, route, in_place=False):
     """Only the routing of a wave (the last splits of a round): the new ``nodes``."""
     T = nodes[0].shape[0]
-    return grow_kernel(part, state, nodes, route, np.full((T, 1), -1, dtype=np.int32), 0, 1,
+    return grow_kernel(part, state, nodes, route, np.full((T, 1), -1, dtype=np.int32), 0, 0,
                        in_place)[0]
+
+
+def tree_plan(lo, hi, n):
+    """How a group of blocks ``lo .. hi - 1`` (of ``n``) adds its blocks' values up in the
+    fixed binary tree of :func:`dml._block_groups.range_reduce`, as a stack: per block, the
+    stack entry it is counted into and how many times the top entry is then added into the
+    one below (a binary counter's carries); and the ``(level, index)`` of each entry left at
+    the end (the group's pieces of the tree, those of ``range_reduce``). A node with a single
+    child (the last one of a level of odd length) is its child, as there."""
+    labels, plan, depth = [], [], tree_depth(n, 2)
+    for j in range(lo, hi):
+        labels.append((0, j))
+        top, merges = len(labels) - 1, 0
+        while True:
+            L, i = labels[-1]
+            p = i // 2
+            size = 1 << (L + 1)
+            if L == depth or p * size < lo or min((p + 1) * size, n) > hi:
+                break
+            if i % 2 == 0 and 2 * p + 1 < -(-n // (1 << L)):
+                break  # the right sibling is still to come
+            if i % 2 == 1:  # both children here: the left one takes the right one's sums
+                labels.pop()
+                merges += 1
+            labels[-1] = (L + 1, p)
+        plan.append((top, merges))
+    return plan, labels
+
+
+def count_group(prep, carried, route, slot_map, S, nb, start, n_blocks, in_place=False):
+    """A wave on a group's blocks: :func:`grow_kernel` on each, the histograms added up in the
+    fixed tree over all blocks as they are counted (:func:`tree_plan`). Returns the blocks' new
+    ``nodes`` and the group's pieces of the tree, ``{(level, index): histograms}``: those of
+    :func:`~dml._block_groups.range_reduce` bit for bit (the same additions in the same order
+    as when every block's histograms were an array of their own, added into the first of each
+    pair). Every block is counted into a zeroed entry of the stack and the kernel does the
+    merges while the sums are in the cache: no array per block and no pass of their own."""
+    plan, labels = tree_plan(start, start + len(prep), n_blocks)
+    d = prep[0][0].shape[1]
+    deepest = max(top for top, _ in plan)
+    out = np.empty((int(S), d, int(nb) + 1, 3), dtype=np.float64)
+    scratch = np.empty((deepest + 1, int(S), d, int(nb) + 1, 3), dtype=np.float64)
+    nodes = [grow_kernel(p, c, c[4], route, slot_map, S, nb, in_place,
+                         (out, scratch, top, merges))
+             for p, c, (top, merges) in zip(prep, carried, plan)]
+    return nodes, {lab: out if i == 0 else scratch[i] for i, lab in enumerate(labels)}
 
 
 def sum_hists(parts):
@@ -78,17 +136,6 @@ def sum_hists(parts):
         return parts[0].copy()
     out = parts[0] + parts[1]  # a new array without a copy first; the same sums in order
     for p in parts[2:]:
-        out += p
-    return out
-
-
-def add_fresh_hists(parts):
-    """:func:`sum_hists` for histograms nobody else holds (a group's own blocks' kernel
-    results and their partial sums): added into the first, so that the sums of a wave
-    allocate no new arrays (the same additions in the same order, so the same numbers)."""
-    parts = [p for p in parts if p is not None]
-    out = parts[0]
-    for p in parts[1:]:
         out += p
     return out
 

@@ -22,7 +22,7 @@ from dml.tree._binning import MISSING as _MISSING  # numba freezes the global as
 
 @kernel(nogil=True)
 def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, right, cat_idx,
-              bitsets, slot_map, S, nb):
+              bitsets, slot_map, out, stack, top, merges):
     """A wave on one block: the rows of the nodes split since the last wave move one level
     down, then the used rows of the counted nodes are added to their histograms.
 
@@ -32,8 +32,13 @@ def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, r
     node has none, its rows are its children's). So routing reads only the rows of the split
     nodes (a stable split of each one's range into its children's), and counting a node reads
     only its rows. ``order`` is rewritten in place (the caller copies it first where the input
-    must stay as it was); returns the new ``(order, nstart, ncount)`` and the histograms
-    (S, d, nb + 1, 3) of (Σg, Σh, count).
+    must stay as it was); returns the new ``(order, nstart, ncount)``.
+
+    The histograms (S, d, nb + 1, 3) of (Σg, Σh, count), missing values in bin ``nb``, are
+    counted into entry ``top`` of a stack of partial sums over a group's blocks (entry 0 is
+    ``out``, entry ``i > 0`` is ``stack[i]``), zeroed first; then ``merges`` times the top
+    entry is added into the one below it (the blocks' pairwise tree order, see
+    :func:`dml.ensemble._gb_grow.count_group`), as ``below += top``.
 
     ``feature[t, node] >= 0`` marks a split (``mleft``, ``cat_idx``/``bitsets`` and ``thr``
     send a row left, as :func:`dml.tree._kernels.route` does); ``slot_map[t, node]`` is the
@@ -86,8 +91,8 @@ def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, r
             nc[t, lo] = nl
             ns[t, hi] = first + nl
             nc[t, hi] = nr
-    out = np.empty((S, d, nb + 1, 3), dtype=np.float64)
-    flat = out.reshape(-1)
+    nb = out.shape[2] - 1
+    flat = (out if top == 0 else stack[top]).reshape(-1)
     for k in range(flat.shape[0]):  # (not np.zeros: see ns above)
         flat[k] = 0.0
     # Offset of a byte's bin in a feature's histogram: the missing byte goes to bin nb (no
@@ -154,7 +159,14 @@ def grow_pass(xb, g, h, use, order, nstart, ncount, feature, thr, mleft, left, r
                     flat[k3 + u1] += h3
                     flat[k3 + u2] += 1.0
                     k += ustep
-    return (order, ns, nc), out
+    # The merges while this block's sums are still in the cache (no pass of their own, no
+    # array per block): the same additions, in the same order, as the tree of the blocks.
+    for q in range(merges):
+        src = stack[top - q].reshape(-1)
+        dst = (out if top - q - 1 == 0 else stack[top - q - 1]).reshape(-1)
+        for k in range(dst.shape[0]):
+            dst[k] += src[k]
+    return order, ns, nc
 
 
 @kernel(nogil=True, inline="always")
