@@ -32,7 +32,7 @@ from dask.highlevelgraph import HighLevelGraph
 __all__ = ["is_dask", "tree_add", "tree_reduce", "tree_depth", "reduce_levels", "map_delayed",
            "compute", "broadcast",
            "new_name", "task_prefix", "layer_graph", "task_argument", "task_ref",
-           "LinkedTasks", "INLINE_BYTES", "frozen_heap"]
+           "LinkedTasks", "INLINE_BYTES", "frozen_heap", "fit_scope", "fit_memo"]
 
 
 def is_dask(obj) -> bool:
@@ -75,6 +75,46 @@ def frozen_heap():
                 _frozen_depth -= 1
                 if _frozen_depth == 0:
                     gc.unfreeze()
+
+
+_FIT_LOCK = threading.Lock()
+_fit_depth = 0
+_fit_facts: dict = {}
+
+
+@contextlib.contextmanager
+def fit_scope():
+    """The outermost fit's scope, for :func:`fit_memo`: facts about the cluster asked once per
+    fit rather than once per decision. Nested fits (a search's, an ensemble's) share it."""
+    global _fit_depth
+    with _FIT_LOCK:
+        _fit_depth += 1
+    try:
+        yield
+    finally:
+        with _FIT_LOCK:
+            _fit_depth -= 1
+            if _fit_depth == 0:
+                _fit_facts.clear()
+
+
+def fit_memo(key, compute: Callable[[], Any]):
+    """``compute()``, kept under ``key`` until the outermost :func:`fit_scope` exits (outside
+    a fit: computed on every call).
+
+    For facts that do not change while a fit runs but cost a scheduler round trip each: the
+    workers' memory limits were asked three to five times in every SGD fit (whether to hold
+    the blocks, to persist the prepared blocks, to join the streams), each a round trip through
+    the client's event loop that waited behind the fit's own graph submissions.
+    """
+    with _FIT_LOCK:
+        if _fit_depth and key in _fit_facts:
+            return _fit_facts[key]
+    value = compute()
+    with _FIT_LOCK:
+        if _fit_depth:
+            _fit_facts[key] = value
+    return value
 
 
 # --------------------------------------------------------------------------------------------
