@@ -77,44 +77,42 @@ def frozen_heap():
                     gc.unfreeze()
 
 
-_FIT_LOCK = threading.Lock()
-_fit_depth = 0
-_fit_facts: dict = {}
+#: Per thread, the facts of each fit running in it (innermost last); see :func:`fit_scope`.
+_fits = threading.local()
 
 
 @contextlib.contextmanager
 def fit_scope():
-    """The outermost fit's scope, for :func:`fit_memo`: facts about the cluster asked once per
-    fit rather than once per decision. Nested fits (a search's, an ensemble's) share it."""
-    global _fit_depth
-    with _FIT_LOCK:
-        _fit_depth += 1
+    """One estimator's fit, for :func:`fit_memo`: facts about the cluster asked once per fit
+    rather than once per decision. Each fit (a search's inner fits too) keeps its own facts,
+    for as long as it runs and in its own thread, so a long search on a cluster that grows or
+    shrinks asks again for every fit."""
+    stack = getattr(_fits, "stack", None)
+    if stack is None:
+        stack = _fits.stack = []
+    stack.append({})
     try:
         yield
     finally:
-        with _FIT_LOCK:
-            _fit_depth -= 1
-            if _fit_depth == 0:
-                _fit_facts.clear()
+        stack.pop()
 
 
 def fit_memo(key, compute: Callable[[], Any]):
-    """``compute()``, kept under ``key`` until the outermost :func:`fit_scope` exits (outside
-    a fit: computed on every call).
+    """``compute()``, kept under ``key`` until the current :func:`fit_scope` exits (outside a
+    fit, or in a thread the fit did not start in: computed on every call).
 
     For facts that do not change while a fit runs but cost a scheduler round trip each: the
     workers' memory limits were asked three to five times in every SGD fit (whether to hold
     the blocks, to persist the prepared blocks, to join the streams), each a round trip through
     the client's event loop that waited behind the fit's own graph submissions.
     """
-    with _FIT_LOCK:
-        if _fit_depth and key in _fit_facts:
-            return _fit_facts[key]
-    value = compute()
-    with _FIT_LOCK:
-        if _fit_depth:
-            _fit_facts[key] = value
-    return value
+    stack = getattr(_fits, "stack", None)
+    if not stack:
+        return compute()
+    facts = stack[-1]
+    if key not in facts:
+        facts[key] = compute()
+    return facts[key]
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,9 +30,9 @@ def fit_context(method):
     estimators a search or an ensemble fits are checked too.
 
     The method runs with the process's existing objects frozen (:func:`dml._graph.frozen_heap`:
-    no full collection walks them while the fit builds its graphs) and in a fit scope
-    (:func:`dml._graph.fit_scope`: cluster facts such as the workers' memory limits are asked
-    once per fit); both are entered once by the outermost of nested fits.
+    no full collection walks them while the fit builds its graphs; entered once, by the
+    outermost of nested fits) and in a fit scope (:func:`dml._graph.fit_scope`: cluster facts
+    such as the workers' memory limits are asked once per fit, each nested fit its own).
     """
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
