@@ -24,9 +24,10 @@ import dask
 import numpy as np
 from dask._task_spec import Task, TaskRef
 from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-from dml._graph import (LinkedTasks, broadcast, layer_graph, new_name, reduce_levels, task_argument,
-                        task_prefix, task_ref, tree_depth, tree_reduce)
+from dml._graph import (LinkedTasks, broadcast, fit_memo, layer_graph, new_name, reduce_levels,
+                        task_argument, task_prefix, task_ref, tree_depth, tree_reduce)
 
 #: Fan-in of the reduction tree the groups align with (``tree_reduce``'s default).
 FANIN = 8
@@ -56,12 +57,20 @@ def default_n_groups() -> int:
     threads = None
     if client is not None:
         try:
-            threads = sum(client.nthreads().values())
+            threads = sum(cluster_threads(client).values())
         except Exception:  # noqa: BLE001 - a client that cannot answer: assume a small cluster
             threads = 2
     if not threads:
         threads = os.cpu_count() or 2
     return 2 * max(int(threads), 1)
+
+
+def cluster_threads(client) -> dict:
+    """``client.nthreads()`` (worker -> threads), asked once per fit (a scheduler round trip
+    each, :func:`dml._graph.fit_memo`). Used for how many groups to make and where to place
+    them, neither of which changes a result; a worker lost later in the fit is not waited for
+    (:func:`persist_placed` only prefers a worker)."""
+    return fit_memo(("nthreads", id(client)), client.nthreads)
 
 
 def contiguous_placement(n_groups: int, threads: dict, held: Sequence[dict]) -> list:
@@ -104,7 +113,7 @@ def persist_placed(objects: Sequence[Delayed], inputs: Sequence[Sequence]) -> li
     from dml._collective import cluster_client
 
     client = cluster_client()
-    threads = client.nthreads() if client is not None and len(objects) > 1 else {}
+    threads = cluster_threads(client) if client is not None and len(objects) > 1 else {}
     if len(threads) < 2:
         return list(dask.persist(*objects))
     keys = sorted({k for ks in inputs for k in ks}, key=str)
@@ -113,6 +122,11 @@ def persist_placed(objects: Sequence[Delayed], inputs: Sequence[Sequence]) -> li
     who = client.sync(client.scheduler.who_has, keys=keys) if keys else {}
     held = [collections.Counter(a for k in ks for a in who.get(k, ())) for ks in inputs]
     where = contiguous_placement(len(objects), threads, held)
+    placed = _placed_layer(objects, where)
+    if placed is not None:
+        # One submission: the graph is pickled and sent once, not once per worker with all
+        # of its inputs (two thousand block futures at 1,024 blocks) each time.
+        return list(client.persist(placed))
     out = [None] * len(objects)
     for w in sorted(set(where)):
         mine = [g for g, a in enumerate(where) if a == w]
@@ -120,6 +134,27 @@ def persist_placed(objects: Sequence[Delayed], inputs: Sequence[Sequence]) -> li
         for g, d in zip(mine, done):
             out[g] = d
     return out
+
+
+def _placed_layer(objects: Sequence[Delayed], where: Sequence[str]) -> list | None:
+    """``objects`` over a copy of their graph whose layer carries each task's worker as a
+    loose restriction (the scheduler's per-key ``workers`` and ``allow_other_workers``
+    annotations: what ``persist(workers=[w], allow_other_workers=True)`` sets for all of its
+    tasks), or None when the objects are not exactly the tasks of one layer of one graph."""
+    graph = objects[0].__dask_graph__()
+    name = objects[0].__dask_layers__()[0]
+    if not isinstance(graph, HighLevelGraph) or name not in graph.layers:
+        return None
+    if any(o.__dask_graph__() is not graph or o.__dask_layers__() != (name,) for o in objects):
+        return None
+    layer = graph.layers[name]
+    by_key = {o.key: [w] for o, w in zip(objects, where)}
+    if len(layer) != len(by_key) or any(k not in by_key for k in layer):
+        return None
+    annotated = MaterializedLayer(dict(layer), annotations={
+        "workers": by_key.__getitem__, "allow_other_workers": True})
+    placed = HighLevelGraph({**graph.layers, name: annotated}, graph.dependencies)
+    return [Delayed(o.key, placed, layer=name) for o in objects]
 
 
 # ---------------------------------------------------------------- task functions

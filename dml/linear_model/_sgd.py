@@ -25,7 +25,6 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 
 from dml._blocks import BlockSpec
-from dml._graph import frozen_heap
 from dml._param_validation import Interval, Real, StrOptions
 from dml._typing import ArrayLike, Self
 from dml.base import DaskEstimatorMixin, fit_context
@@ -84,7 +83,6 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         return problem.pack(coef, intercept_init)
 
     @fit_context
-    @frozen_heap()
     def fit(self, X: ArrayLike, y: ArrayLike, coef_init: ArrayLike | None = None,
             intercept_init: ArrayLike | None = None,
             sample_weight: ArrayLike | None = None) -> Self:
@@ -132,7 +130,6 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         return blocks, problem
 
     @fit_context
-    @frozen_heap()
     def partial_fit(self, X: ArrayLike, y: ArrayLike, classes: ArrayLike | None = None,
                     sample_weight: ArrayLike | None = None) -> Self:
         """One pass of SGD over (X, y), continuing from the previous call.
@@ -338,7 +335,6 @@ default="squared_error"
         self.intercept_ = np.array(b, dtype=np.float64)
 
     @fit_context
-    @frozen_heap()
     def fit(self, X: ArrayLike, y: ArrayLike, coef_init: ArrayLike | None = None,
             intercept_init: ArrayLike | None = None,
             sample_weight: ArrayLike | None = None) -> Self:
@@ -391,7 +387,6 @@ default="squared_error"
         return blocks, problem
 
     @fit_context
-    @frozen_heap()
     def partial_fit(self, X: ArrayLike, y: ArrayLike,
                     sample_weight: ArrayLike | None = None) -> Self:
         """One pass of SGD over (X, y), continuing from the previous call.

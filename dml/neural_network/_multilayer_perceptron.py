@@ -33,7 +33,6 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import BlockSpec, seed_from
-from dml._graph import frozen_heap
 from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
@@ -339,7 +338,6 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
     """
 
     @fit_context
-    @frozen_heap()
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name).
 
@@ -379,7 +377,6 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         return self
 
     @fit_context
-    @frozen_heap()
     def partial_fit(self, X: ArrayLike, y: ArrayLike, classes: ArrayLike | None = None,
                     sample_weight: ArrayLike | None = None) -> Self:
         """One epoch over (X, y), continuing from the previous call; pass ``classes`` first.
@@ -541,7 +538,6 @@ validation_scores_, best_validation_score_, n_iter_, t_, history_
     _block_spec = BlockSpec(y_numeric=True, accept_sparse=True)
 
     @fit_context
-    @frozen_heap()
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit on X, y (NumPy, pandas, Dask array or dataframe; y may be a column name).
 
@@ -577,7 +573,6 @@ validation_scores_, best_validation_score_, n_iter_, t_, history_
         return self
 
     @fit_context
-    @frozen_heap()
     def partial_fit(self, X: ArrayLike, y: ArrayLike,
                     sample_weight: ArrayLike | None = None) -> Self:
         """One epoch over (X, y), continuing from the previous call.

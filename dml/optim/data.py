@@ -23,6 +23,7 @@ from dask.base import tokenize
 
 from dml._block_groups import Groups
 from dml._blocks import Blocks, block_rng, map_delayed
+from dml._graph import fit_memo
 
 __all__ = ["TrainingData", "prepare", "hold", "should_persist", "cluster_memory", "n_validation"]
 
@@ -44,9 +45,16 @@ def _workers() -> dict:
 
 
 def _worker_limits() -> list:
-    """The memory limits of the current cluster's workers (empty: no client or no limits)."""
-    limits = [int(w.get("memory_limit") or 0) for w in _workers().values()]
-    return limits if limits and all(limits) else []
+    """The memory limits of the current cluster's workers (empty: no client or no limits),
+    asked once per fit (:func:`dml._graph.fit_memo`): a worker's limit is fixed when it
+    starts."""
+    from dml.runtime import active_client
+
+    def ask():
+        limits = [int(w.get("memory_limit") or 0) for w in _workers().values()]
+        return limits if limits and all(limits) else []
+
+    return fit_memo(("worker-memory-limits", id(active_client())), ask)
 
 
 def smallest_worker_memory() -> int | None:
