@@ -116,6 +116,9 @@ def loss_kernel(part, state, loss):
     """(Σw·loss, Σw) over the training rows and over the validation rows."""
     _, y, w, is_val = part
     lw = loss.pointwise(y, state[0]) * w
+    if not is_val.any():
+        # No validation rows here: the training rows are all rows (the same sums, no copies).
+        return np.array([lw.sum(), w.sum(), 0.0, 0.0])
     tr = ~is_val
     return np.array([lw[tr].sum(), w[tr].sum(), lw[is_val].sum(), w[is_val].sum()])
 

@@ -84,6 +84,7 @@ def route_kernel(part, state, nodes, route, in_place=False):
                        in_place)[0]
 
 
+@functools.lru_cache(maxsize=64)
 def tree_plan(lo, hi, n):
     """How a group of blocks ``lo .. hi - 1`` (of ``n``) adds its blocks' values up in the
     fixed binary tree of :func:`dml._block_groups.range_reduce`, as a stack: per block, the
@@ -108,7 +109,8 @@ def tree_plan(lo, hi, n):
                 merges += 1
             labels[-1] = (L + 1, p)
         plan.append((top, merges))
-    return plan, labels
+    # Cached (every wave of a group asks for the same plan): read-only tuples.
+    return tuple(plan), tuple(labels)
 
 
 def count_group(prep, carried, route, slot_map, S, nb, start, n_blocks, in_place=False):
@@ -193,6 +195,7 @@ class GrowParams:
         if is_cat is None:
             self.is_cat = np.zeros(len(n_bins), dtype=bool)
         self.nb = int(max(1, np.max(n_bins))) if len(n_bins) else 1
+        self.any_cat = bool(self.is_cat.any())
 
 
 class _Tree:
@@ -266,12 +269,14 @@ class _Tree:
             np.array([self.H[n] for n in nodes]), np.array([self.N[n] for n in nodes]),
             p.n_bins, p.has_missing, mask & ~p.is_cat, float(p.min_samples_leaf),
             MIN_HESSIAN, float(p.l2_regularization))
+        # One conversion to Python floats for all slots, not one per value (the same floats).
+        rows = np.array(res, dtype=np.float64).T.tolist()
         for i, (node, hist) in enumerate(todo):
-            self._set_split(node, hist, mask[i], [float(r[i]) for r in res])
+            self._set_split(node, hist, mask[i], rows[i])
 
     def _set_split(self, node, hist, mask, res):
         p = self.p
-        if p.is_cat.any():
+        if p.any_cat:
             res = self._categorical_split(node, hist, mask, res)
         gain = res[0]
         if gain <= 0:
