@@ -37,6 +37,7 @@ import logging
 import uuid
 
 from dml import _collective
+from dml.optim.data import _worker_limits
 from dml.optim.streams import tree_levels
 
 __all__ = ["CollectiveRounds"]
@@ -106,7 +107,10 @@ class CollectiveRounds:
                 # where the blocks are.
                 self.futures = [futures_of(p)[0] for p in self.runner.gathered]
                 wait(self.futures)
-                self.enabled = _collective.has_headroom(client, self.runner.gathered)
+                # The workers' memory limits were asked earlier in the fit (to hold and join
+                # the blocks): no round trip here.
+                self.enabled = _collective.has_headroom(client, self.runner.gathered,
+                                                        _worker_limits())
         return bool(self.enabled)
 
     def run_epoch(self, problem, payload, steps, mode, averaging_from):
@@ -154,13 +158,14 @@ class CollectiveRounds:
 
     def _placement(self, client):
         """The groups' workers, kept from epoch to epoch while the same workers are up (the
-        blocks stay where they are): placing costs two round trips to the cluster."""
-        workers = {a: w.get("id") for a, w in client.scheduler_info()["workers"].items()}
+        blocks stay where they are). The first run places them in one call to the workers;
+        a new run (a lost one) first checks that its workers are still the same processes."""
         if self.placed is not None:
             addresses, known = self.placed
+            workers = {a: w.get("id") for a, w in client.scheduler_info()["workers"].items()}
             if all(known.get(a) is not None and workers.get(a) == known[a] for a in addresses):
                 return addresses
         # (Re)placing also adds the message handler to the workers.
-        addresses = _collective.placement(client, self.futures)
-        self.placed = (addresses, workers)
+        addresses, ids = _collective.placement_and_ids(client, self.futures)
+        self.placed = (addresses, ids)
         return addresses
