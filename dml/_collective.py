@@ -531,18 +531,39 @@ def cluster_client():
     return client if getattr(scheduler, "__self__", None) is client else None
 
 
-def placement(client, futures):
-    """The worker of every group: where its data (``futures[g]``) is, else spread over the
-    live workers (those that have the message handler)."""
-    workers = sorted(client.run(install, on_error="ignore"))
+def _install_and_hold(keys, dask_worker=None):
+    # One call does what took four round trips (the workers' ids, the handler, who holds
+    # what and how big it is): the worker's id as the scheduler reports it
+    # (``scheduler_info``'s "id"), and the bytes of each of ``keys`` it holds in memory.
+    install(dask_worker)
+    tasks = dask_worker.state.tasks
+    return dask_worker.name, {k: int(tasks[k].nbytes or 0) for k in keys
+                              if k in tasks and tasks[k].state == "memory"}
+
+
+def placement_and_ids(client, futures):
+    """``(workers, ids, nbytes)``: :func:`placement`'s workers, the id of every live worker
+    (``{address: id}``, as ``Client.scheduler_info`` gives it) to tell whether a new run can
+    keep the placement, and the bytes of every future held in memory (``{key: nbytes}``)."""
+    answers = client.run(_install_and_hold, [f.key for f in futures], on_error="ignore")
+    workers = sorted(answers)
     if not workers:
         raise RuntimeError("the cluster has no workers")
-    who = client.who_has(futures)
-    out = []
-    for g, f in enumerate(futures):
-        have = [a for a in who.get(f.key, ()) if a in workers]
-        out.append(have[0] if have else workers[g % len(workers)])
-    return out
+    held: dict = {}
+    nbytes: dict = {}
+    for a in workers:
+        for k, n in answers[a][1].items():
+            held.setdefault(k, a)
+            nbytes.setdefault(k, n)
+    out = [held.get(f.key, workers[g % len(workers)]) for g, f in enumerate(futures)]
+    return out, {a: answers[a][0] for a in workers}, nbytes
+
+
+def placement(client, futures):
+    """The worker of every group: where its data (``futures[g]``) is, else spread over the
+    live workers (those that have the message handler). One call to the workers, which adds
+    the handler."""
+    return placement_and_ids(client, futures)[0]
 
 
 #: Seconds within which every task of a run must be running. A worker that is paused (its
@@ -702,12 +723,15 @@ def _all_started(client, futures, what):
 HEADROOM_SHARE = 0.1
 
 
-def has_headroom(client, persisted) -> bool:
+def has_headroom(client, persisted, limits=None, nbytes=None) -> bool:
     """Whether the persisted collections ``persisted`` leave the long-lived tasks room on the
-    workers."""
-    limits = [w.get("memory_limit") or 0
-              for w in client.scheduler_info()["workers"].values()]
+    workers. ``limits`` (the workers' memory limits) and ``nbytes`` (``{key: bytes}`` of
+    ``persisted``) when the caller knows them already, else asked here."""
+    if limits is None:
+        limits = [w.get("memory_limit") or 0
+                  for w in client.scheduler_info()["workers"].values()]
     if not limits or min(limits) <= 0:
         return True  # no memory limit set
-    nbytes = client.nbytes([p.key for p in persisted])
+    if nbytes is None:
+        nbytes = client.nbytes([p.key for p in persisted])
     return sum(int(v or 0) for v in nbytes.values()) <= HEADROOM_SHARE * sum(limits)

@@ -37,6 +37,7 @@ import logging
 import uuid
 
 from dml import _collective
+from dml.optim.data import _worker_limits
 from dml.optim.streams import tree_levels
 
 __all__ = ["CollectiveRounds"]
@@ -106,7 +107,12 @@ class CollectiveRounds:
                 # where the blocks are.
                 self.futures = [futures_of(p)[0] for p in self.runner.gathered]
                 wait(self.futures)
-                self.enabled = _collective.has_headroom(client, self.runner.gathered)
+                # The workers' memory limits were asked earlier in the fit (to hold and join
+                # the blocks), and the call that places the groups also tells the blocks'
+                # sizes: one round trip here after the wait instead of five.
+                self._place(client)
+                self.enabled = _collective.has_headroom(client, self.runner.gathered,
+                                                        _worker_limits(), self.placed[2])
         return bool(self.enabled)
 
     def run_epoch(self, problem, payload, steps, mode, averaging_from):
@@ -154,13 +160,20 @@ class CollectiveRounds:
 
     def _placement(self, client):
         """The groups' workers, kept from epoch to epoch while the same workers are up (the
-        blocks stay where they are): placing costs two round trips to the cluster."""
-        workers = {a: w.get("id") for a, w in client.scheduler_info()["workers"].items()}
-        if self.placed is not None:
-            addresses, known = self.placed
-            if all(known.get(a) is not None and workers.get(a) == known[a] for a in addresses):
-                return addresses
-        # (Re)placing also adds the message handler to the workers.
-        addresses = _collective.placement(client, self.futures)
-        self.placed = (addresses, workers)
+        blocks stay where they are): the first run takes those :meth:`usable` found; a new run
+        (after a lost one) first checks that its workers are still there."""
+        addresses, known, _ = self.placed if self.placed is not None else (None, None, None)
+        if addresses is not None and self.stats["runs"] > 0:
+            workers = {a: w.get("id") for a, w in client.scheduler_info()["workers"].items()}
+            if not all(known.get(a) is not None and workers.get(a) == known[a]
+                       for a in addresses):
+                addresses = None
+        if addresses is None:
+            addresses = self._place(client)
         return addresses
+
+    def _place(self, client):
+        """Places the groups where their blocks are, in one call to the workers that also adds
+        the message handler to them."""
+        self.placed = _collective.placement_and_ids(client, self.futures)
+        return self.placed[0]
