@@ -20,7 +20,7 @@ from dml.optim.engine import RoundPlan, SGDConfig, initial_state, local_sgd_step
 from dml.optim.losses import get_loss
 from dml.optim.penalties import Penalty
 from dml.optim.schedules import make_schedule
-from dml.optim.streams import RoundSpec, make_streams
+from dml.optim.streams import JOINED, RoundSpec, make_streams
 from dml.optim.training import TrainConfig
 
 
@@ -184,7 +184,7 @@ def test_joined_streams_equal_the_walk_over_blocks(client, model, monkeypatch):
     joined = fit(True)
     # The runner of the persisted fit holds every stream as one array, not its blocks.
     held = dask.compute(*runners[-1].gathered)
-    assert all(isinstance(k, tuple) and k[0] == engine.JOINED for h in held for k in h)
+    assert all(isinstance(k, tuple) and k[0] == JOINED for h in held for k in h)
     walked = fit(False)
     with monkeypatch.context() as mp:
         mp.setattr(engine, "_join_fits", lambda problem, data: False)

@@ -13,10 +13,10 @@ one task per group of streams, pinned to the worker that holds the group's block
 start and its rounds, and group 0 posts the epoch's result back, so an epoch costs one call to
 the workers instead of a submission and the tasks' start and set-up (40-180 ms an epoch
 measured). Every round, a group runs its streams from the round's payload
-(:func:`dml.optim.engine._group_round_kernel`), sends its reduced result to the other groups'
-workers, receives theirs and applies the round's combine itself
-(:func:`dml.optim.engine._next_payload`: the rest of the fixed reduction tree in group order,
-then the sum or average), exactly as the chained graph's next task does. Every group computes
+(:func:`dml.optim._round_kernels._group_round_kernel`), sends its reduced result to the other
+groups' workers, receives theirs and applies the round's combine itself
+(:func:`dml.optim._round_kernels._next_payload`: the rest of the fixed reduction tree in group
+order, then the sum or average), exactly as the chained graph's next task does. Every group computes
 the same function of the same values, so all start the next round from the same payload, and
 the model is the chained graphs' bit for bit, whatever the number of workers. Group 0 posts
 the epoch's final payload and every round's loss.
@@ -55,7 +55,7 @@ def run_group(parts, g, run, addresses, problem, mode, averaging_from, top, stre
     """Group ``g``'s part of a run that spans epochs: for every epoch the client hands over
     (``(payload, steps)``, ``steps`` being ``[(plan, start_t)]``), the rounds of its
     ``streams``; group 0 posts each epoch's (final payload, every round's info)."""
-    from dml.optim.engine import _group_round_kernel, _next_payload
+    from dml.optim._round_kernels import _group_round_kernel, _next_payload
 
     with _collective.long_lived(run, g, addresses, _WHAT) as link:
         k = 0  # the rounds' numbers run on across epochs: every group counts the same

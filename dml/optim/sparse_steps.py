@@ -1,16 +1,16 @@
 """Mini-batch SGD steps on a CSR block at O(nnz) a step: the L2 decay kept as a scale factor.
 
-A step of :func:`dml.optim.engine.local_sgd_steps` on dense rows costs O(d): the L2 part of the
-gradient, ``l2 · w``, touches every weight. On sparse rows (text hashed to 2^20 columns, a batch
-touching a few thousand of them) that is almost all of the time. As scikit-learn does, the
+A step of :func:`dml.optim._round_kernels.local_sgd_steps` on dense rows costs O(d): the L2 part
+of the gradient, ``l2 · w``, touches every weight. On sparse rows (text hashed to 2^20 columns, a
+batch touching a few thousand of them) that is almost all of the time. As scikit-learn does, the
 weights are stored here as ``w = scale · v``: the decay ``w ← (1 − η l2) w`` becomes
 ``scale ← (1 − η l2) scale`` and the data part of the step only changes the columns the batch
 holds, ``v[cols] −= η g[cols] / scale``. The arithmetic is that of the dense step (the same
 batches, step numbers, step sizes and loss), only rounded differently, so a fit on sparse X
 equals the fit on the same X densified to rounding.
 
-It is the same engine, not a second one: :func:`dml.optim.engine.local_sgd_steps` hands a block
-here when :func:`applies`, i.e. for plain SGD (no momentum/Adam), no l1 part and no iterate
+It is the same engine, not a second one: :func:`dml.optim._round_kernels.local_sgd_steps` hands
+a block here when :func:`applies`, i.e. for plain SGD (no momentum/Adam), no l1 part and no iterate
 averaging (their updates touch every weight each step, so there is nothing to save), on a
 problem that provides ``sparse_batch_grad`` (the linear models). Anything else on sparse X takes
 the ordinary path, whose products are sparse too but whose steps cost O(d).
@@ -52,7 +52,7 @@ def batch_entries(indptr, rows):
 
 
 def lazy_sgd_steps(problem, params, X, Y, w, order, first, last, t0, plan):
-    """:func:`dml.optim.engine.local_sgd_steps` for a CSR block, O(nnz) per step.
+    """:func:`dml.optim._round_kernels.local_sgd_steps` for a CSR block, O(nnz) per step.
 
     ``params`` is updated in place and is exact (the scale folded in) when this returns.
     Returns (loss_sum, first_loss, finite). The steps run compiled

@@ -40,12 +40,12 @@ from dask import delayed
 from dml._blocks import tree_add
 from dml.optim.data import TrainingData
 from dml.optim._stacked_kernels import loss_code, sgd_segment
-from dml.optim.engine import (_ITERATE_SLOTS, _join_rows, SGDConfig, StreamRunner, round_blocks,
-                              round_cost_params)
+from dml.optim._round_kernels import _ITERATE_SLOTS
+from dml.optim.engine import SGDConfig, StreamRunner, round_blocks, round_cost_params
 from dml.optim.optimizers import SGD
 from dml.optim.penalties import StackedPenalty
 from dml.optim.schedules import StackedRate
-from dml.optim.streams import (StreamLayout, block_order, make_streams, round_plans,
+from dml.optim.streams import (StreamLayout, _join_rows, block_order, make_streams, round_plans,
                                subtree_reduce)
 from dml.optim.summed_rounds import curvature_limited, group_limits, limited_rounds, sum_scale
 from dml.optim.training import (DivergedError, EpochResult, close_epoch, diverged_message)

@@ -360,7 +360,7 @@ def block_order(seed: int, epoch: int, block: int, n: int) -> np.ndarray:
 def round_order(layout: StreamLayout, s: int, plan) -> np.ndarray:
     """Positions in stream ``s``'s joined rows of the rows its steps of ``plan``'s round take,
     in order: every block's rows in the block's own epoch order, as
-    :func:`dml.optim.engine.stream_steps_run` walks them block by block.
+    :func:`dml.optim._round_kernels.stream_steps_run` walks them block by block.
 
     Examples
     --------
