@@ -212,6 +212,12 @@ class Link:
 
     def exchange(self, step, partial):
         """Every group's partial of ``step`` (this group's is ``partial``), in group order."""
+        if self.n_groups == 1:
+            # No one to swap with (a fit of one group): the partial is the whole tree's, and
+            # the only news there could be is that the run was abandoned.
+            if self.run in _DEAD_RUNS:
+                raise RunLost(f"{self.what}: run {self.run} was abandoned")
+            return [partial]
         self.send(step, partial)
         return self.gather(step, partial)
 

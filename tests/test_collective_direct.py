@@ -224,3 +224,16 @@ def test_a_channel_wait_is_stopped_by_its_check():
     finally:
         ch0.close()
         ch1.close()
+
+
+def test_a_run_of_one_group_exchanges_with_itself_until_abandoned():
+    """One group has no one to swap partials with: its own comes straight back (no message,
+    no wait), and an abandoned run still ends it with RunLost."""
+    run = f"solo-{uuid.uuid4().hex}"
+    link = _collective.Link(None, "key", run, 0, ["tcp://127.0.0.1:1"], "a test run")
+    partial = np.arange(3.0)
+    got = link.exchange(0, partial)
+    assert len(got) == 1 and got[0] is partial
+    _collective.abandon(run)
+    with pytest.raises(_collective.RunLost, match="abandoned"):
+        link.exchange(1, partial)

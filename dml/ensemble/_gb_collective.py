@@ -86,9 +86,6 @@ def _run(link, prep, g, fit, driver, args, rounds, fresh, trees):
     step_args = (start, n_blocks, loss, seed, subsample, n_trees)
     partials = None
     step = 0
-    # A fit of one group has no one to swap partials with: its own partial is the whole tree's
-    # (the exchange would only hand it back), so only an abandoned run is checked for.
-    solo = link.n_groups == 1
     while True:
         if partials is not None:
             driver.pending = driver.step(partials)
@@ -105,12 +102,7 @@ def _run(link, prep, g, fit, driver, args, rounds, fresh, trees):
             return driver if g == 0 else None
         # The task owns its state (a lost run rebuilds it): rows regrouped in place.
         carried, partial = _gb_chain.apply_decision(prep, carried, decision, step_args, True)
-        if solo:
-            if link.run in _collective._DEAD_RUNS:
-                raise RunLost(f"{_WHAT}: run {link.run} was abandoned")
-            partials = (partial,)
-        else:
-            partials = link.exchange(step, partial)
+        partials = link.exchange(step, partial)
         step += 1
 
 
