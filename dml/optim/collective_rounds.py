@@ -37,7 +37,7 @@ import logging
 import uuid
 
 from dml import _collective
-from dml.optim.data import _worker_limits
+from dml.optim.data import worker_limits
 from dml.optim.streams import tree_levels
 
 __all__ = ["CollectiveRounds"]
@@ -112,7 +112,7 @@ class CollectiveRounds:
                 # sizes: one round trip here after the wait instead of five.
                 self._place(client)
                 self.enabled = _collective.has_headroom(client, self.runner.gathered,
-                                                        _worker_limits(), self.placed[2])
+                                                        worker_limits(), self.placed[2])
         return bool(self.enabled)
 
     def run_epoch(self, problem, payload, steps, mode, averaging_from):

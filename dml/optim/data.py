@@ -25,7 +25,8 @@ from dml._block_groups import Groups
 from dml._blocks import Blocks, block_rng, map_delayed
 from dml._graph import fit_memo
 
-__all__ = ["TrainingData", "prepare", "hold", "should_persist", "cluster_memory", "n_validation"]
+__all__ = ["TrainingData", "prepare", "hold", "should_persist", "cluster_memory", "worker_limits",
+           "n_validation"]
 
 #: Persist when the data takes at most this fraction of the cluster's memory.
 PERSIST_FRACTION = 0.5
@@ -44,7 +45,7 @@ def _workers() -> dict:
         return client.scheduler_info()["workers"]
 
 
-def _worker_limits() -> list:
+def worker_limits() -> list:
     """The memory limits of the current cluster's workers (empty: no client or no limits),
     asked once per fit (:func:`dml._graph.fit_memo`): a worker's limit is fixed when it
     starts."""
@@ -60,7 +61,7 @@ def _worker_limits() -> list:
 def smallest_worker_memory() -> int | None:
     """The smallest worker memory limit of the current cluster in bytes, or None (no client,
     or workers without a limit): what one task may at most hold."""
-    limits = _worker_limits()
+    limits = worker_limits()
     return min(limits) if limits else None
 
 
@@ -77,7 +78,7 @@ def worker_memory() -> list[tuple[int, int]]:
 
 def cluster_memory() -> int:
     """Total worker memory of the current cluster in bytes (this machine's without a client)."""
-    limits = _worker_limits()
+    limits = worker_limits()
     if limits:
         return sum(limits)
     try:
