@@ -232,11 +232,12 @@ def _prepare_groups(problem, blocks: Blocks, seed: int, fraction: float):
         train, val = g.map_group(_prepare_training, problem, seed), []
     out = dask.persist(*train, *val)
     token = None if g.token is None else tokenize(g.token, problem, seed, fraction)
+    # A group's task reads one group: it runs where that group is (the groups' placement).
     tg = Groups(out[:len(train)], g.bounds, g.size,
-                token=None if token is None else f"train-{token}")
+                token=None if token is None else f"train-{token}", workers=g.workers)
     tb = replace(blocks, parts=tg.block_parts(), groups=tg)
     if not fraction:
         return tb, None
     vg = Groups(out[len(train):], g.bounds, g.size,
-                token=None if token is None else f"validation-{token}")
+                token=None if token is None else f"validation-{token}", workers=g.workers)
     return tb, replace(blocks, parts=vg.block_parts(), groups=vg)
