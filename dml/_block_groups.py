@@ -212,66 +212,12 @@ def group_slice(lo, hi, start, group):
     return {start + j: part for j, part in enumerate(group) if lo <= start + j < hi}
 
 
-class Packed:
-    """Dense blocks of one group in one array each (X rows, y, weights) and the blocks' row
-    counts: what :func:`group_pack` sends to another worker instead of the blocks.
-
-    Sending a group's blocks costs per array: 512 blocks of 234 rows (48 MB) took 0.10-0.15 s
-    between two worker processes of this machine as a tuple of blocks, 0.03-0.05 s as one
-    array. :meth:`blocks` gives the same values back (views into the arrays)."""
-
-    def __init__(self, start, lengths, X, Y, w):
-        self.start, self.lengths, self.X, self.Y, self.w = start, lengths, X, Y, w
-
-    def blocks(self) -> dict:
-        """``{block index: (X, Y, w)}``, views into the arrays (copied once first when the
-        transfer left them unaligned: NumPy and BLAS take slow paths on unaligned data)."""
-        X, Y, w = (a if a is None or a.flags.aligned else np.array(a)
-                   for a in (self.X, self.Y, self.w))
-        out, at = {}, 0
-        for j, n in enumerate(self.lengths):
-            out[self.start + j] = (X[at:at + n], Y[at:at + n],
-                                   None if w is None else w[at:at + n])
-            at += n
-        return out
-
-
-def _dense(part) -> bool:
-    X, Y, w = part
-    return (type(X) is np.ndarray and type(Y) is np.ndarray
-            and (w is None or type(w) is np.ndarray))
-
-
-def group_pack(lo, hi, start, group):
-    """The blocks of ``group`` (its first block ``start``) in ``lo .. hi - 1`` as one
-    :class:`Packed` when they are all dense arrays with the same layout, else as
-    :func:`group_slice` gives them."""
-    parts = group_slice(lo, hi, start, group)
-    if not parts:
-        return parts
-    first = min(parts)
-    blocks = [parts[b] for b in range(first, first + len(parts))]
-    head = blocks[0]
-    if not all(_dense(p) for p in blocks) or any(
-            p[0].shape[1:] != head[0].shape[1:] or p[0].dtype != head[0].dtype
-            or p[1].shape[1:] != head[1].shape[1:] or p[1].dtype != head[1].dtype
-            or (p[2] is None) != (head[2] is None) for p in blocks):
-        return parts
-    Xs, Ys, ws = zip(*blocks)
-    return Packed(first, [int(x.shape[0]) for x in Xs], np.concatenate(Xs), np.concatenate(Ys),
-                  None if ws[0] is None else np.concatenate(ws))
-
-
 def gather_range(lo, hi, bounds, first_group, *groups):
     """``{block index: part}`` for blocks ``lo .. hi - 1`` out of the groups that hold them
     (``groups`` starting at group ``first_group``; ``bounds`` the groups' block bounds). A
-    group given as a dict is already a :func:`group_slice` of the range, one given as a
-    :class:`Packed` a :func:`group_pack` of it."""
+    group given as a dict is already a :func:`group_slice` of the range."""
     out = {}
     for k, group in enumerate(groups):
-        if isinstance(group, Packed):
-            out.update(group.blocks())
-            continue
         if isinstance(group, dict):
             out.update(group)
             continue
@@ -429,25 +375,17 @@ class Groups:
         (a quarter of the data at 256 blocks on 2 workers, for a few of its blocks).
 
         When the groups were placed (``workers``), every range's task is placed on the worker
-        holding most of its blocks (:meth:`range_workers`) and a group held elsewhere is
-        packed where it is (:func:`group_pack`), so it travels as a few arrays instead of
-        three per block; the range gets the same values."""
+        holding most of its blocks (:meth:`range_workers`) and every slice where its group
+        is: where the scheduler would run them, but known to the client before they run."""
         prefix = "gather-blocks" if then is None else f"gather-{task_prefix(then[0])}"
         name, slice_name = new_name(prefix), new_name("group-slice")
-        pack_name = new_name("group-pack")
-        # Where each range's task runs, when the groups were placed: a group held by another
-        # worker is sent packed (group_pack: one array per group, not one per block).
         at = self.range_workers(ranges)
         layer: dict = {}
         for k, (lo, hi) in enumerate(ranges):
             first, last = self.owner(lo), self.owner(max(hi - 1, lo))
             refs = []
             for g in range(first, last + 1):
-                if at is not None and self.workers[g] != at[k]:
-                    key = (f"{pack_name}-{k}-{g}", 0)
-                    layer[key] = Task(key, group_pack, lo, hi, self.bounds[g], self._ref(g))
-                    refs.append(TaskRef(key))
-                elif lo <= self.bounds[g] and self.bounds[g + 1] <= hi:
+                if lo <= self.bounds[g] and self.bounds[g + 1] <= hi:
                     refs.append(self._ref(g))
                 else:
                     # A task group of its own per slice: the scheduler treats a group of
@@ -465,13 +403,13 @@ class Groups:
                                   first, *refs)
         graph = layer_graph(name, layer, self.objects)
         if at is not None:
-            # Each range's task where most of its blocks are, each slice or pack where its
-            # group is: where the scheduler would put them, but now the client knows it before
-            # they run (an SGD run is submitted on top of them without waiting:
+            # Each range's task where most of its blocks are, each slice where its group is:
+            # where the scheduler would put them, but now the client knows it before they run
+            # (an SGD run is submitted on top of them without waiting:
             # dml.optim.collective_rounds).
             where = {(name, k): w for k, w in enumerate(at)}
             for key in layer:
-                if key not in where:  # a slice or pack: f"{prefix}-{k}-{g}"
+                if key not in where:  # a group slice: f"{slice_name}-{k}-{g}"
                     where[key] = self.workers[int(key[0].rsplit("-", 1)[1])]
             graph = _annotated(graph, name, where)
         return [Delayed((name, k), graph, layer=name) for k in range(len(ranges))]
