@@ -65,12 +65,27 @@ def default_n_groups() -> int:
     return 2 * max(int(threads), 1)
 
 
+def scheduler_workers(client) -> dict:
+    """The scheduler's description of every worker (``Client.scheduler_info``: address ->
+    threads, memory limit, ...), asked once per fit (:func:`dml._graph.fit_memo`): the
+    workers' threads and memory limits are both read from this one answer, a round trip
+    fewer than asking for each."""
+    def ask():
+        try:
+            return client.scheduler_info(n_workers=-1)["workers"]
+        except TypeError:  # older distributed: no n_workers argument
+            return client.scheduler_info()["workers"]
+
+    return fit_memo(("scheduler-workers", id(client)), ask)
+
+
 def cluster_threads(client) -> dict:
-    """``client.nthreads()`` (worker -> threads), asked once per fit (a scheduler round trip
-    each, :func:`dml._graph.fit_memo`). Used for how many groups to make and where to place
-    them, neither of which changes a result; a worker lost later in the fit is not waited for
+    """Worker -> threads (what ``client.nthreads()`` answers), asked once per fit
+    (:func:`scheduler_workers`). Used for how many groups to make and where to place them,
+    neither of which changes a result; a worker lost later in the fit is not waited for
     (:func:`persist_placed` only prefers a worker)."""
-    return fit_memo(("nthreads", id(client)), client.nthreads)
+    return fit_memo(("nthreads", id(client)), lambda: {
+        a: int(w.get("nthreads") or 0) for a, w in scheduler_workers(client).items()})
 
 
 def contiguous_placement(n_groups: int, threads: dict, held: Sequence[dict]) -> list:

@@ -21,7 +21,7 @@ import numpy as np
 from dask import delayed
 from dask.base import tokenize
 
-from dml._block_groups import Groups
+from dml._block_groups import Groups, scheduler_workers
 from dml._blocks import Blocks, block_rng, map_delayed
 from dml._graph import fit_memo
 
@@ -52,7 +52,9 @@ def worker_limits() -> list:
     from dml.runtime import active_client
 
     def ask():
-        limits = [int(w.get("memory_limit") or 0) for w in _workers().values()]
+        client = active_client()
+        workers = {} if client is None else scheduler_workers(client)
+        limits = [int(w.get("memory_limit") or 0) for w in workers.values()]
         return limits if limits and all(limits) else []
 
     return fit_memo(("worker-memory-limits", id(active_client())), ask)
