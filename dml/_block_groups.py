@@ -431,7 +431,17 @@ class Groups:
 
     def range_workers(self, ranges: Sequence[tuple[int, int]]) -> list | None:
         """Per ``(lo, hi)`` block range, the worker holding most of its blocks (the first
-        such group's on a tie), or None when the groups were not placed."""
+        such group's on a tie), or None when the groups were not placed.
+
+        Examples
+        --------
+        >>> groups = Groups([None] * 4, [0, 8, 16, 24, 30], 8, workers=["a", "a", "b", "b"])
+        >>> groups.range_workers([(0, 12), (12, 30), (6, 20)])
+        ['a', 'b', 'a']
+        >>> parts = groups.block_parts()  # built on first access, not here
+        >>> len(parts), parts._parts is None
+        (30, True)
+        """
         if self.workers is None:
             return None
         out = []
