@@ -124,16 +124,21 @@ class CollectiveRounds:
         the blocks are gathered (:meth:`dml._block_groups.Groups.gather`): the first run is
         then submitted on top of the gathering, and its tasks start as soon as their blocks
         are joined, with no round trip to the client in between. False when the placement or
-        the size is not known, or a chosen worker is gone (then: wait, and ask)."""
+        the size is not known, a chosen worker is gone, or the size estimated from the rows
+        (dense float64) leaves no headroom (then: wait, and ask the real sizes)."""
         at = self.runner.workers
         if at is None or self.nbytes is None:
             return False
         ids = _collective.worker_ids(client)  # also adds the message handler
         if not set(at) <= set(ids):
             return False
+        # The estimate counts every value as a dense float64: when it says the rows fit, they
+        # do; when not (sparse rows, or really too big), the exact sizes are asked as before.
+        if not _collective.has_headroom(client, self.runner.gathered, worker_limits(),
+                                        {"estimate": self.nbytes}):
+            return False
         self.placed = (list(at), ids, None)
-        self.enabled = _collective.has_headroom(client, self.runner.gathered, worker_limits(),
-                                                {"estimate": self.nbytes})
+        self.enabled = True
         return True
 
     def run_epoch(self, problem, payload, steps, mode, averaging_from):
