@@ -65,12 +65,27 @@ def default_n_groups() -> int:
     return 2 * max(int(threads), 1)
 
 
+def scheduler_workers(client) -> dict:
+    """The scheduler's description of every worker (``Client.scheduler_info``: address ->
+    threads, memory limit, ...), asked once per fit (:func:`dml._graph.fit_memo`): the
+    workers' threads and memory limits are both read from this one answer, a round trip
+    fewer than asking for each."""
+    def ask():
+        try:
+            return client.scheduler_info(n_workers=-1)["workers"]
+        except TypeError:  # older distributed: no n_workers argument
+            return client.scheduler_info()["workers"]
+
+    return fit_memo(("scheduler-workers", id(client)), ask)
+
+
 def cluster_threads(client) -> dict:
-    """``client.nthreads()`` (worker -> threads), asked once per fit (a scheduler round trip
-    each, :func:`dml._graph.fit_memo`). Used for how many groups to make and where to place
-    them, neither of which changes a result; a worker lost later in the fit is not waited for
+    """Worker -> threads (what ``client.nthreads()`` answers), asked once per fit
+    (:func:`scheduler_workers`). Used for how many groups to make and where to place them,
+    neither of which changes a result; a worker lost later in the fit is not waited for
     (:func:`persist_placed` only prefers a worker)."""
-    return fit_memo(("nthreads", id(client)), client.nthreads)
+    return fit_memo(("nthreads", id(client)), lambda: {
+        a: int(w.get("nthreads") or 0) for a, w in scheduler_workers(client).items()})
 
 
 def contiguous_placement(n_groups: int, threads: dict, held: Sequence[dict]) -> list:
@@ -110,12 +125,18 @@ def persist_placed(objects: Sequence[Delayed], inputs: Sequence[Sequence]) -> li
     (:func:`contiguous_placement`; ``inputs[g]`` are the keys object ``g`` reads). Where they
     run changes no result; a worker that is gone or busy is not waited for (the placement is
     a preference). Without a ``distributed`` cluster of several workers: plain ``persist``."""
+    return persist_placed_where(objects, inputs)[0]
+
+
+def persist_placed_where(objects: Sequence[Delayed], inputs: Sequence[Sequence]):
+    """:func:`persist_placed`, and the worker each object was placed on (None when not
+    placed: no cluster of several workers)."""
     from dml._collective import cluster_client
 
     client = cluster_client()
     threads = cluster_threads(client) if client is not None and len(objects) > 1 else {}
     if len(threads) < 2:
-        return list(dask.persist(*objects))
+        return list(dask.persist(*objects)), None
     keys = sorted({k for ks in inputs for k in ks}, key=str)
     # The scheduler's own call: Client.who_has takes futures only (keys would be walked as
     # containers and find none).
@@ -126,14 +147,14 @@ def persist_placed(objects: Sequence[Delayed], inputs: Sequence[Sequence]) -> li
     if placed is not None:
         # One submission: the graph is pickled and sent once, not once per worker with all
         # of its inputs (two thousand block futures at 1,024 blocks) each time.
-        return list(client.persist(placed))
+        return list(client.persist(placed)), where
     out = [None] * len(objects)
     for w in sorted(set(where)):
         mine = [g for g, a in enumerate(where) if a == w]
         done = client.persist([objects[g] for g in mine], workers=[w], allow_other_workers=True)
         for g, d in zip(mine, done):
             out[g] = d
-    return out
+    return out, where
 
 
 def _placed_layer(objects: Sequence[Delayed], where: Sequence[str]) -> list | None:
@@ -148,13 +169,20 @@ def _placed_layer(objects: Sequence[Delayed], where: Sequence[str]) -> list | No
     if any(o.__dask_graph__() is not graph or o.__dask_layers__() != (name,) for o in objects):
         return None
     layer = graph.layers[name]
-    by_key = {o.key: [w] for o, w in zip(objects, where)}
+    by_key = {o.key: w for o, w in zip(objects, where)}
     if len(layer) != len(by_key) or any(k not in by_key for k in layer):
         return None
-    annotated = MaterializedLayer(dict(layer), annotations={
-        "workers": by_key.__getitem__, "allow_other_workers": True})
-    placed = HighLevelGraph({**graph.layers, name: annotated}, graph.dependencies)
+    placed = _annotated(graph, name, by_key)
     return [Delayed(o.key, placed, layer=name) for o in objects]
+
+
+def _annotated(graph: HighLevelGraph, name: str, where: dict) -> HighLevelGraph:
+    """``graph`` with every task of its layer ``name`` preferring the worker ``where[key]``
+    (the scheduler's per-key ``workers`` and ``allow_other_workers`` annotations)."""
+    by_key = {k: [w] for k, w in where.items()}
+    annotated = MaterializedLayer(dict(graph.layers[name]), annotations={
+        "workers": by_key.__getitem__, "allow_other_workers": True})
+    return HighLevelGraph({**graph.layers, name: annotated}, graph.dependencies)
 
 
 # ---------------------------------------------------------------- task functions
@@ -222,6 +250,29 @@ def gather_then(then, arg, lo, hi, bounds, first_group, *groups):
 
 
 # ---------------------------------------------------------------- graph builders
+class BlockParts(Sequence):
+    """The blocks of :class:`Groups` as a sequence of Delayed (``Blocks.parts``): its length
+    is known at once, the Delayed objects and their graph layer are made on first access."""
+
+    def __init__(self, groups: Groups):
+        self._groups = groups
+        self._parts: list | None = None
+
+    def _built(self) -> list:
+        if self._parts is None:
+            self._parts = self._groups._block_parts()
+        return self._parts
+
+    def __len__(self) -> int:
+        return self._groups.n_blocks
+
+    def __getitem__(self, index):
+        return self._built()[index]
+
+    def __iter__(self):
+        return iter(self._built())
+
+
 class Groups:
     """Persisted groups of consecutive blocks: the group objects and their block bounds.
 
@@ -233,6 +284,9 @@ class Groups:
         Group ``g`` holds blocks ``bounds[g] .. bounds[g + 1] - 1``.
     size : int
         Blocks per group (the last may hold fewer), a power of :data:`FANIN`.
+    workers : list of str or None
+        The worker each group was placed on (a preference the scheduler follows while the
+        worker is up; :func:`persist_placed_where`), or None when not placed.
     token : str or None
         Names the groups' contents (a hash of the blocks they were made from and of what was
         applied to them), or None when unknown. The objects' keys are fresh for every persist
@@ -243,11 +297,12 @@ class Groups:
     fanin = FANIN
 
     def __init__(self, objects: Sequence[Delayed], bounds: Sequence[int], size: int,
-                 token: str | None = None):
+                 token: str | None = None, workers: Sequence[str] | None = None):
         self.objects = list(objects)
         self.bounds = tuple(int(b) for b in bounds)
         self.size = int(size)
         self.token = token
+        self.workers = None if workers is None else list(workers)
 
     @property
     def n_blocks(self) -> int:
@@ -272,8 +327,14 @@ class Groups:
         graph = layer_graph(name, layer, [*self.objects, *deps])
         return [Delayed((name, k), graph, layer=name) for k in range(n)]
 
-    def block_parts(self) -> list[Delayed]:
-        """One Delayed per block (an item of its group's tuple)."""
+    def block_parts(self) -> Sequence[Delayed]:
+        """One Delayed per block (an item of its group's tuple), built when first read: the
+        passes over held blocks read the groups, so most fits never index a block (a layer of
+        a thousand tasks and Delayed objects, about 10 ms of the client's time per persist at
+        1,024 blocks, for nothing)."""
+        return BlockParts(self)
+
+    def _block_parts(self) -> list[Delayed]:
         def make(key, i):
             g = self.owner(i)
             return Task(key, operator.getitem, self._ref(g), i - self.bounds[g])
@@ -326,9 +387,14 @@ class Groups:
         A group the range covers only in part is first cut down to the range's blocks by a
         small task of its own (:func:`group_slice`), which runs where the group is: when the
         range's task runs on another worker, only those blocks travel, not the whole group
-        (a quarter of the data at 256 blocks on 2 workers, for a few of its blocks)."""
+        (a quarter of the data at 256 blocks on 2 workers, for a few of its blocks).
+
+        When the groups were placed (``workers``), every range's task is placed on the worker
+        holding most of its blocks (:meth:`range_workers`) and every slice where its group
+        is: where the scheduler would run them, but known to the client before they run."""
         prefix = "gather-blocks" if then is None else f"gather-{task_prefix(then[0])}"
         name, slice_name = new_name(prefix), new_name("group-slice")
+        at = self.range_workers(ranges)
         layer: dict = {}
         for k, (lo, hi) in enumerate(ranges):
             first, last = self.owner(lo), self.owner(max(hi - 1, lo))
@@ -351,7 +417,41 @@ class Groups:
                 layer[key] = Task(key, gather_then, then[0], then[1][k], lo, hi, self.bounds,
                                   first, *refs)
         graph = layer_graph(name, layer, self.objects)
+        if at is not None:
+            # Each range's task where most of its blocks are, each slice where its group is:
+            # where the scheduler would put them, but now the client knows it before they run
+            # (an SGD run is submitted on top of them without waiting:
+            # dml.optim.collective_rounds).
+            where = {(name, k): w for k, w in enumerate(at)}
+            for key in layer:
+                if key not in where:  # a group slice: f"{slice_name}-{k}-{g}"
+                    where[key] = self.workers[int(key[0].rsplit("-", 1)[1])]
+            graph = _annotated(graph, name, where)
         return [Delayed((name, k), graph, layer=name) for k in range(len(ranges))]
+
+    def range_workers(self, ranges: Sequence[tuple[int, int]]) -> list | None:
+        """Per ``(lo, hi)`` block range, the worker holding most of its blocks (the first
+        such group's on a tie), or None when the groups were not placed.
+
+        Examples
+        --------
+        >>> groups = Groups([None] * 4, [0, 8, 16, 24, 30], 8, workers=["a", "a", "b", "b"])
+        >>> groups.range_workers([(0, 12), (12, 30), (6, 20)])
+        ['a', 'b', 'a']
+        >>> parts = groups.block_parts()  # built on first access, not here
+        >>> len(parts), parts._parts is None
+        (30, True)
+        """
+        if self.workers is None:
+            return None
+        out = []
+        for lo, hi in ranges:
+            count: dict = {}
+            for g in range(self.owner(lo), self.owner(max(hi - 1, lo)) + 1):
+                n = min(hi, self.bounds[g + 1]) - max(lo, self.bounds[g])
+                count[self.workers[g]] = count.get(self.workers[g], 0) + max(n, 0)
+            out.append(max(count, key=count.get))  # dicts keep order: ties go to the first
+        return out
 
 
 # ---------------------------------------------------------------- chained steps

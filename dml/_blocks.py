@@ -280,7 +280,7 @@ class Blocks:
         the blocks are too few to group (the caller transforms them itself).
         """
         from dml._block_groups import (Groups, collect, default_n_groups, group_size,
-                                       persist_placed)
+                                       persist_placed_where)
 
         if self.groups is not None:
             if then is not None:
@@ -317,13 +317,14 @@ class Blocks:
         graph = layer_graph(name, layer, deps)
         # Consecutive groups on one worker (where most of their blocks already are): the passes
         # that read runs of groups (SGD's streams) then find them there.
-        objects = persist_placed([Delayed((name, g), graph, layer=name) for g in range(len(layer))],
-                                 [layer[(name, g)].dependencies for g in range(len(layer))])
+        objects, where = persist_placed_where(
+            [Delayed((name, g), graph, layer=name) for g in range(len(layer))],
+            [layer[(name, g)].dependencies for g in range(len(layer))])
         # The groups' contents are named by the blocks' keys (content-derived for validated
         # input) and what was applied to them: a cache key across persists of the same data.
         token = tokenize("group-blocks", key_runs([p.key for p in self.parts]), bounds,
                          None if then is None else then)
-        groups = Groups(objects, bounds, size, token=token)
+        groups = Groups(objects, bounds, size, token=token, workers=where)
         return replace(self, parts=groups.block_parts(), groups=groups)
 
     def map_parts(self, kernel: Callable, *args, with_index: bool = False,

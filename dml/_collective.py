@@ -565,6 +565,13 @@ def placement_and_ids(client, futures):
     return out, {a: answers[a][0] for a in workers}, nbytes
 
 
+def worker_ids(client) -> dict:
+    """``{address: id}`` of every live worker, in one call to the workers that also adds the
+    message handler to them (:func:`placement_and_ids` without asking where data is)."""
+    answers = client.run(_install_and_hold, [], on_error="ignore")
+    return {a: v[0] for a, v in answers.items() if isinstance(v, tuple)}
+
+
 def placement(client, futures):
     """The worker of every group: where its data (``futures[g]``) is, else spread over the
     live workers (those that have the message handler). One call to the workers, which adds
@@ -660,9 +667,12 @@ class LiveRun:
     and the tasks' start. The client keeps what a step starts from, so a lost run is submitted
     again from there; :meth:`close` ends the run."""
 
-    def __init__(self, client, futures, run, addresses, what="a run"):
+    def __init__(self, client, futures, run, addresses, what="a run", after=()):
         self.client, self.futures, self.run = client, futures, run
         self.addresses, self.what = list(addresses), what
+        #: Futures the run's tasks read that may still be computing (a run submitted on top
+        #: of them): ``START_TIMEOUT`` counts from when they are all done.
+        self.after = list(after)
         self.groups_at: dict = {}
         for h, a in enumerate(addresses):
             self.groups_at.setdefault(a, []).append(h)
@@ -694,6 +704,11 @@ class LiveRun:
                 return None
             if _failed(client, futures, self.addresses):
                 return None
+            if self.after:
+                if any(f.status != "finished" for f in self.after):
+                    started = time.monotonic()  # the inputs are not there yet
+                    continue
+                self.after = []
             if not self.all_running and time.monotonic() - started > START_TIMEOUT:
                 self.all_running = _all_started(client, futures, self.what)
 

@@ -84,8 +84,11 @@ class CollectiveRounds:
     collective run that lives across epochs. :meth:`usable` says whether the current scheduler
     allows it; :meth:`close` ends the run (end of the fit)."""
 
-    def __init__(self, runner):
+    def __init__(self, runner, nbytes: int | None = None):
         self.runner = runner
+        #: Bytes of the gathered blocks as estimated by the caller (None: asked once they
+        #: are in memory).
+        self.nbytes = nbytes
         self.enabled = None  # decided at the first epoch, on the scheduler of the fit
         self.stats = {"runs": 0, "lost_runs": 0, "epochs": 0}
         self.futures = None
@@ -102,18 +105,41 @@ class CollectiveRounds:
             if self.enabled:
                 from distributed import futures_of, wait
 
-                # The blocks' sizes are known once they are in memory (and the scheduler may
-                # not have registered them yet: persist does not wait); the groups are placed
-                # where the blocks are.
                 self.futures = [futures_of(p)[0] for p in self.runner.gathered]
-                wait(self.futures)
-                # The workers' memory limits were asked earlier in the fit (to hold and join
-                # the blocks), and the call that places the groups also tells the blocks'
-                # sizes: one round trip here after the wait instead of five.
-                self._place(client)
-                self.enabled = _collective.has_headroom(client, self.runner.gathered,
-                                                        worker_limits(), self.placed[2])
+                if not self._place_ahead(client):
+                    # The blocks' sizes are known once they are in memory (and the scheduler
+                    # may not have registered them yet: persist does not wait); the groups
+                    # are placed where the blocks are.
+                    wait(self.futures)
+                    # The workers' memory limits were asked earlier in the fit (to hold and
+                    # join the blocks), and the call that places the groups also tells the
+                    # blocks' sizes: one round trip here after the wait instead of five.
+                    self._place(client)
+                    self.enabled = _collective.has_headroom(client, self.runner.gathered,
+                                                            worker_limits(), self.placed[2])
         return bool(self.enabled)
+
+    def _place_ahead(self, client) -> bool:
+        """Places the groups without waiting for their blocks when the client chose where
+        the blocks are gathered (:meth:`dml._block_groups.Groups.gather`): the first run is
+        then submitted on top of the gathering, and its tasks start as soon as their blocks
+        are joined, with no round trip to the client in between. False when the placement or
+        the size is not known, a chosen worker is gone, or the size estimated from the rows
+        (dense float64) leaves no headroom (then: wait, and ask the real sizes)."""
+        at = self.runner.workers
+        if at is None or self.nbytes is None:
+            return False
+        ids = _collective.worker_ids(client)  # also adds the message handler
+        if not set(at) <= set(ids):
+            return False
+        # The estimate counts every value as a dense float64: when it says the rows fit, they
+        # do; when not (sparse rows, or really too big), the exact sizes are asked as before.
+        if not _collective.has_headroom(client, self.runner.gathered, worker_limits(),
+                                        {"estimate": self.nbytes}):
+            return False
+        self.placed = (list(at), ids, None)
+        self.enabled = True
+        return True
 
     def run_epoch(self, problem, payload, steps, mode, averaging_from):
         """(final payload, every round's info) of the rounds ``steps``, or None when the run
@@ -150,7 +176,9 @@ class CollectiveRounds:
                                workers=[addresses[g]], allow_other_workers=False, pure=False)
                  for g, r in enumerate(runner.ranges)]
         self.stats["runs"] += 1
-        return _collective.LiveRun(client, tasks, run, addresses, "an SGD run")
+        # The tasks may wait for their blocks to be gathered (:meth:`_place_ahead`).
+        return _collective.LiveRun(client, tasks, run, addresses, "an SGD run",
+                                   after=self.futures)
 
     def close(self):
         """Ends the current run, if any (its tasks stop; the workers forget it)."""

@@ -21,7 +21,7 @@ import numpy as np
 from dask import delayed
 from dask.base import tokenize
 
-from dml._block_groups import Groups
+from dml._block_groups import Groups, scheduler_workers
 from dml._blocks import Blocks, block_rng, map_delayed
 from dml._graph import fit_memo
 
@@ -52,7 +52,9 @@ def worker_limits() -> list:
     from dml.runtime import active_client
 
     def ask():
-        limits = [int(w.get("memory_limit") or 0) for w in _workers().values()]
+        client = active_client()
+        workers = {} if client is None else scheduler_workers(client)
+        limits = [int(w.get("memory_limit") or 0) for w in workers.values()]
         return limits if limits and all(limits) else []
 
     return fit_memo(("worker-memory-limits", id(active_client())), ask)
@@ -232,11 +234,12 @@ def _prepare_groups(problem, blocks: Blocks, seed: int, fraction: float):
         train, val = g.map_group(_prepare_training, problem, seed), []
     out = dask.persist(*train, *val)
     token = None if g.token is None else tokenize(g.token, problem, seed, fraction)
+    # A group's task reads one group: it runs where that group is (the groups' placement).
     tg = Groups(out[:len(train)], g.bounds, g.size,
-                token=None if token is None else f"train-{token}")
+                token=None if token is None else f"train-{token}", workers=g.workers)
     tb = replace(blocks, parts=tg.block_parts(), groups=tg)
     if not fraction:
         return tb, None
     vg = Groups(out[len(train):], g.bounds, g.size,
-                token=None if token is None else f"validation-{token}")
+                token=None if token is None else f"validation-{token}", workers=g.workers)
     return tb, replace(blocks, parts=vg.block_parts(), groups=vg)

@@ -275,8 +275,11 @@ class StreamRunner:
                       if persisted else 1)
         self.levels = tree_levels(self.group)
         self.ranges = [range(a, min(a + self.group, W)) for a in range(0, W, self.group)]
-        self.block_parts = list(parts)
+        self.block_parts = parts  # indexed only when not persisted (no groups)
         self.gathered = None
+        #: The worker of every stream group's gathered blocks when the client chose it (None:
+        #: the scheduler does; known once they are in memory).
+        self.workers = None
         if not persisted:
             return
         # With ``join``, every stream's rows in one array, held for the whole fit: an epoch
@@ -286,10 +289,12 @@ class StreamRunner:
         joins = [tuple((s, layout.starts[s], layout.starts[s + 1]) for s in r)
                  for r in self.ranges] if join else None
         if groups is not None:
-            # Blocks held in groups (Blocks.persist): one task per stream group reads them.
-            gathered = groups.gather(
-                [(layout.starts[r.start], layout.starts[r.stop]) for r in self.ranges],
-                then=None if joins is None else (join_streams, joins))
+            # Blocks held in groups (Blocks.persist): one task per stream group reads them,
+            # on the worker the client picks (most of the group's blocks are there).
+            bounds = [(layout.starts[r.start], layout.starts[r.stop]) for r in self.ranges]
+            gathered = groups.gather(bounds,
+                                     then=None if joins is None else (join_streams, joins))
+            self.workers = groups.range_workers(bounds)
         else:
             gathered = [delayed(_gather, pure=True)(
                 tuple(range(layout.starts[r.start], layout.starts[r.stop])),
@@ -469,7 +474,9 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
     if runner.gathered is not None:
         from dml.optim.collective_rounds import CollectiveRounds
 
-        collective = CollectiveRounds(runner)
+        # The joined rows' size, for the memory check of the runs before they are joined.
+        collective = CollectiveRounds(
+            runner, nbytes=int(data.n_train) * (int(data.train.n_features) + 2) * 8)
     n_train = data.n_train
     plans_by_steps: dict = {}
 
