@@ -61,6 +61,13 @@ def rebuild(prep, start, loss, baseline, prior, trees, seed, subsample, rnd, n_t
     return tuple(out)
 
 
+#: Whether the groups of a run split the features between them (a reduce-scatter: each
+#: receives, sums and searches only its features' histograms, then the best splits are
+#: swapped) rather than every group receiving, summing and searching all of them. The model is
+#: the same either way.
+REDUCE_SCATTER = True
+
+
 def run_group(prep, g, run, fit, addresses, driver, args, rounds, fresh, trees):
     """One group's part of a run: the driver's steps for up to ``rounds`` rounds.
 
@@ -89,7 +96,8 @@ def _run(link, prep, g, fit, driver, args, rounds, fresh, trees):
     # bounds[h] .. bounds[h + 1] - 1 of a wave's histograms, so it receives only those; the
     # groups then swap their best splits (a small message) and all take the best.
     d = prep[0][0].shape[1]
-    bounds = block_ranges(d, link.n_groups) if 1 < link.n_groups <= d else None
+    bounds = block_ranges(d, link.n_groups) if REDUCE_SCATTER and 1 < link.n_groups <= d \
+        else None
     driver.features = None if bounds is None else (bounds[g], bounds[g + 1])
     partials = None
     step = 0
