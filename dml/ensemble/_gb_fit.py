@@ -475,7 +475,7 @@ MAX_GROUP_BLOCKS = 16
 
 #: Fewest binned cells (rows × features) worth a group of their own. On a cluster every
 #: growth wave of several groups swaps histograms and then best splits between them (about
-#: 0.3 ms of CPU a swap plus the wait for the slower group, about 17 waves a tree), so small
+#: 0.2 ms of CPU a swap plus the wait for the slower group, about 17 waves a tree), so small
 #: data is grown faster by fewer groups; from about two million cells a group, halving the
 #: histogram work pays for that (docs/gradient_boosting.md, "Cost"). The model does not
 #: depend on the grouping.
