@@ -221,6 +221,17 @@ class Link:
         self.send(step, partial)
         return self.gather(step, partial)
 
+    def exchange_each(self, step, parts):
+        """A reduce-scatter's exchange: ``parts[h]`` is this group's partial of ``step`` for
+        group ``h`` (each group receives only its share, e.g. its features' histograms).
+        Returns every group's partial for this group, in group order."""
+        if self.n_groups == 1:
+            return self.exchange(step, parts[0])
+        for h in range(self.n_groups):
+            if h != self.g:
+                self.send(step, parts[h], to=h)
+        return self.gather(step, parts[self.g])
+
     def receive(self, step, idle):
         """The client's input for ``step`` of a live run (:meth:`LiveRun.step`), or None when
         none came within ``idle`` seconds (the client is gone or forgot to end the run) or the
@@ -301,12 +312,15 @@ class Link:
             self.channel = None
 
     # ---- sending and gathering
-    def send(self, step, partial):
-        """The group's partial to every other group: in memory for groups on this worker, over
-        the direct channel or one message per other worker for the others."""
-        self._deliver_local(step, partial)
+    def send(self, step, partial, to=None):
+        """The group's partial to every other group (or only to group ``to``): in memory for
+        groups on this worker, over the direct channel or one message per other worker for
+        the others."""
+        self._deliver_local(step, partial, to)
+        if to is not None and self.addresses[to] == self.worker.address:
+            return
         if self.channel is None or not _steps_on_channel(step):
-            self._send_remote(step, partial)
+            self._send_remote(step, partial, to)
             return
         from dml import _direct
 
@@ -314,22 +328,24 @@ class Link:
             bufs = _direct.frame(step, self.g, partial)
         except TypeError:  # a value the channel does not carry: the handler transport does
             bufs = _direct.marker(step, self.g)
-            self._send_remote(step, partial)
+            self._send_remote(step, partial, to)
         try:
-            self.channel.post(bufs)
+            self.channel.post(bufs, to)
         except _direct.PeerGone as exc:
             self._lost(exc)
 
-    def _deliver_local(self, step, partial):
-        """The partial, in memory, to the other groups on this worker."""
-        local = [h for h in self.groups_at.get(self.worker.address, ()) if h != self.g]
+    def _deliver_local(self, step, partial, to=None):
+        """The partial, in memory, to the other groups on this worker (or only to ``to``)."""
+        local = [h for h in self.groups_at.get(self.worker.address, ())
+                 if h != self.g and to in (None, h)]
         if local:
             _deliver(self.run, step, self.g, local, partial)
 
-    def _send_remote(self, step, partial):
-        """The partial to the groups on other workers: one message per worker, through the
-        handler transport."""
-        worker, run, g, groups_at = self.worker, self.run, self.g, self.groups_at
+    def _send_remote(self, step, partial, to=None):
+        """The partial to the groups on other workers (or only to group ``to``): one message
+        per worker, through the handler transport."""
+        worker, run, g = self.worker, self.run, self.g
+        groups_at = self.groups_at if to is None else {self.addresses[to]: [to]}
         mine = worker.address
 
         async def send_all():

@@ -21,6 +21,7 @@ A frame that does not parse raises :class:`ChannelError` with what was wrong.
 from __future__ import annotations
 
 import errno
+import functools
 import hmac
 import json
 import secrets
@@ -133,9 +134,8 @@ def parse_header(raw):
     return kind, step, sender, n_meta, n_payload
 
 
-def decode(meta, payload):
-    """The value of a data frame; raises :class:`ChannelError` when the description is not
-    valid or does not match the payload."""
+def _parse(meta):
+    """A frame's description and the sizes of its arrays."""
     try:
         spec = json.loads(meta)
     except (ValueError, RecursionError) as exc:
@@ -162,6 +162,18 @@ def decode(meta, payload):
         check(spec)
     except RecursionError as exc:
         raise ChannelError("direct channel: a frame's description is nested too deep") from exc
+    return spec, tuple(sizes)
+
+
+#: :func:`_parse` of short descriptions, cached: the steps of a run send partials of a few
+#: structures over and over (a description is never modified once parsed).
+_parse_short = functools.lru_cache(maxsize=256)(_parse)
+
+
+def decode(meta, payload):
+    """The value of a data frame; raises :class:`ChannelError` when the description is not
+    valid or does not match the payload."""
+    spec, sizes = (_parse_short if len(meta) <= 4096 else _parse)(meta)
     offsets, total = _layout(sizes)
     if total != len(payload):
         raise ChannelError(f"direct channel: a frame's arrays take {total} bytes, its payload "
@@ -409,11 +421,13 @@ class Channel:
         for h, s in inc.items():
             self.sel.register(s, selectors.EVENT_READ, ("r", h))
         self.writes: dict = {h: [] for h in out}  # h -> memoryviews still to send
+        self.writing: set = set()  # the peers whose sockets are registered for writing
         self.inbox: dict = {}  # (step, sender) -> (kind, value)
 
-    def post(self, bufs):
-        """Queue a frame (its buffers) to every peer and send what goes without waiting."""
-        for h in self.out:
+    def post(self, bufs, to=None):
+        """Queue a frame (its buffers) to every peer (or only to group ``to``) and send what
+        goes without waiting."""
+        for h in (self.out if to is None else [to]):
             self.writes[h].extend(memoryview(b).cast("B") for b in bufs)
             self._write(h)
 
@@ -433,17 +447,14 @@ class Channel:
         self._want_write(h, bool(q))
 
     def _want_write(self, h, want):
-        s = self.out[h]
-        key = ("w", h)
-        try:
-            self.sel.get_key(s)
-            registered = True
-        except KeyError:
-            registered = False
-        if want and not registered:
-            self.sel.register(s, selectors.EVENT_WRITE, key)
-        elif not want and registered:
-            self.sel.unregister(s)
+        # Registration kept in a set: asking the selector raises a KeyError whose message
+        # formats the socket, a cost paid on every step.
+        if want and h not in self.writing:
+            self.sel.register(self.out[h], selectors.EVENT_WRITE, ("w", h))
+            self.writing.add(h)
+        elif not want and h in self.writing:
+            self.sel.unregister(self.out[h])
+            self.writing.discard(h)
 
     def wait(self, need, poll, check):
         """Read until the frames ``need`` (``{(step, sender)}``) are in :attr:`inbox` and every

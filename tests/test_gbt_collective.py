@@ -36,13 +36,17 @@ def _leftovers(client):
 
 def test_more_groups_than_threads(client, monkeypatch):
     """Five groups on two single-threaded workers: the tasks leave the thread pool, so all run
-    at once (no deadlock), and the model is the single-process scheduler's."""
+    at once (no deadlock), and the model is the single-process scheduler's. Each group owns
+    one of the five features (the reduce-scatter; groups on one worker swap in memory), a node
+    may search only some of them (``max_features``), and a duplicated column makes equal gains
+    in two groups (the lower feature index must win, as in the search over all features)."""
     from dml.ensemble import _gb_fit
 
     X, y = make_classification(n_samples=700, n_features=5, random_state=3)
+    X[:, 4] = X[:, 1]
     Xd, yd = da.from_array(X, chunks=(70, -1)), da.from_array(y, chunks=70)
-    kw = dict(max_iter=3, max_leaf_nodes=5, subsample=0.8, early_stopping=True,
-              validation_fraction=0.2, n_iter_no_change=1, random_state=0)
+    kw = dict(max_iter=3, max_leaf_nodes=5, subsample=0.8, max_features=0.6,
+              early_stopping=True, validation_fraction=0.2, n_iter_no_change=1, random_state=0)
     monkeypatch.setattr(_gb_fit, "default_n_groups", lambda: 10)
     before = client.run(_collective.channels)
     a = GradientBoostingClassifier(**kw).fit(Xd, yd)

@@ -152,6 +152,9 @@ class Driver:
         self.importances = np.zeros(len(params.n_bins))
         self.trees, self.unrouted, self.counted, self.reqs = None, {}, [], {}
         self.n_waves, self.values, self.done = 0, None, False
+        # ``(lo, hi)``: in a run's task of a reduce-scatter by feature, the features this
+        # group sums and searches (:meth:`merge`); None: all of them.
+        self.features, self.found = None, []
         self.initial = True
         self.pending = ("end", None, None, first, params.nb if first < max_iter else None)
 
@@ -194,7 +197,11 @@ class Driver:
             return ("idle",)
         self.trees = [_Tree(t, self.params, self.rnd) for t in range(self.T)]
         for t, tr in enumerate(self.trees):
+            # Every group has the whole root histograms (the end of a round sends them all)
+            # and searches them all; only the group's features are kept for subtraction.
             tr.set_hists([(0, root[t])], root[t:t + 1])
+            if self.features is not None:
+                tr.hist[0] = root[t][self.features[0]:self.features[1]]
             if tr.split[0]:
                 heapq.heappush(tr.heap, (-tr.split[0][0], 0))
         self.unrouted, self.n_waves = {}, 0
@@ -234,6 +241,8 @@ class Driver:
 
     def _grown(self, total):
         trees = self.trees
+        own = self.features
+        found = []
         lo = 0
         for t, r in self.reqs.items():
             tr = trees[t]
@@ -242,7 +251,7 @@ class Driver:
             hi = lo + len(nodes)
             counted = total[lo:hi]
             slot = {n: i for i, n in enumerate(nodes)}
-            tr.set_hists(list(zip(nodes, counted)), counted)
+            found += [(t, f) for f in tr.set_hists(list(zip(nodes, counted)), counted, own)]
             lo = hi
             derived = [(n, src) for n, src in r if src is not None]
             if derived:
@@ -251,7 +260,31 @@ class Driver:
                 out = np.empty((len(derived),) + total.shape[1:])
                 for i, (n, (parent, small)) in enumerate(derived):
                     np.subtract(tr.hist[parent], counted[slot[small]], out=out[i])
-                tr.set_hists([(n, out[i]) for i, (n, _) in enumerate(derived)], out)
+                found += [(t, f) for f in tr.set_hists(
+                    [(n, out[i]) for i, (n, _) in enumerate(derived)], out, own)]
+        if own is None:
+            return self._grow()
+        # The group's best splits over its features, for the other groups (:meth:`merge`).
+        self.found = [(t, node) for t, (node, _, _) in found]
+        rows = np.array([res for _, (_, res, _) in found], dtype=np.float64).reshape(-1, 7)
+        return ("best", rows, {i: left for i, (_, (_, _, left)) in enumerate(found)
+                               if left is not None})
+
+    def merge(self, shares):
+        """The next decision once every group's best splits over its own features are in
+        (``shares``, in group order: the ``"best"`` decisions' rows and categories): each
+        node's split is the best of them, equal gains keeping the lower feature index, as
+        the search over all features does; so every group takes the same splits, those of
+        the search over all features."""
+        rows = [s[1].tolist() for s in shares]
+        for i, (t, node) in enumerate(self.found):
+            best, left = None, None
+            for r, share in zip(rows, shares):
+                res = r[i]
+                if best is None or res[0] > best[0] or (res[0] == best[0] and res[1] < best[1]):
+                    best, left = res, share[2].get(i)
+            self.trees[t].take_split(node, best, left)
+        self.found = []
         return self._grow()
 
     def _finish_round(self):

@@ -27,6 +27,7 @@ import uuid
 import numpy as np
 
 from dml import _collective
+from dml._block_groups import block_ranges
 from dml._collective import (RunCannotStart, RunLost, abandon, cluster_client,  # noqa: F401
                              has_headroom, install, leftovers)
 from dml.ensemble import _gb_chain, _gb_fit, _gb_grow
@@ -60,6 +61,13 @@ def rebuild(prep, start, loss, baseline, prior, trees, seed, subsample, rnd, n_t
     return tuple(out)
 
 
+#: Whether the groups of a run split the features between them (a reduce-scatter: each
+#: receives, sums and searches only its features' histograms, then the best splits are
+#: swapped) rather than every group receiving, summing and searching all of them. The model is
+#: the same either way.
+REDUCE_SCATTER = True
+
+
 def run_group(prep, g, run, fit, addresses, driver, args, rounds, fresh, trees):
     """One group's part of a run: the driver's steps for up to ``rounds`` rounds.
 
@@ -84,13 +92,24 @@ def _run(link, prep, g, fit, driver, args, rounds, fresh, trees):
     driver = driver.copy()
     first = driver.rnd
     step_args = (start, n_blocks, loss, seed, subsample, n_trees)
+    # A reduce-scatter by feature: group h sums, subtracts and searches only features
+    # bounds[h] .. bounds[h + 1] - 1 of a wave's histograms, so it receives only those; the
+    # groups then swap their best splits (a small message) and all take the best.
+    d = prep[0][0].shape[1]
+    bounds = block_ranges(d, link.n_groups) if REDUCE_SCATTER and 1 < link.n_groups <= d \
+        else None
+    driver.features = None if bounds is None else (bounds[g], bounds[g + 1])
     partials = None
     step = 0
     while True:
         if partials is not None:
             driver.pending = driver.step(partials)
+            if driver.pending[0] == "best":
+                driver.pending = driver.merge(link.exchange(step, driver.pending))
+                step += 1
         decision = driver.pending
         if decision[0] == "idle":
+            driver.features = None
             return driver if g == 0 else None
         if (decision[0] == "end" and decision[2] is not None
                 and driver.rnd - first >= rounds and driver.rnd < driver.max_iter):
@@ -99,10 +118,16 @@ def _run(link, prep, g, fit, driver, args, rounds, fresh, trees):
             with _collective._COND:
                 _STATE[(fit, g)] = (driver.rnd, carried)
             driver.pending = ("end", None, None, driver.rnd, decision[4])
+            driver.features = None
             return driver if g == 0 else None
         # The task owns its state (a lost run rebuilds it): rows regrouped in place.
         carried, partial = _gb_chain.apply_decision(prep, carried, decision, step_args, True)
-        partials = link.exchange(step, partial)
+        if decision[0] == "grow" and bounds is not None:
+            partials = link.exchange_each(step, [
+                _gb_grow.feature_share(partial, bounds[h], bounds[h + 1])
+                for h in range(link.n_groups)])
+        else:
+            partials = link.exchange(step, partial)
         step += 1
 
 

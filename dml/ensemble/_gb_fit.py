@@ -473,11 +473,13 @@ def _chain_length(driver, loss, early_stopping):
 #: The model does not depend on the grouping (the block tree is fixed).
 MAX_GROUP_BLOCKS = 16
 
-#: Fewest binned cells (rows × features) worth a group of their own. Every group repeats the
-#: split search and, on a cluster, every growth wave swaps histograms between groups (a few
-#: milliseconds a wave, about a dozen waves a tree), so small data is grown faster by fewer
-#: groups. The model does not depend on the grouping.
-MIN_GROUP_CELLS = 8_000_000
+#: Fewest binned cells (rows × features) worth a group of their own. On a cluster every
+#: growth wave of several groups swaps histograms and then best splits between them (about
+#: 0.2 ms of CPU a swap plus the wait for the slower group, about 17 waves a tree), so small
+#: data is grown faster by fewer groups; from about two million cells a group, halving the
+#: histogram work pays for that (docs/gradient_boosting.md, "Cost"). The model does not
+#: depend on the grouping.
+MIN_GROUP_CELLS = 2_000_000
 
 
 def _prep_groups(binned, vf, seed, n_train, n_cells=None):

@@ -132,6 +132,13 @@ def count_group(prep, carried, route, slot_map, S, nb, start, n_blocks, in_place
     return nodes, {lab: out if i == 0 else scratch[i] for i, lab in enumerate(labels)}
 
 
+def feature_share(partial, lo, hi):
+    """A group's partial histograms (``{piece: (nodes, features, bins, 3)}``) restricted to
+    features ``lo .. hi - 1``: what the group owning those features receives in a
+    reduce-scatter (views; the channel copies them into its frame)."""
+    return {k: v[:, lo:hi] for k, v in partial.items()}
+
+
 def sum_hists(parts):
     parts = [p for p in parts if p is not None]
     if len(parts) == 1:
@@ -234,11 +241,16 @@ class _Tree:
         return new
 
     # ---- split search ----
-    def set_hists(self, items, stacked=None):
+    def set_hists(self, items, stacked=None, own=None):
         """Histograms of nodes ``[(node, hist)]`` arrived (a wave's): store them and compute
         their best splits, all in one call of the scan (each node's result is its own).
         ``stacked``: the histograms as one array already (``hist`` the views of its rows),
-        then not copied again."""
+        then not copied again.
+
+        ``own``: ``(lo, hi)`` when the histograms hold only features ``lo .. hi - 1`` (a group
+        of a reduce-scatter by feature, :func:`feature_share`); the best splits over those
+        features are then returned, ``[(node, result, categories going left or None)]``, for
+        :meth:`take_split` once every group's are in, instead of being taken."""
         p = self.p
         todo = []
         for node, hist in items:
@@ -253,10 +265,12 @@ class _Tree:
                     continue
             todo.append((node, hist))
         if not todo:
-            return
-        d = todo[0][1].shape[0]
+            return []
+        d = len(p.n_bins)
+        lo, hi = (0, d) if own is None else own
         mask = np.ones((len(todo), d), dtype=bool)
         if p.max_features < d:
+            # Drawn over all features whatever ``own``: every group draws the same.
             mask[:] = False
             for i, (node, _) in enumerate(todo):
                 rng = block_rng(p.seed, "features", self.round, self.t, node)
@@ -267,17 +281,33 @@ class _Tree:
         res = _gb_kernels.best_splits(
             stacked, np.array([self.G[n] for n in nodes]),
             np.array([self.H[n] for n in nodes]), np.array([self.N[n] for n in nodes]),
-            p.n_bins, p.has_missing, mask & ~p.is_cat, float(p.min_samples_leaf),
-            MIN_HESSIAN, float(p.l2_regularization))
+            p.n_bins[lo:hi], p.has_missing[lo:hi], (mask & ~p.is_cat)[:, lo:hi],
+            float(p.min_samples_leaf), MIN_HESSIAN, float(p.l2_regularization))
         # One conversion to Python floats for all slots, not one per value (the same floats).
         rows = np.array(res, dtype=np.float64).T.tolist()
+        found = []
         for i, (node, hist) in enumerate(todo):
-            self._set_split(node, hist, mask[i], rows[i])
+            r = rows[i]
+            r[1] += lo
+            if p.any_cat:
+                r = self._categorical_split(node, hist, mask[i], r, lo)
+            if own is None:
+                self._set_split(node, r)
+            else:
+                found.append((node, r, self.cat_left.pop(node, None)))
+        return found
 
-    def _set_split(self, node, hist, mask, res):
+    def take_split(self, node, res, cat_left):
+        """The best split of ``node`` over all features, chosen from the groups' bests over
+        their own (:meth:`set_hists` with ``own``)."""
+        if cat_left is None:
+            self.cat_left.pop(node, None)
+        else:
+            self.cat_left[node] = cat_left
+        self._set_split(node, res)
+
+    def _set_split(self, node, res):
         p = self.p
-        if p.any_cat:
-            res = self._categorical_split(node, hist, mask, res)
         gain = res[0]
         if gain <= 0:
             self.split[node] = ()
@@ -296,15 +326,16 @@ class _Tree:
             self.cat_left[node] = left
         self.split[node] = (gain, f, int(res[2]), mleft, res[4], res[5], NL)
 
-    def _categorical_split(self, node, hist, mask, res):
+    def _categorical_split(self, node, hist, mask, res, lo=0):
         """The best split over the categorical features too (``res``: the numeric features'
         best, as :func:`~dml.ensemble._gb_kernels.best_splits` returns it); equal gains keep the
-        lower feature index, as the numeric scan does."""
+        lower feature index, as the numeric scan does. ``hist`` holds features ``lo`` on."""
         p = self.p
         self.cat_left.pop(node, None)
-        for f in np.flatnonzero(mask & p.is_cat):
+        hi = lo + hist.shape[0]
+        for f in lo + np.flatnonzero(mask[lo:hi] & p.is_cat[lo:hi]):
             gain, gl, hl, nl, left, ml = _gb_kernels.best_split_categorical(
-                hist[f], self.G[node], self.H[node], self.N[node], int(p.n_bins[f]),
+                hist[f - lo], self.G[node], self.H[node], self.N[node], int(p.n_bins[f]),
                 bool(p.has_missing[f]), float(p.min_samples_leaf), MIN_HESSIAN,
                 float(p.l2_regularization))
             if gain > 0 and (gain > res[0] or (gain == res[0] and f < res[1])):
