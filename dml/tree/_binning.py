@@ -258,7 +258,10 @@ def _hints(edges, numeric):
 def bin_kernel(xb, yb, wb, edges, categorical, categories, classes, class_weight, estimator):
     """Per block: uint8 bins, encoded y (class index or float) and row weights (float64)."""
     x = as_float_block(xb, categorical, categories, estimator)
-    x = np.ascontiguousarray(x)
+    if not (x.flags.c_contiguous and x.flags.writeable):
+        # The kernel's warmed types: a C-ordered, writeable array (a read-only one, e.g. a
+        # block received from another worker, would be compiled again on first use).
+        x = np.array(x, order="C")
     n, d = x.shape
     out = np.empty((n, d), dtype=np.uint8)
     numeric = np.flatnonzero(~np.asarray(categorical, dtype=bool)).astype(np.int64)
