@@ -237,7 +237,7 @@ COMPILE_COST = {"best_from_rows": 1.75, "best_candidates": 0.9, "hist_sparse": 0
                 "split_scores": 0.7, "route": 0.32, "merge_sum": 0.3, "group_by_slot": 0.2,
                 "rows_by_slot": 0.15, "grow_pass": 1.35, "best_splits": 1.0,
                 "_sort_short_runs": 0.3, "sgd_cell": 0.5, "als_gram_add": 0.2,
-                "sq_error_cell": 0.15}
+                "sq_error_cell": 0.15, "sort_values": 0.26, "bin_numeric": 0.22}
 
 #: Client side: worker address → the (module, name, signature) entries it was given.
 _prepared: dict = {}
