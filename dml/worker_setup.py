@@ -81,8 +81,12 @@ def _signatures():
     trees = "dml.tree._kernels"
     rec = "dml.recommender._kernels"
     knn = "dml.neighbors._knn_kernels"
+    u64_1 = a(nt.uint64, 1)
+    binning = [("dml.tree._binning", "bin_numeric", (f2, f1, i1, i1, f1, f1, u2, u2)),
+               ("dml.tree._binning", "sort_values", (u64_1, u64_1, i1))]
     return {
         "trees": [
+            *binning,
             (trees, "group_by_slot", (i32_2, i32_2, f1, u2, b, i1, i1, f1, b)),
             (trees, "hist_sparse", (u2, i1, i1, i1, f1, i2, i64, i64, b, i1, f2, f2, b1, i1)),
             (trees, "hist_sparse", (u2, f1, i1, i1, f1, i2, i64, i64, b, i1, f2, f2, b1, i1)),
@@ -97,6 +101,7 @@ def _signatures():
              (i1, u2, f1, f1, i64, i64, b, i64, b, f2, i1, i1, f2, f2, f2, f2, b1, i1, f2)),
         ],
         "gbt": [
+            *binning,
             ("dml.ensemble._gb_kernels", "grow_pass",
              (u2, a(nt.float32, 2), a(nt.float32, 2), b1, i32_2, i2, i2, i32_2, i32_2, b2,
               i32_2, i32_2, i32_2, b2, i32_2, a(f64, 4), a(f64, 5), i64, i64)),
@@ -232,7 +237,7 @@ COMPILE_COST = {"best_from_rows": 1.75, "best_candidates": 0.9, "hist_sparse": 0
                 "split_scores": 0.7, "route": 0.32, "merge_sum": 0.3, "group_by_slot": 0.2,
                 "rows_by_slot": 0.15, "grow_pass": 1.35, "best_splits": 1.0,
                 "_sort_short_runs": 0.3, "sgd_cell": 0.5, "als_gram_add": 0.2,
-                "sq_error_cell": 0.15}
+                "sq_error_cell": 0.15, "sort_values": 0.26, "bin_numeric": 0.22}
 
 #: Client side: worker address → the (module, name, signature) entries it was given.
 _prepared: dict = {}

@@ -282,3 +282,34 @@ def test_sort_prefix_sorts_the_prefix_in_place():
         _sort_prefix(b, np.int64(n))
         np.testing.assert_array_equal(b[:n], np.sort(a[:n]))
         np.testing.assert_array_equal(b[n:], a[n:])
+
+
+def test_binning_and_sketch_kernels_equal_numpy():
+    """bin_numeric's bins are np.searchsorted's (side="left"), and the sketch's radix sort gives
+    np.sort's values: edges and values of every scale, duplicates, NaN, -0.0, subnormals, huge
+    values, one or no edge."""
+    from dml.tree._binning import _sorted, bin_kernel
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        n, d = int(rng.integers(1, 200)), 5
+        scale = rng.choice([1.0, 0.5, 1e-300, 1e300])
+        x = rng.integers(-6, 6, (n, d)).astype(float) * scale
+        x[rng.random(x.shape) < 0.1] = np.nan
+        x[rng.random(x.shape) < 0.05] = -0.0
+        x[rng.random(x.shape) < 0.02] = rng.choice([5e-324, -1.7e308, 1.7e308])
+        edges = []
+        for j in range(d):
+            e = np.unique(rng.integers(-7, 7, int(rng.integers(0, 20))) * rng.choice([1, 0.5])
+                          * scale)
+            if trial % 3 == 0:  # every distinct value an edge
+                e = np.unique(np.concatenate([e, x[:, j][~np.isnan(x[:, j])]]))
+            edges.append(e[:254])
+        bins = bin_kernel(x if trial % 2 else np.asfortranarray(x), np.zeros(n), None, edges,
+                          np.zeros(d, bool), [None] * d, None, None, "t")[0]
+        for j in range(d):
+            want = np.searchsorted(edges[j], x[:, j], side="left")
+            want[np.isnan(x[:, j])] = MISSING
+            np.testing.assert_array_equal(bins[:, j], want)
+            v = x[:, j][~np.isnan(x[:, j])]
+            np.testing.assert_array_equal(_sorted(v), np.sort(v))

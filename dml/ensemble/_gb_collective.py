@@ -165,9 +165,12 @@ def fit_rounds(client, prep, starts, driver, *, n_blocks, loss, seed, subsample,
                               allow_other_workers=False, pure=False)
                 for g in range(len(prep))]
             runs += 1
-            # Once over, the run's stragglers (or a lost run's) stop and are forgotten.
+            # A lost run's stragglers stop and are forgotten. A run whose tasks all finished
+            # left nothing behind (every group received every message before it finished; its
+            # rows' state is the next run's), so the workers are not told: two round trips a
+            # run. The last run and the fit's state are dropped below.
             result = _collective.execute(client, futures, run, addresses,
-                                         "a gradient-boosting run")
+                                         "a gradient-boosting run", tidy_finished=False)
             if result is None:
                 lost += 1
                 fresh = True

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dml._numba import kernel
+
 #: Bin code of a missing value (never a real bin: ``max_bins <= 255``).
 MISSING = 255
 #: Size of one feature's quantile summary in the sketch (per block and after each merge).
@@ -33,6 +35,51 @@ def _runs(v: np.ndarray):
     return v[start], start
 
 
+@kernel(nogil=True)
+def sort_values(keys, tmp, count):
+    """Sorts float64 values without NaN in place, given as their bits (``keys``: the array
+    viewed as uint64; ``tmp`` as long, ``count`` 2048 int64): a least-significant-digit radix
+    sort, 11 bits a pass, passes whose digit is the same for every value skipped.
+
+    The values come out in ``np.sort``'s order (equal values are equal bits, but for -0.0,
+    which comes before 0.0 here), in about half its time on a block's column: the quantile
+    sketch sorts every column of every block."""
+    n = keys.shape[0]
+    sign = np.uint64(1) << np.uint64(63)
+    for i in range(n):  # the float order as the unsigned order of the keys
+        k = keys[i]
+        keys[i] = ~k if k & sign else k | sign
+    src, dst = keys, tmp
+    for p in range(6):
+        shift = np.uint64(11 * p)
+        count[:] = 0
+        for i in range(n):
+            count[(src[i] >> shift) & np.uint64(2047)] += 1
+        if n == 0 or count[(src[0] >> shift) & np.uint64(2047)] == n:
+            continue
+        total = 0
+        for q in range(2048):
+            c = count[q]
+            count[q] = total
+            total += c
+        for i in range(n):
+            digit = (src[i] >> shift) & np.uint64(2047)
+            dst[count[digit]] = src[i]
+            count[digit] += 1
+        src, dst = dst, src
+    for i in range(n):
+        k = src[i]
+        keys[i] = k ^ sign if k & sign else ~k
+
+
+def _sorted(values: np.ndarray) -> np.ndarray:
+    """A sorted copy of float64 ``values`` (no NaN), by :func:`sort_values`."""
+    out = np.array(values, dtype=np.float64, order="C")
+    sort_values(out.view(np.uint64), np.empty(out.size, dtype=np.uint64),
+                np.zeros(2048, dtype=np.int64))
+    return out
+
+
 def _compress(values: np.ndarray, weights: np.ndarray | None, k: int = SKETCH_SIZE):
     """Exact (distinct values, weights) when at most ``k`` distinct values, else ``k`` quantiles.
     ``weights=None``: every value weighs 1 (a plain sort then does: the weights of equal values
@@ -40,7 +87,7 @@ def _compress(values: np.ndarray, weights: np.ndarray | None, k: int = SKETCH_SI
     if values.size == 0:
         return values.astype(np.float64), np.zeros(0)
     if weights is None:
-        uniq, start = _runs(np.sort(values))
+        uniq, start = _runs(_sorted(values))
         wsum = np.diff(start, append=values.size).astype(np.float64)
     else:
         # Stable: equal values' weights are added in their order in ``values``.
@@ -146,20 +193,86 @@ def edges_from_sketch(values: np.ndarray, weights: np.ndarray, max_bins: int) ->
     return edges
 
 
+#: Cells of the table that gives the binning kernel a first guess of a value's bin: the range
+#: between a feature's first and last edge cut into this many equal cells.
+HINT_CELLS = 1024
+
+
+@kernel(nogil=True)
+def bin_numeric(x, edges, starts, columns, low, scale, hint, out):
+    """Bins of the numeric ``columns`` of ``x``: ``out[i, j]`` is the number of edges below
+    ``x[i, j]`` (``np.searchsorted(edges_j, x[i, j], side="left")``), :data:`MISSING` for NaN.
+    ``edges[starts[j]:starts[j + 1]]`` are column ``j``'s sorted edges.
+
+    A binary search costs a chain of dependent loads per value (``np.searchsorted`` about
+    50 ns). Instead the value's cell in an equal-width grid over the edges (``low[c]``,
+    ``scale[c]`` cells per unit) gives a first guess, ``hint[c, cell]`` (the bin of the
+    cell's left end), which is then moved up or down while an edge says it is wrong: the
+    result is the exact count whatever the guess (rounding in the cell only costs steps), and
+    with quantile edges a guess is off by a step or two at most. Rows in memory order."""
+    n = x.shape[0]
+    cells = hint.shape[1]
+    for i in range(n):
+        for c in range(columns.shape[0]):
+            j = columns[c]
+            v = x[i, j]
+            if np.isnan(v):
+                out[i, j] = MISSING  # numba freezes the global as a constant
+                continue
+            s = starts[j]
+            m = starts[j + 1] - s
+            t = (v - low[c]) * scale[c]
+            if not t >= 0.0:
+                k = 0
+            elif t >= cells:
+                k = m
+            else:
+                k = np.int64(hint[c, int(t)])
+            while k < m and edges[s + k] < v:
+                k += 1
+            while k > 0 and not edges[s + k - 1] < v:
+                k -= 1
+            out[i, j] = k
+
+
+def _hints(edges, numeric):
+    """The grid of :func:`bin_numeric`: per numeric column its first edge, cells per unit
+    and the bin of every cell's left end (at most 254, so uint8)."""
+    low = np.zeros(numeric.size)
+    scale = np.zeros(numeric.size)
+    hint = np.zeros((numeric.size, HINT_CELLS), dtype=np.uint8)
+    for c, j in enumerate(numeric):
+        e = np.asarray(edges[j], dtype=np.float64)
+        if e.size < 2:
+            continue
+        span = e[-1] - e[0]
+        with np.errstate(over="ignore", divide="ignore"):
+            per = HINT_CELLS / span
+        if not (np.isfinite(span) and np.isfinite(per) and per > 0):
+            continue  # every guess 0: still exact, by steps
+        low[c], scale[c] = e[0], per
+        hint[c] = np.searchsorted(e, e[0] + np.arange(HINT_CELLS) / per, side="left")
+    return low, scale, hint
+
+
 def bin_kernel(xb, yb, wb, edges, categorical, categories, classes, class_weight, estimator):
     """Per block: uint8 bins, encoded y (class index or float) and row weights (float64)."""
     x = as_float_block(xb, categorical, categories, estimator)
+    if not (x.flags.c_contiguous and x.flags.writeable):
+        # The kernel's warmed types: a C-ordered, writeable array (a read-only one, e.g. a
+        # block received from another worker, would be compiled again on first use).
+        x = np.array(x, order="C")
     n, d = x.shape
     out = np.empty((n, d), dtype=np.uint8)
-    for j in range(d):
+    numeric = np.flatnonzero(~np.asarray(categorical, dtype=bool)).astype(np.int64)
+    starts = np.zeros(d + 1, dtype=np.int64)
+    np.cumsum([0 if categorical[j] else len(edges[j]) for j in range(d)], out=starts[1:])
+    flat = np.concatenate([np.asarray(edges[j], dtype=np.float64) for j in numeric]) \
+        if numeric.size else np.empty(0)
+    bin_numeric(x, flat, starts, numeric, *_hints(edges, numeric), out)
+    for j in np.flatnonzero(categorical):
         col = x[:, j]
-        nan = np.isnan(col)
-        if categorical[j]:
-            b = np.where(nan, MISSING, np.nan_to_num(col)).astype(np.uint8)
-        else:
-            b = np.searchsorted(edges[j], col, side="left").astype(np.uint8)
-            b[nan] = MISSING
-        out[:, j] = b
+        out[:, j] = np.where(np.isnan(col), MISSING, np.nan_to_num(col)).astype(np.uint8)
     w = np.ones(n) if wb is None else np.asarray(wb, dtype=np.float64)
     if classes is not None:
         yi = np.searchsorted(classes, yb)

@@ -157,7 +157,8 @@ def _prepare_kernels(classify, criterion, any_cat, subtract):
     route of deep levels. Only the signatures of this task (classifier or regressor)."""
     fused = criterion in ("gini", "squared_error") and not any_cat
     search = "best_candidates" if fused else "split_scores"
-    on_workers = {"group_by_slot", "hist_sparse", "merge_sum", "route"}
+    on_workers = {"bin_numeric", "sort_values", "group_by_slot", "hist_sparse", "merge_sum",
+                  "route"}
     if not subtract:
         on_workers |= {search, "rows_by_slot"} | ({"best_from_rows"} if fused else set())
 
