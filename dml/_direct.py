@@ -49,6 +49,14 @@ CONNECT_TIMEOUT = 30.0
 #: to a few MB) then go in one write and are read in few wake-ups.
 SOCKET_BUFFER = 4 << 20
 _ALIGN = 64  # arrays start at multiples of this in a payload (numba wants aligned arrays)
+_PAD = bytes(_ALIGN)
+#: Most chunks an array is sent in without a copy (a gathering write takes at most 1024).
+_MAX_CHUNKS = 64
+#: Buffers per gathering write (``sendmsg``; the system's limit is 1024).
+_IOV = 512
+#: Bytes read at once while a frame's header and description are read: a small frame comes
+#: in one read, a large one's payload then goes straight into its own array.
+_SCRATCH = 1 << 15
 _DTYPES = {np.dtype(t).str: np.dtype(t) for t in (
     "?", "i1", "u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f4", "<f8", "<c8", "<c16")}
 
@@ -78,7 +86,7 @@ def encode(obj):
             a = np.asarray(o)
             if a.dtype.str not in _DTYPES:
                 raise TypeError(f"dtype {a.dtype} is not carried")
-            arrays.append(np.ascontiguousarray(a))
+            arrays.append(a)
             return {"a": list(a.shape), "d": a.dtype.str, "x": isinstance(o, np.generic)}
         if isinstance(o, tuple):
             return {"t": [enc(v) for v in o]}
@@ -100,20 +108,32 @@ def _layout(arrays_meta):
     return offsets, pos
 
 
+def _chunks(a):
+    """Memoryviews covering array ``a``'s bytes in C order, without a copy when ``a`` is
+    contiguous or a slice along its second axis of a contiguous array (a group's feature share
+    of histograms ``(nodes, features, bins, 3)``: one contiguous chunk a node); a copy
+    otherwise."""
+    if not a.flags.c_contiguous and a.ndim >= 2 and 0 < a.shape[0] <= _MAX_CHUNKS \
+            and a[0].flags.c_contiguous:
+        return [memoryview(r).cast("B") for r in a]
+    return [memoryview(np.ascontiguousarray(a).reshape(-1)).cast("B")]
+
+
 def frame(step, sender, obj):
-    """The buffers of one data frame (header, description, arrays with padding). Raises
-    TypeError for a value the channel does not carry."""
+    """The buffers of one data frame (header, description, arrays with padding), for one
+    gathering write. Raises TypeError for a value the channel does not carry."""
     meta, arrays = encode(obj)
     sizes = [a.nbytes for a in arrays]
     offsets, total = _layout(sizes)
     if len(meta) > MAX_META or total > MAX_PAYLOAD:
         raise TypeError("too large for a frame")
-    bufs = [FRAME.pack(MAGIC, KIND_DATA, step, sender, len(meta), total), meta]
+    bufs = [FRAME.pack(MAGIC, KIND_DATA, step, sender, len(meta), total) + meta]
     for a, n in zip(arrays, sizes):
-        bufs.append(memoryview(a.reshape(-1)).cast("B"))
+        if n:
+            bufs.extend(_chunks(a))
         pad = -(-n // _ALIGN) * _ALIGN - n
         if pad:
-            bufs.append(bytes(pad))
+            bufs.append(_PAD[:pad])
     return bufs
 
 
@@ -225,61 +245,110 @@ def _hashable(k):
 
 # ------------------------------------------------------------------------------ reading
 class _Reader:
-    """Reads one peer's frames as bytes arrive: header, description, payload."""
+    """Reads one peer's frames as bytes arrive. Headers and descriptions are read through a
+    scratch buffer (a small frame, or several, in one read); a payload goes into an array of
+    its own, the part beyond what the scratch buffer holds read straight into it."""
 
     def __init__(self, sock):
         self.sock = sock
-        self._start(FRAME.size)
-        self.head = None
+        self.scratch = bytearray(_SCRATCH)
+        self.sview = memoryview(self.scratch)
+        self.lo = self.hi = 0  # the scratch buffer's bytes not yet used
+        self.head = None  # the header of the frame being read
+        self.meta = None  # its description, once read
+        self.body = None  # its payload's array, and how much of it is filled
+        self.pos = 0
         self.closed = False
 
-    def _start(self, n):
-        self.buf = bytearray(n) if n < (1 << 16) else np.empty(n, dtype=np.uint8)
-        self.view = memoryview(self.buf).cast("B")
-        self.pos = 0
+    def _recv(self, view):
+        """Read into ``view``; the number of bytes, or None when none is there now."""
+        try:
+            n = self.sock.recv_into(view)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            n = 0
+        if n == 0:  # the frames read so far still count (a peer that finished)
+            self.closed = True
+        return n
+
+    def _fill(self, n):
+        """Whether the scratch buffer holds ``n`` (at most :data:`_SCRATCH`) unused bytes,
+        reading once if not; None when nothing more can be read now."""
+        if self.hi - self.lo >= n:
+            return True
+        if self.lo:  # the unused bytes to the front: the rest of the buffer is free
+            k = self.hi - self.lo
+            self.sview[:k] = self.sview[self.lo:self.hi]
+            self.lo, self.hi = 0, k
+        got = self._recv(self.sview[self.hi:])
+        if not got:
+            return None
+        self.hi += got
+        return self.hi - self.lo >= n
 
     def feed(self):
         """Read what is there; returns the frames completed as ``(kind, step, sender,
-        value)``; :attr:`closed` is set at the end of the stream."""
+        value)``; :attr:`closed` is set at the end of the stream. Returns once a frame is
+        complete and no read byte is left over, rather than ask the socket once more (the
+        caller's wait asks the selector if it needs more)."""
         out = []
         while True:
-            if self.pos < len(self.view):
-                try:
-                    n = self.sock.recv_into(self.view[self.pos:])
-                except (BlockingIOError, InterruptedError):
-                    return out
-                except OSError:
-                    n = 0
-                if n == 0:  # the frames read so far still count (a peer that finished)
-                    self.closed = True
-                    return out
-                self.pos += n
-                if self.pos < len(self.view):
+            if self.head is None:
+                ok = self._fill(FRAME.size)
+                if not ok:
+                    if ok is None:
+                        return out
                     continue
-            done = self._advance()
-            if done is not None:
-                out.append(done)
+                self.head = parse_header(self.sview[self.lo:self.lo + FRAME.size])
+                self.lo += FRAME.size
+                self.meta = None
+            kind, step, sender, n_meta, n_payload = self.head
+            if self.meta is None:
+                if n_meta <= _SCRATCH:
+                    ok = self._fill(n_meta)
+                    if not ok:
+                        if ok is None:
+                            return out
+                        continue
+                    self.meta = bytes(self.sview[self.lo:self.lo + n_meta])
+                    self.lo += n_meta
+                else:  # a long description: read into a buffer of its own, as a payload
+                    if not self._take(n_meta):
+                        return out
+                    self.meta = bytes(self.body)
+                    self.body = None
+            if n_payload:
+                if not self._take(n_payload):
+                    return out
+                payload, self.body = self.body, None
+            else:
+                payload = b""
+            self.head = None
+            out.append((kind, step, sender,
+                        decode(self.meta, payload) if kind == KIND_DATA else None))
+            if self.lo == self.hi:
+                self.lo = self.hi = 0
+                return out
 
-    def _advance(self):
-        if self.head is None:
-            self.head = parse_header(bytes(self.buf))
-            self.meta = None
-            self._start(self.head[3])
-            if self.head[3] == 0:
-                return self._advance()
-            return None
-        kind, step, sender, n_meta, n_payload = self.head
-        if self.meta is None:
-            self.meta = bytes(self.buf)
-            self._start(n_payload)
-            if n_payload == 0:
-                return self._advance()
-            return None
-        payload = self.buf
-        self.head = None
-        self._start(FRAME.size)
-        value = decode(self.meta, payload) if kind == KIND_DATA else None
-        return kind, step, sender, value
+    def _take(self, n):
+        """Whether :attr:`body`, an array of ``n`` bytes, is filled: first from the scratch
+        buffer, then straight from the socket."""
+        if self.body is None:
+            self.body = np.empty(n, dtype=np.uint8)
+            self.pos = 0
+        view = memoryview(self.body)
+        k = min(self.hi - self.lo, n - self.pos)
+        if k:
+            view[self.pos:self.pos + k] = self.sview[self.lo:self.lo + k]
+            self.lo += k
+            self.pos += k
+        while self.pos < n:
+            got = self._recv(view[self.pos:])
+            if not got:
+                return False
+            self.pos += got
+        return True
 
 
 # ------------------------------------------------------------------------------ the channel
@@ -432,18 +501,26 @@ class Channel:
             self._write(h)
 
     def _write(self, h):
+        # One gathering write (``sendmsg``) for all the queued buffers, not a write each.
         q, s = self.writes[h], self.out[h]
         while q:
+            batch = q[:_IOV]
             try:
-                n = s.send(q[0])
+                n = s.sendmsg(batch)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
                 raise PeerGone(str(exc)) from exc
-            if n < len(q[0]):
+            full = n == sum(map(len, batch))
+            i = 0
+            while i < len(batch) and n >= len(batch[i]):
+                n -= len(batch[i])
+                i += 1
+            del q[:i]
+            if n:
                 q[0] = q[0][n:]
+            if not full:  # the socket's buffer is full: on when it can take more
                 break
-            q.pop(0)
         self._want_write(h, bool(q))
 
     def _want_write(self, h, want):
