@@ -28,6 +28,7 @@ import secrets
 import selectors
 import socket
 import struct
+import sys
 import time
 
 import numpy as np
@@ -368,8 +369,29 @@ def _buffers(sock):
             pass
 
 
+def _local_socket():
+    """A listening Unix socket with a random name in the abstract namespace (Linux), or None
+    where there is none. Peers on the same host connect to it rather than over TCP: the
+    system then only copies the bytes, without the TCP stack's work on both sides (a quarter
+    of the CPU time per 256 KiB written and read, measured on Linux)."""
+    if not sys.platform.startswith("linux") or not hasattr(socket, "AF_UNIX"):
+        return None, None
+    name = "\0dml-direct-" + secrets.token_hex(16)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        _buffers(sock)
+        sock.bind(name)
+        sock.listen(64)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        return None, None
+    return sock, name
+
+
 class Listener:
-    """A group's listening socket and token, opened on the host of its worker's address."""
+    """A group's listening sockets and token: TCP on the host of its worker's address, and a
+    Unix socket for peers on the same host where the system has them."""
 
     def __init__(self, address):
         host = _host(address)
@@ -384,29 +406,46 @@ class Listener:
             self.sock.close()
             raise
         self.host, self.port = host, self.sock.getsockname()[1]
+        self.local, self.local_name = _local_socket()
         self.token = secrets.token_bytes(TOKEN_BYTES)
 
     def card(self):
-        """What peers need to connect: host, port and token (hex)."""
-        return self.host, self.port, self.token.hex()
+        """What peers need to connect: host, port, token (hex) and the name of the Unix
+        socket (None: none)."""
+        return self.host, self.port, self.token.hex(), self.local_name
 
     def close(self):
         self.sock.close()
+        if self.local is not None:
+            self.local.close()
 
 
-def connect(card, g, timeout=CONNECT_TIMEOUT):
-    """A connection to a peer's listener (``card``), introduced as group ``g``."""
-    host, port, token = card
-    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        _buffers(sock)
-        sock.settimeout(timeout)
-        sock.connect((host, port))
-    except OSError:
-        sock.close()
-        raise
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+def connect(card, g, timeout=CONNECT_TIMEOUT, host=None):
+    """A connection to a peer's listener (``card``), introduced as group ``g``: over its Unix
+    socket when the peer's host is ``host`` (this worker's) and the socket can be reached
+    (another machine or network namespace cannot: then over TCP)."""
+    peer, port, token, local = (tuple(card) + (None,))[:4]
+    sock = None
+    if local is not None and host is not None and peer == host:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            _buffers(sock)
+            sock.settimeout(timeout)
+            sock.connect(local)
+        except OSError:
+            sock.close()
+            sock = None
+    if sock is None:
+        family = socket.getaddrinfo(peer, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            _buffers(sock)
+            sock.settimeout(timeout)
+            sock.connect((peer, port))
+        except OSError:
+            sock.close()
+            raise
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.sendall(HELLO.pack(MAGIC, bytes.fromhex(token), g))
     sock.setblocking(False)
     return sock
@@ -418,7 +457,9 @@ def accept(listener, expected, stop, timeout=CONNECT_TIMEOUT, hello_timeout=HELL
     ``hello_timeout`` are closed. ``stop()`` is called between waits: a true result ends the
     wait (returns None), as does ``timeout``."""
     sel = selectors.DefaultSelector()
-    sel.register(listener.sock, selectors.EVENT_READ)
+    listening = [s for s in (listener.sock, listener.local) if s is not None]
+    for s in listening:
+        sel.register(s, selectors.EVENT_READ)
     pending: dict = {}  # socket -> (bytes so far, time of connection)
     got: dict = {}
     deadline = time.monotonic() + timeout
@@ -434,9 +475,9 @@ def accept(listener, expected, stop, timeout=CONNECT_TIMEOUT, hello_timeout=HELL
                     del pending[s]
             for key, _ in sel.select(timeout=0.05):
                 s = key.fileobj
-                if s is listener.sock:
+                if s in listening:
                     try:
-                        conn, _ = listener.sock.accept()
+                        conn, _ = s.accept()
                     except (BlockingIOError, InterruptedError):
                         continue
                     conn.setblocking(False)
@@ -460,7 +501,8 @@ def accept(listener, expected, stop, timeout=CONNECT_TIMEOUT, hello_timeout=HELL
                 if h is None or h not in expected or h in got:
                     s.close()  # a stranger, a stale run's peer or a garbled hello
                     continue
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if s.family != getattr(socket, "AF_UNIX", None):
+                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 got[h] = s
         result, got = got, {}
         return result
