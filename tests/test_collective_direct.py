@@ -69,12 +69,30 @@ def test_frames_carry_partials_bit_for_bit_and_refuse_other_types():
             kind, got = ch1.inbox.pop((step, 0))
             assert kind == _direct.KIND_DATA
             _assert_same(value, got)
+        # Frames that arrive in small pieces (cut across header, description and payload),
+        # one of them a feature share sent as per-node pieces without a copy.
+        share = {(2, 0): value[(0, 3)][:, 7:19]}
+        raw = b"".join(bytes(b) for v, step in ((share, 3), ((1.5, None), 4))
+                       for b in _direct.frame(step, 0, v))
+        sender = threading.Thread(target=_trickle, args=(ch0.out[1], raw, 1001))
+        sender.start()
+        ch1.wait({(3, 0), (4, 0)}, 0.5, lambda: None)
+        sender.join()
+        _assert_same(share, ch1.inbox.pop((3, 0))[1])
+        assert ch1.inbox.pop((4, 0))[1] == (1.5, None)
     finally:
         ch0.close()
         ch1.close()
     for bad in (object(), {"a": np.array([object()])}, {1.5j: 1}):
         with pytest.raises(TypeError):
             _direct.frame(0, 0, bad)
+
+
+def _trickle(sock, raw, size):
+    sock.setblocking(True)
+    for i in range(0, len(raw), size):
+        sock.sendall(raw[i:i + size])
+        time.sleep(0.0002)
 
 
 def _frame_bytes(meta: bytes, payload: bytes, magic=_direct.MAGIC, kind=0, n_payload=None):
