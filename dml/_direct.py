@@ -378,9 +378,9 @@ LOCAL = True
 
 def _local_socket():
     """``(socket, name)``: a listening Unix socket with a random name in the abstract namespace
-    (Linux), or ``(None, None)`` where there is none. Peers on the same host connect to it rather than over TCP: the
-    system then only copies the bytes, without the TCP stack's work on both sides (about a
-    third of the CPU time per 256 KiB written and read, measured on Linux)."""
+    (Linux), or ``(None, None)`` where there is none. Peers on the same host connect to it
+    rather than over TCP: the system then only copies the bytes, without the TCP stack's work
+    on both sides (about a third of the CPU time per 256 KiB written and read, on Linux)."""
     if not LOCAL or not sys.platform.startswith("linux") or not hasattr(socket, "AF_UNIX"):
         return None, None
     name = "\0dml-direct-" + secrets.token_hex(16)
