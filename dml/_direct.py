@@ -552,10 +552,11 @@ class Channel:
     def _write(self, h):
         # One gathering write (``sendmsg``) for all the queued buffers, not a write each.
         q, s = self.writes[h], self.out[h]
+        gather = hasattr(s, "sendmsg")  # not on Windows: a write a buffer there
         while q:
-            batch = q[:_IOV]
+            batch = q[:_IOV] if gather else q[:1]
             try:
-                n = s.sendmsg(batch)
+                n = s.sendmsg(batch) if gather else s.send(batch[0])
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
