@@ -274,8 +274,9 @@ class Link:
             cards = self._handler_exchange(_CARD, None if listener is None else listener.card())
             if all(c is not None for c in cards):
                 try:
+                    host = _direct._host(mine)
                     for h in remote:
-                        out[h] = _direct.connect(cards[h], g)
+                        out[h] = _direct.connect(cards[h], g, host=host)
                     inc = _direct.accept(listener, set(remote), self._peer_failed)
                 except OSError:
                     inc = None

@@ -5,6 +5,7 @@ that is abandoned ends with RunLost (the client then submits it again)."""
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -16,9 +17,13 @@ from dml import _collective, _direct
 
 
 def _pair():
-    """Two connected channels (groups 0 and 1) over loopback, as two tasks would make them."""
+    """Two connected channels (groups 0 and 1) on this host, as two tasks would make them:
+    group 0 writes over the Unix socket (peers on the same host), group 1 over TCP."""
     lis = [_direct.Listener("tcp://127.0.0.1:1") for _ in range(2)]
-    out0, out1 = _direct.connect(lis[1].card(), 0), _direct.connect(lis[0].card(), 1)
+    out0 = _direct.connect(lis[1].card(), 0, host="127.0.0.1")
+    out1 = _direct.connect(lis[0].card(), 1)
+    assert out1.family != getattr(socket, "AF_UNIX", None)
+    assert out0.family == socket.AF_UNIX or not sys.platform.startswith("linux")
     inc0 = _direct.accept(lis[0], {1}, lambda: False, timeout=10)
     inc1 = _direct.accept(lis[1], {0}, lambda: False, timeout=10)
     for li in lis:
@@ -64,12 +69,30 @@ def test_frames_carry_partials_bit_for_bit_and_refuse_other_types():
             kind, got = ch1.inbox.pop((step, 0))
             assert kind == _direct.KIND_DATA
             _assert_same(value, got)
+        # Frames that arrive in small pieces (cut across header, description and payload),
+        # one of them a feature share sent as per-node pieces without a copy.
+        share = {(2, 0): value[(0, 3)][:, 7:19]}
+        raw = b"".join(bytes(b) for v, step in ((share, 3), ((1.5, None), 4))
+                       for b in _direct.frame(step, 0, v))
+        sender = threading.Thread(target=_trickle, args=(ch0.out[1], raw, 1001))
+        sender.start()
+        ch1.wait({(3, 0), (4, 0)}, 0.5, lambda: None)
+        sender.join()
+        _assert_same(share, ch1.inbox.pop((3, 0))[1])
+        assert ch1.inbox.pop((4, 0))[1] == (1.5, None)
     finally:
         ch0.close()
         ch1.close()
     for bad in (object(), {"a": np.array([object()])}, {1.5j: 1}):
         with pytest.raises(TypeError):
             _direct.frame(0, 0, bad)
+
+
+def _trickle(sock, raw, size):
+    sock.setblocking(True)
+    for i in range(0, len(raw), size):
+        sock.sendall(raw[i:i + size])
+        time.sleep(0.0002)
 
 
 def _frame_bytes(meta: bytes, payload: bytes, magic=_direct.MAGIC, kind=0, n_payload=None):
@@ -108,8 +131,12 @@ def test_strangers_are_refused_and_a_closed_peer_is_seen():
     not expected) are closed; the expected peer still gets through. A peer whose connection
     closes while its frame is awaited raises PeerGone (the run is then lost)."""
     lis = _direct.Listener("tcp://127.0.0.1:1")
-    host, port, token = lis.card()
+    host, port, token, local = lis.card()
     strangers = [socket.create_connection((host, port)) for _ in range(4)]
+    if local is not None:  # the Unix socket asks for the token too
+        strangers.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+        strangers[-1].connect(local)
+        strangers[-1].sendall(_direct.HELLO.pack(_direct.MAGIC, bytes(16), 1))
     strangers[0].sendall(_direct.HELLO.pack(_direct.MAGIC, bytes(16), 1))  # wrong token
     strangers[1].sendall(b"GET / HTTP/1.1\r\n\r\n" + bytes(8))  # garbage
     strangers[2].sendall(_direct.HELLO.pack(_direct.MAGIC, bytes.fromhex(token), 5))
