@@ -65,18 +65,21 @@ def default_n_groups() -> int:
     return 2 * max(int(threads), 1)
 
 
-def scheduler_workers(client) -> dict:
-    """The scheduler's description of every worker (``Client.scheduler_info``: address ->
-    threads, memory limit, ...), asked once per fit (:func:`dml._graph.fit_memo`): the
-    workers' threads and memory limits are both read from this one answer, a round trip
-    fewer than asking for each."""
-    def ask():
-        try:
-            return client.scheduler_info(n_workers=-1)["workers"]
-        except TypeError:  # older distributed: no n_workers argument
-            return client.scheduler_info()["workers"]
+def ask_scheduler_workers(client) -> dict:
+    """The scheduler's description of every worker now (``Client.scheduler_info``: address ->
+    threads, memory limit, last heartbeat's metrics, ...), one round trip."""
+    try:
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:  # older distributed: no n_workers argument
+        return client.scheduler_info()["workers"]
 
-    return fit_memo(("scheduler-workers", id(client)), ask)
+
+def scheduler_workers(client) -> dict:
+    """:func:`ask_scheduler_workers`, asked once per fit (:func:`dml._graph.fit_memo`): the
+    workers' threads and memory limits are both read from this one answer, a round trip
+    fewer than asking for each (what changes during a fit, such as the workers' memory in
+    use, must be asked with :func:`ask_scheduler_workers`)."""
+    return fit_memo(("scheduler-workers", id(client)), lambda: ask_scheduler_workers(client))
 
 
 def cluster_threads(client) -> dict:
@@ -396,6 +399,7 @@ class Groups:
         name, slice_name = new_name(prefix), new_name("group-slice")
         at = self.range_workers(ranges)
         layer: dict = {}
+        slice_group: dict = {}  # slice key -> the group it cuts (it runs where that group is)
         for k, (lo, hi) in enumerate(ranges):
             first, last = self.owner(lo), self.owner(max(hi - 1, lo))
             refs = []
@@ -409,6 +413,7 @@ class Groups:
                     # blocks); a one-task group goes where its input is.
                     key = (f"{slice_name}-{k}-{g}", 0)
                     layer[key] = Task(key, group_slice, lo, hi, self.bounds[g], self._ref(g))
+                    slice_group[key] = g
                     refs.append(TaskRef(key))
             key = (name, k)
             if then is None:
@@ -423,9 +428,7 @@ class Groups:
             # (an SGD run is submitted on top of them without waiting:
             # dml.optim.collective_rounds).
             where = {(name, k): w for k, w in enumerate(at)}
-            for key in layer:
-                if key not in where:  # a group slice: f"{slice_name}-{k}-{g}"
-                    where[key] = self.workers[int(key[0].rsplit("-", 1)[1])]
+            where.update((key, self.workers[g]) for key, g in slice_group.items())
             graph = _annotated(graph, name, where)
         return [Delayed((name, k), graph, layer=name) for k in range(len(ranges))]
 

@@ -15,6 +15,7 @@ import dask
 import numpy as np
 from dask import delayed
 
+from dml._block_groups import ask_scheduler_workers
 from dml._blocks import Blocks, compute
 from dml._graph import reduce_levels, tree_depth
 from dml.base import check_weights_not_all_zero
@@ -86,10 +87,7 @@ def placement_groups(parts) -> list[list[int]]:
         return single
     try:
         who = client.who_has(list(parts))
-        try:
-            workers = client.scheduler_info(n_workers=-1)["workers"]
-        except TypeError:  # older distributed: no n_workers argument
-            workers = client.scheduler_info()["workers"]
+        workers = ask_scheduler_workers(client)
     except Exception:  # noqa: BLE001 - an optimisation only: fall back to one block per task
         return single
     by_worker: dict[str, list[int]] = {}

@@ -21,7 +21,7 @@ import numpy as np
 from dask import delayed
 from dask.base import tokenize
 
-from dml._block_groups import Groups, scheduler_workers
+from dml._block_groups import Groups, ask_scheduler_workers, scheduler_workers
 from dml._blocks import Blocks, block_rng, map_delayed
 from dml._graph import fit_memo
 
@@ -33,16 +33,12 @@ PERSIST_FRACTION = 0.5
 
 
 def _workers() -> dict:
-    """The scheduler's description of each worker of the current cluster (empty: no client)."""
+    """The scheduler's description of each worker of the current cluster now (empty: no
+    client)."""
     from dml.runtime import active_client
 
     client = active_client()
-    if client is None:
-        return {}
-    try:
-        return client.scheduler_info(n_workers=-1)["workers"]
-    except TypeError:  # older distributed: no n_workers argument
-        return client.scheduler_info()["workers"]
+    return {} if client is None else ask_scheduler_workers(client)
 
 
 def worker_limits() -> list:

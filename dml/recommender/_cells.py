@@ -233,16 +233,14 @@ def _row_workers(B: int) -> list[str] | None:
     stay on its worker from task to task (only item blocks travel). Placement only decides
     where tasks run, never what they compute.
     """
+    from dml._block_groups import ask_scheduler_workers
     from dml.runtime import active_client
 
     client = active_client()
     if client is None or dask.base.get_scheduler() != client.get:
         return None
     try:
-        try:
-            workers = client.scheduler_info(n_workers=-1)["workers"]
-        except TypeError:  # older distributed: no n_workers argument
-            workers = client.scheduler_info()["workers"]
+        workers = ask_scheduler_workers(client)
     except Exception:  # noqa: BLE001 - an optimisation only: let the scheduler place them
         return None
     workers = sorted(workers)
