@@ -34,12 +34,18 @@ def _leftovers(client):
     return sum(client.run(_gb_collective.leftovers, "").values())
 
 
+def _set_pack(value):
+    old, _gb_collective.PACK = _gb_collective.PACK, value
+    return old
+
+
 def test_more_groups_than_threads(client, monkeypatch):
     """Five groups on two single-threaded workers: the tasks leave the thread pool, so all run
     at once (no deadlock), and the model is the single-process scheduler's. Each group owns
     one of the five features (the reduce-scatter; groups on one worker swap in memory), a node
     may search only some of them (``max_features``), and a duplicated column makes equal gains
-    in two groups (the lower feature index must win, as in the search over all features)."""
+    in two groups (the lower feature index must win, as in the search over all features).
+    The histograms for groups on the other worker travel packed (as between hosts)."""
     from dml.ensemble import _gb_fit
 
     X, y = make_classification(n_samples=700, n_features=5, random_state=3)
@@ -49,7 +55,11 @@ def test_more_groups_than_threads(client, monkeypatch):
               early_stopping=True, validation_fraction=0.2, n_iter_no_change=1, random_state=0)
     monkeypatch.setattr(_gb_fit, "default_n_groups", lambda: 10)
     before = client.run(_collective.channels)
-    a = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    client.run(_set_pack, "workers")
+    try:
+        a = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    finally:
+        client.run(_set_pack, "hosts")
     after = client.run(_collective.channels)
     # Over a direct channel between the worker processes (tcp), through the handler between
     # the in-process workers (inproc).
@@ -61,6 +71,39 @@ def test_more_groups_than_threads(client, monkeypatch):
     assert a._fit_stats["groups"] == 5 and a._fit_stats["lost_runs"] == 0
     _assert_same(a, b)
     assert _leftovers(client) == 0
+
+
+def test_packed_histograms_arrive_bit_for_bit():
+    """A share of histograms packed for another host (counts as small integers, bins of three
+    +0.0 left out) unpacks to the same bits, -0.0 included; counts that are not whole rows
+    travel unpacked; a packed share that does not match the expected shape or whose mask
+    does not match its bins is refused before a kernel reads it."""
+    from dml.ensemble import _gb_wire
+
+    rng = np.random.default_rng(0)
+    hist = np.zeros((3, 6, 9, 3))
+    full = rng.random((3, 6, 9)) < 0.6
+    hist[full] = np.c_[rng.standard_normal(full.sum()), rng.random(full.sum()),
+                       rng.integers(1, 300, full.sum())]
+    hist[0, 2, 0] = (-0.0, 0.0, 0.0)
+    share = hist[:, 2:5]  # a group's features: a strided view
+    for h in (share, share[:, :, :, :] * [1, 1, 70000], np.zeros((2, 3, 9, 3))):
+        packed = _gb_wire.pack(h)
+        assert isinstance(packed, tuple)
+        back = _gb_wire.unpack(packed, h.shape)
+        np.testing.assert_array_equal(back.view(np.uint64),
+                                      np.ascontiguousarray(h).view(np.uint64))
+    assert _gb_wire.pack(share)[4].dtype == np.uint16
+    assert _gb_wire.pack(share * [1, 1, 70000])[4].dtype == np.uint32
+    assert isinstance(_gb_wire.pack(share + [0, 0, 0.5]), np.ndarray)
+    tag, shape, mask, sums, counts = _gb_wire.pack(share)
+    for bad, match in [((tag, shape, mask, sums[1:], counts[1:]), "mask does not match"),
+                       ((tag, shape, mask | np.uint8(255), sums, counts), "mask does not match"),
+                       ((tag, (1,) + shape[1:], mask, sums, counts), "expected shape"),
+                       ((tag, shape, mask, sums, counts.astype(np.int64)), "expected shape"),
+                       (("other",), "unknown form"), (share[:1], "expected")]:
+        with pytest.raises(ValueError, match=match):
+            _gb_wire.unpack(bad, share.shape)
 
 
 def test_small_data_is_one_group(client, monkeypatch):

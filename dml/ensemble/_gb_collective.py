@@ -30,7 +30,7 @@ from dml import _collective
 from dml._block_groups import block_ranges
 from dml._collective import (RunCannotStart, RunLost, abandon, cluster_client,  # noqa: F401
                              has_headroom, install, leftovers)
-from dml.ensemble import _gb_chain, _gb_fit, _gb_grow
+from dml.ensemble import _gb_chain, _gb_fit, _gb_grow, _gb_wire
 
 # ---------------------------------------------------------------------------- worker side
 #: The rows' state between runs, per worker process: (fit, group) -> (round, carried state of
@@ -67,6 +67,30 @@ def rebuild(prep, start, loss, baseline, prior, trees, seed, subsample, rnd, n_t
 #: the same either way.
 REDUCE_SCATTER = True
 
+#: Which groups a wave's histograms are packed for (:mod:`dml.ensemble._gb_wire`: the counts
+#: as small integers, empty bins left out; 43% fewer bytes on the benchmark fit): ``"hosts"``,
+#: groups whose worker is on another host (the bytes cross a network); ``"workers"``, every
+#: group on another worker; ``"none"``. Between two processes of one host the bytes are only
+#: copied, which costs less than packing and unpacking them (0.2 s of CPU time per worker
+#: against about 0.05 s of copies saved, on the benchmark fit). The same histograms arrive
+#: either way (docs/gradient_boosting.md, "Cost").
+PACK = "hosts"
+
+
+def _packed_for(addresses, g):
+    """Whether group ``g`` packs its histograms for each group (see :data:`PACK`)."""
+    from distributed.comm.addressing import get_address_host
+
+    def host(a):
+        try:
+            return get_address_host(a)
+        except (ValueError, TypeError):
+            return a
+
+    mine = addresses[g]
+    return [a != mine and (PACK == "workers" or (PACK == "hosts" and host(a) != host(mine)))
+            for a in addresses]
+
 
 def run_group(prep, g, run, fit, addresses, driver, args, rounds, fresh, trees):
     """One group's part of a run: the driver's steps for up to ``rounds`` rounds.
@@ -99,6 +123,7 @@ def _run(link, prep, g, fit, driver, args, rounds, fresh, trees):
     bounds = block_ranges(d, link.n_groups) if REDUCE_SCATTER and 1 < link.n_groups <= d \
         else None
     driver.features = None if bounds is None else (bounds[g], bounds[g + 1])
+    packed = _packed_for(link.addresses, g)
     partials = None
     step = 0
     while True:
@@ -123,9 +148,14 @@ def _run(link, prep, g, fit, driver, args, rounds, fresh, trees):
         # The task owns its state (a lost run rebuilds it): rows regrouped in place.
         carried, partial = _gb_chain.apply_decision(prep, carried, decision, step_args, True)
         if decision[0] == "grow" and bounds is not None:
-            partials = link.exchange_each(step, [
-                _gb_grow.feature_share(partial, bounds[h], bounds[h + 1])
-                for h in range(link.n_groups)])
+            shares = [_gb_grow.feature_share(partial, bounds[h], bounds[h + 1])
+                      for h in range(link.n_groups)]
+            partials = link.exchange_each(step, [_gb_wire.pack_share(s) if pack else s
+                                                 for s, pack in zip(shares, packed)])
+            # Every other group's share, packed or not, checked against the expected shape.
+            shape = (decision[3], bounds[g + 1] - bounds[g], decision[4] + 1, 3)
+            partials = [p if h == g else _gb_wire.unpack_share(p, shape)
+                        for h, p in enumerate(partials)]
         else:
             partials = link.exchange(step, partial)
         step += 1
