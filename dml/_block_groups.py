@@ -95,7 +95,7 @@ def cluster_threads(client) -> dict:
 def contiguous_placement(n_groups: int, threads: dict, held: Sequence[dict]) -> list:
     """The worker of every group: consecutive groups on one worker, each worker a run of groups
     in proportion to its threads, the runs given to the workers that already hold most of
-    their inputs (``held[g]``: worker -> inputs of group ``g`` it holds).
+    their inputs (``held[g]``: worker -> bytes of the inputs of group ``g`` it holds).
 
     A pass reads a run of consecutive blocks as one object (the streams of SGD gather
     consecutive groups), so groups placed at random would pull about half of the data from
@@ -147,7 +147,14 @@ def persist_placed_where(objects: Sequence[Delayed], inputs: Sequence[Sequence])
     # The scheduler's own call: Client.who_has takes futures only (keys would be walked as
     # containers and find none).
     who = client.sync(client.scheduler.who_has, keys=keys) if keys else {}
-    held = [collections.Counter(a for k in ks for a in who.get(k, ())) for ks in inputs]
+    # Weighed by bytes: a group of one block goes where its X is, not its y (a tie by count).
+    there = [k for k in keys if who.get(k)]
+    size = client.sync(client.scheduler.nbytes, keys=there, summary=False) if there else {}
+    held = [collections.Counter() for _ in inputs]
+    for counter, ks in zip(held, inputs):
+        for k in ks:
+            for a in who.get(k, ()):
+                counter[a] += max(int(size.get(k, 1)), 1)
     where = contiguous_placement(len(objects), threads, held)
     placed = _placed_layer(objects, where)
     if placed is not None:

@@ -297,8 +297,8 @@ def task_groups(n_streams: int, n_tasks: int) -> list:
 
     Examples
     --------
-    >>> task_groups(5, 2)
-    [range(0, 2), range(2, 4), range(4, 5)]
+    >>> task_groups(5, 2)      # groups of 4 streams (a power of 2) leave 2 groups
+    [range(0, 4), range(4, 5)]
     """
     size = group_size(n_streams, n_tasks)
     return [range(a, min(a + size, n_streams)) for a in range(0, n_streams, size)]
@@ -430,7 +430,16 @@ def join_in_place(blocks, start: int, starts) -> tuple:
     first blocks, :attr:`StreamLayout.starts`) with the dense blocks of every stream joined
     into one array and given back as consecutive views of it: the same blocks, and
     :func:`join_streams` then takes the stream's rows without copying them. Held this way,
-    a group of streams is both its blocks and its joined streams, in one copy of the rows."""
+    a group of streams is both its blocks and its joined streams, in one copy of the rows.
+
+    Examples
+    --------
+    >>> blocks = [(np.full((2, 1), float(b)), np.zeros(2), None) for b in range(3)]
+    >>> held = join_in_place(blocks, 0, (0, 3))            # one stream of three blocks
+    >>> joined = join_streams(dict(enumerate(held)), [(0, 0, 3)])[(JOINED, 0)]
+    >>> joined[0] is held[1][0].base, joined[0].ravel().tolist()
+    (True, [0.0, 0.0, 1.0, 1.0, 2.0, 2.0])
+    """
     out = list(blocks)
     end = start + len(blocks)
     first = int(np.searchsorted(starts, start, side="right")) - 1
