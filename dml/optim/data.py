@@ -182,16 +182,27 @@ def join_fits(problem, n_rows: int, n_features: int) -> bool:
 
 def stream_groups(lengths, n_features: int, batch_size: int, stream_steps: int | None,
                   problem=None):
-    """(block bounds, stream starts or None) of the task groups SGD will walk ``lengths`` in
-    (:func:`dml.optim.streams.task_groups`, as :class:`dml.optim.engine.StreamRunner` groups
-    them): blocks held in these groups are read by one task each, where they are. The stream
+    """(block bounds, stream starts or None) of groups to hold the blocks in for the task
+    groups SGD will walk ``lengths`` in (:func:`dml.optim.streams.task_groups`, as
+    :class:`dml.optim.engine.StreamRunner` groups them): a task group's blocks are a run of
+    whole held groups, so its task reads them where they are, with no slice. The stream
     starts are given when the streams will be joined (:func:`join_fits`; ``problem`` None:
     never)."""
-    from dml._block_groups import default_n_groups
-    from dml.optim.streams import group_bounds, make_streams, task_groups
+    from dml._block_groups import default_n_groups, group_size
+    from dml.optim.streams import make_streams, task_groups
 
     layout = make_streams(lengths, batch_size, stream_steps)
-    bounds = group_bounds(layout, task_groups(layout.n_streams, default_n_groups()))
+    groups = task_groups(layout.n_streams, default_n_groups())
+    # Each task group held as a few groups cut at its streams' starts, as many in all as the
+    # default grouping makes (16 at 1,024 blocks on two threads): a worker's group tasks then
+    # overlap fetching their inputs with the others' work, and every stream still lies in one
+    # held group (joined in place). The task group's gathering reads them where they are.
+    n = layout.starts[-1]
+    per = max(1, round(-(-n // group_size(n, default_n_groups())) / len(groups)))
+    bounds = [0]
+    for r in groups:
+        m = min(len(r), per)
+        bounds.extend(layout.starts[r.start + len(r) * k // m] for k in range(1, m + 1))
     join = problem is not None and join_fits(problem, int(np.sum(lengths)), n_features)
     return bounds, (layout.starts if join else None)
 

@@ -43,7 +43,7 @@ from dml._random import block_rng
 
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
            "subtree_reduce", "tree_levels", "SPLIT_EVERY", "JOINED", "round_order", "EqualShares",
-           "join_streams", "block_order", "task_groups", "group_bounds", "join_in_place"]
+           "join_streams", "block_order", "task_groups", "join_in_place"]
 
 #: Fan-in of the reduction tree over the streams: binary, so task groups can be any power of two
 #: (finer than powers of 8 for balancing a few dozen streams over a cluster's threads).
@@ -302,12 +302,6 @@ def task_groups(n_streams: int, n_tasks: int) -> list:
     """
     size = group_size(n_streams, n_tasks)
     return [range(a, min(a + size, n_streams)) for a in range(0, n_streams, size)]
-
-
-def group_bounds(layout: StreamLayout, groups) -> list:
-    """The block bounds ``[0, ..., n_blocks]`` of the task groups ``groups``
-    (:func:`task_groups`): group ``g`` walks blocks ``bounds[g] .. bounds[g + 1] - 1``."""
-    return [layout.starts[r.start] for r in groups] + [layout.starts[-1]]
 
 
 def tree_levels(n: int) -> int:
