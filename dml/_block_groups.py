@@ -13,6 +13,7 @@ as with one task per block, so reductions are the same bit for bit however the b
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import itertools
 import math
@@ -94,7 +95,7 @@ def cluster_threads(client) -> dict:
 def contiguous_placement(n_groups: int, threads: dict, held: Sequence[dict]) -> list:
     """The worker of every group: consecutive groups on one worker, each worker a run of groups
     in proportion to its threads, the runs given to the workers that already hold most of
-    their inputs (``held[g]``: worker -> inputs of group ``g`` it holds).
+    their inputs (``held[g]``: worker -> bytes of the inputs of group ``g`` it holds).
 
     A pass reads a run of consecutive blocks as one object (the streams of SGD gather
     consecutive groups), so groups placed at random would pull about half of the data from
@@ -137,14 +138,23 @@ def persist_placed_where(objects: Sequence[Delayed], inputs: Sequence[Sequence])
     from dml._collective import cluster_client
 
     client = cluster_client()
-    threads = cluster_threads(client) if client is not None and len(objects) > 1 else {}
+    # Even one object is placed: then the client knows where it is before it runs (an SGD
+    # run over one group of streams is submitted on top of it: dml.optim.collective_rounds).
+    threads = cluster_threads(client) if client is not None and objects else {}
     if len(threads) < 2:
         return list(dask.persist(*objects)), None
     keys = sorted({k for ks in inputs for k in ks}, key=str)
     # The scheduler's own call: Client.who_has takes futures only (keys would be walked as
     # containers and find none).
     who = client.sync(client.scheduler.who_has, keys=keys) if keys else {}
-    held = [collections.Counter(a for k in ks for a in who.get(k, ())) for ks in inputs]
+    # Weighed by bytes: a group of one block goes where its X is, not its y (a tie by count).
+    there = [k for k in keys if who.get(k)]
+    size = client.sync(client.scheduler.nbytes, keys=there, summary=False) if there else {}
+    held = [collections.Counter() for _ in inputs]
+    for counter, ks in zip(held, inputs):
+        for k in ks:
+            for a in who.get(k, ()):
+                counter[a] += max(int(size.get(k, 1)), 1)
     where = contiguous_placement(len(objects), threads, held)
     placed = _placed_layer(objects, where)
     if placed is not None:
@@ -207,6 +217,17 @@ def group_reduce(group, start, kernel, with_index, combine, levels, *args):
     out = reduce_levels(vals, combine, levels)
     assert len(out) == 1
     return out[0]
+
+
+def group_range_reduce(group, start, n_blocks, kernel, with_index, combine, *args):
+    """The kernel over one group's blocks (a group of any consecutive blocks), as the pieces of
+    the fixed reduction tree its blocks hold (:func:`range_reduce`)."""
+    vals = [_apply(kernel, with_index, part, start + j, args) for j, part in enumerate(group)]
+    return range_reduce(vals, start, n_blocks, combine, FANIN)
+
+
+def _finish_pieces(n_blocks, combine, *pieces):
+    return finish_tree(pieces, n_blocks, combine, FANIN)
 
 
 def block_call(group, j, kernel, with_index, index, *args):
@@ -286,7 +307,9 @@ class Groups:
     bounds : tuple of int
         Group ``g`` holds blocks ``bounds[g] .. bounds[g + 1] - 1``.
     size : int
-        Blocks per group (the last may hold fewer), a power of :data:`FANIN`.
+        Blocks per group (the last may hold fewer), a power of :data:`FANIN`; or, for groups
+        of any consecutive blocks (:attr:`aligned` False: the groups of SGD's streams,
+        :meth:`dml._blocks.Blocks.persist` with ``bounds``), the most blocks a group holds.
     workers : list of str or None
         The worker each group was placed on (a preference the scheduler follows while the
         worker is up; :func:`persist_placed_where`), or None when not placed.
@@ -306,6 +329,11 @@ class Groups:
         self.size = int(size)
         self.token = token
         self.workers = None if workers is None else list(workers)
+        #: Whether the groups are aligned subtrees of the reduction tree (``size`` a power of
+        #: FANIN, group ``g`` starting at block ``g · size``); otherwise reductions go through
+        #: :func:`range_reduce` (the same tree, the same numbers).
+        self.aligned = (self.size == FANIN ** round(math.log(max(self.size, 1), FANIN))
+                        and all(b == g * self.size for g, b in enumerate(self.bounds[:-1])))
 
     @property
     def n_blocks(self) -> int:
@@ -318,7 +346,9 @@ class Groups:
 
     def owner(self, block: int) -> int:
         """The group holding ``block``."""
-        return block // self.size
+        if self.aligned:
+            return block // self.size
+        return bisect.bisect_right(self.bounds, block) - 1
 
     def _ref(self, g: int) -> TaskRef:
         return TaskRef(self.objects[g].key)
@@ -365,7 +395,18 @@ class Groups:
     def reduce(self, kernel: Callable, with_index: bool, args: tuple, deps: Sequence,
                combine: Callable, prefix: str) -> Delayed:
         """The kernel over every block, reduced by ``tree_reduce``'s tree: each group's subtree
-        in the group's task, the rest of the tree over the group results."""
+        in the group's task, the rest of the tree over the group results. Groups of any
+        consecutive blocks reduce their blocks into the pieces of the tree they hold
+        (:func:`range_reduce`), which one task finishes (:func:`finish_tree`): the same tree,
+        the same numbers."""
+        if not self.aligned:
+            n = self.n_blocks
+            outs = self._layer(prefix, len(self.objects),
+                               lambda key, g: Task(key, group_range_reduce, self._ref(g),
+                                                   self.bounds[g], n, kernel, with_index,
+                                                   combine, *args),
+                               deps)
+            return dask.delayed(_finish_pieces, pure=True)(n, combine, *outs)
         depth = tree_depth(self.n_blocks)
         levels = min(self.levels, depth)
         outs = self._layer(prefix, len(self.objects),

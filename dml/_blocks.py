@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field, replace
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dask
@@ -263,7 +263,8 @@ class Blocks:
     def n_samples(self) -> int:
         return int(self.lengths.sum())
 
-    def persist(self, n_groups: int | None = None, then: tuple | None = None) -> Blocks:
+    def persist(self, n_groups: int | None = None, then: tuple | None = None,
+                bounds: Sequence[int] | None = None) -> Blocks:
         """Keep the validated blocks in worker memory (for estimators that make several passes).
 
         Many blocks are held as groups of consecutive blocks, at least ``n_groups`` of them
@@ -278,6 +279,10 @@ class Blocks:
         later one (preparing them for training) costs no task, graph or copy of its own.
         ``func`` must return a tuple of as many blocks; with ``then`` the result is None when
         the blocks are too few to group (the caller transforms them itself).
+
+        ``bounds`` (``[0, ..., n_blocks]``) holds the blocks in groups of any consecutive
+        blocks instead: group ``g`` holds blocks ``bounds[g] .. bounds[g + 1] - 1`` (the blocks
+        a pass reads together, such as a task group of SGD's streams), whatever their number.
         """
         from dml._block_groups import (Groups, collect, default_n_groups, group_size,
                                        persist_placed_where)
@@ -287,12 +292,18 @@ class Blocks:
                 raise ValueError("Blocks.persist(then=...) needs blocks not yet persisted")
             return self
         n = len(self.parts)
-        size = group_size(n, default_n_groups() if n_groups is None else n_groups)
-        if size == 1:
-            if then is not None:
-                return None
-            return replace(self, parts=list(dask.persist(*self.parts)))
-        bounds = [*range(0, n, size), n]
+        if bounds is not None:
+            bounds = [int(b) for b in bounds]
+            if bounds[0] != 0 or bounds[-1] != n or any(np.diff(bounds) < 1):
+                raise ValueError(f"bounds must rise from 0 to {n}, got {bounds}")
+            size = int(np.diff(bounds).max())
+        else:
+            size = group_size(n, default_n_groups() if n_groups is None else n_groups)
+            if size == 1:
+                if then is not None:
+                    return None
+                return replace(self, parts=list(dask.persist(*self.parts)))
+            bounds = [*range(0, n, size), n]
         prefix = "group-blocks" if then is None else f"{task_prefix(then[0])}-group"
         name = new_name(prefix)
         deps: list = []

@@ -101,14 +101,22 @@ def _check_grouped_passes(n_blocks):
     plain = _blocks(X, y, n_blocks)
     want = plain.map_reduce(_stats)
     want_index = plain.map_reduce(_indexed, 0.5, with_index=True)
-    for n_groups in (1, 4, 64):
-        held = _blocks(X, y, n_blocks).persist(n_groups)
-        expected_size = group_size(n_blocks, n_groups)
-        if expected_size == 1:
-            assert held.groups is None
+    # Groups of the default sizes, then groups of any consecutive blocks (SGD's stream groups:
+    # reduced through range_reduce's pieces of the same tree).
+    any_bounds = sorted({0, min(3, n_blocks), max(n_blocks // 3, 1), n_blocks})
+    for n_groups in (1, 4, 64, any_bounds):
+        if isinstance(n_groups, list):
+            held = _blocks(X, y, n_blocks).persist(bounds=n_groups)
+            assert held.groups.bounds == tuple(n_groups)
+            assert held.groups.aligned == (n_blocks == 1)
         else:
-            assert held.groups.size == expected_size
-            assert len(held.groups.objects) == -(-n_blocks // expected_size)
+            held = _blocks(X, y, n_blocks).persist(n_groups)
+            expected_size = group_size(n_blocks, n_groups)
+            if expected_size == 1:
+                assert held.groups is None
+            else:
+                assert held.groups.size == expected_size and held.groups.aligned
+                assert len(held.groups.objects) == -(-n_blocks // expected_size)
         got = held.map_reduce(_stats)
         np.testing.assert_array_equal(got["sum"], want["sum"])
         assert got["sq"] == want["sq"] and got["n"] == want["n"]
@@ -121,9 +129,10 @@ def _check_grouped_passes(n_blocks):
         np.testing.assert_array_equal(b, X[i * 5:i * 5 + 1] * (i + 1) * 2.0)
     # Ranges of blocks gathered out of the groups, cut across group bounds (a group read in
     # part goes through a slice of it): every block once, the right one.
-    grouped = _blocks(X, y, n_blocks).persist(4).groups
-    if grouped is not None:
-        cuts = sorted({0, 1, grouped.size + 1, n_blocks - 1, n_blocks})
+    for grouped in (_blocks(X, y, n_blocks).persist(4).groups, held.groups):
+        if grouped is None:
+            continue
+        cuts = sorted({0, 1, min(grouped.size + 1, n_blocks), n_blocks - 1, n_blocks})
         ranges = [(a, b) for a, b in zip(cuts, cuts[1:]) if a < b]
         for (lo, hi), got in zip(ranges, dask.compute(*grouped.gather(ranges))):
             assert sorted(got) == list(range(lo, hi))

@@ -266,6 +266,12 @@ class SGDMixin(ParamTableMixin):
                          batch_size=h["batch_size"], shuffle=bool(h["shuffle"]), average=average,
                          **passthrough(self, "sgd", h))
 
+    def _stream_shape(self) -> tuple:
+        """(batch_size, stream_steps) of this estimator's SGD fit: the task groups its held
+        blocks are grouped in (:func:`dml.optim.data.hold`)."""
+        h = self._hyper(None)
+        return h["batch_size"], passthrough(self, "sgd", h)["stream_steps"]
+
     def _train_config(self, *, early_stopping=None) -> TrainConfig:
         early = self.early_stopping if early_stopping is None else early_stopping
         return TrainConfig(
@@ -424,7 +430,7 @@ class SGDMixin(ParamTableMixin):
                 tc.tol = None
         fraction = self.validation_fraction if (tc.early_stopping and not partial) else None
         data = prepare(problem, blocks, seed=seed, validation_fraction=fraction,
-                       persist=self.persist)
+                       persist=self.persist, config=cfg)
         state = train(problem, data, cfg, tc, state, fingerprint=fingerprint,
                       max_epochs=1 if partial else None)
         return self._finish_sgd(state, cfg, partial=partial)

@@ -119,7 +119,7 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
     def _fit_setup(self, X, y, sample_weight):
         """Validate the data, find the classes and build the problem (``fit`` before training)."""
         blocks = self._fit_blocks(X, y, sample_weight)
-        blocks = hold(blocks, self.persist)
+        blocks = hold(blocks, self.persist, self._stream_shape())
         stats = discover_classes(blocks)
         check_classes(stats, type(self).__name__)
         cw = compute_class_weight(self.class_weight, stats.classes, stats.counts,

@@ -261,7 +261,7 @@ class _BaseMLP(ParamTableMixin, DaskEstimatorMixin, BaseEstimator):
             state = initial_state(problem, cfg, seed, params=init_params)
         fraction = self.validation_fraction if tc.early_stopping else None
         data = prepare(problem, blocks, seed=seed, validation_fraction=fraction,
-                       persist=self.persist)
+                       persist=self.persist, config=cfg)
         state = train(problem, data, cfg, tc, state, fingerprint=fingerprint,
                       max_epochs=1 if partial else None)
         if not partial and state.stop_reason == "max_iter" and self.tol is not None:
@@ -366,7 +366,10 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         array([0, 1])
         """
         blocks = self._fit_blocks(X, y, sample_weight)
-        blocks = hold(blocks, self.persist)
+        # Held in the SGD fit's task groups (its stream layout needs only the lengths).
+        n = None if blocks.known_lengths is None else int(np.sum(blocks.known_lengths))
+        blocks = hold(blocks, self.persist, None if n is None else (
+            self._batch(n), passthrough(self, "sgd")["stream_steps"]))
         stats = discover_classes(blocks)
         check_classes(stats, type(self).__name__)
         problem = self._problem(blocks.n_features, stats.classes)

@@ -24,9 +24,10 @@ from dask.base import tokenize
 from dml._block_groups import Groups, ask_scheduler_workers, scheduler_workers
 from dml._blocks import Blocks, block_rng, map_delayed
 from dml._graph import fit_memo
+from dml.optim.streams import join_in_place
 
 __all__ = ["TrainingData", "prepare", "hold", "should_persist", "cluster_memory", "worker_limits",
-           "n_validation"]
+           "n_validation", "join_fits", "stream_groups", "JOIN_FRACTION"]
 
 #: Persist when the data takes at most this fraction of the cluster's memory.
 PERSIST_FRACTION = 0.5
@@ -103,11 +104,20 @@ def should_persist(blocks: Blocks, persist) -> bool:
     return fits_persist_budget(blocks.n_samples * (blocks.n_features + 2) * itemsize)
 
 
-def hold(blocks: Blocks, persist) -> Blocks:
+def hold(blocks: Blocks, persist, streams: tuple | None = None) -> Blocks:
     """``blocks`` persisted (held in groups, see :meth:`Blocks.persist`) when ``persist``
     resolves to True: for fits that read the data again after a first pass (classes, then
-    training), so that the blocks are validated once and every pass is cheap."""
-    return blocks.persist() if should_persist(blocks, persist) else blocks
+    training), so that the blocks are validated once and every pass is cheap.
+
+    With ``streams = (batch_size, stream_steps)`` of the SGD fit to come and the blocks'
+    lengths known, the groups are that fit's task groups (:func:`stream_groups`): its tasks
+    then read one group each, where it is, and no row moves again."""
+    if not should_persist(blocks, persist):
+        return blocks
+    if streams is not None and blocks.known_lengths is not None:
+        return blocks.persist(bounds=stream_groups(blocks.known_lengths, blocks.n_features,
+                                                   *streams)[0])
+    return blocks.persist()
 
 
 def n_validation(n_rows: int, fraction: float) -> int:
@@ -156,9 +166,56 @@ def _prepare_part(part, problem, index, seed, fraction):
     return take(tr), take(val)
 
 
+#: Persisted training rows are joined into one array per stream (held for the fit) only while
+#: a copy of them would take at most this fraction of the persist budget.
+JOIN_FRACTION = 0.5
+
+
+def join_fits(problem, n_rows: int, n_features: int) -> bool:
+    """Whether a stream's persisted blocks may be joined into one array for the fit
+    (:func:`dml.optim.streams.join_streams`): memory to spare, and no per-block noise
+    (dropout draws its generator per block)."""
+    if getattr(problem, "stochastic", False):
+        return False
+    return fits_persist_budget(int(n_rows) * (int(n_features) + 2) * 8 / JOIN_FRACTION)
+
+
+def stream_groups(lengths, n_features: int, batch_size: int, stream_steps: int | None,
+                  problem=None):
+    """(block bounds, stream starts or None) of groups to hold the blocks in for the task
+    groups SGD will walk ``lengths`` in (:func:`dml.optim.streams.task_groups`, as
+    :class:`dml.optim.engine.StreamRunner` groups them): a task group's blocks are a run of
+    whole held groups, so its task reads them where they are, with no slice. The stream
+    starts are given when the streams will be joined (:func:`join_fits`; ``problem`` None:
+    never)."""
+    from dml._block_groups import default_n_groups, group_size
+    from dml.optim.streams import make_streams, task_groups
+
+    layout = make_streams(lengths, batch_size, stream_steps)
+    groups = task_groups(layout.n_streams, default_n_groups())
+    # Each task group held as a few groups cut at its streams' starts, as many in all as the
+    # default grouping makes (16 at 1,024 blocks on two threads): a worker's group tasks then
+    # overlap fetching their inputs with the others' work, and every stream still lies in one
+    # held group (joined in place). The task group's gathering reads them where they are.
+    n = layout.starts[-1]
+    per = max(1, round(-(-n // group_size(n, default_n_groups())) / len(groups)))
+    bounds = [0]
+    for r in groups:
+        m = min(len(r), per)
+        bounds.extend(layout.starts[r.start + len(r) * k // m] for k in range(1, m + 1))
+    join = problem is not None and join_fits(problem, int(np.sum(lengths)), n_features)
+    return bounds, (layout.starts if join else None)
+
+
 def prepare(problem, blocks: Blocks, *, seed: int = 0, validation_fraction: float | None = None,
-            persist="auto") -> TrainingData:
-    """Prepare (and persist when it fits) the blocks for training; see the module docstring."""
+            persist="auto", config=None) -> TrainingData:
+    """Prepare (and persist when it fits) the blocks for training; see the module docstring.
+
+    With the fit's ``config`` (:class:`~dml.optim.engine.SGDConfig`), persisted blocks are
+    held in SGD's task groups (:func:`stream_groups`), each stream's rows joined in place
+    (:func:`dml.optim.streams.join_in_place`): the fit's tasks then read one group each,
+    where it is, and no row moves again. Without it (or with a validation part), in the
+    default groups."""
     fraction = float(validation_fraction or 0.0)
     if not 0.0 <= fraction < 1.0:
         raise ValueError(f"validation_fraction must be in (0, 1), got {validation_fraction}")
@@ -177,15 +234,25 @@ def prepare(problem, blocks: Blocks, *, seed: int = 0, validation_fraction: floa
     train_lengths = lengths - (val_lengths if val_lengths is not None else 0)
     do_persist = should_persist(blocks, persist)
     fused = None
+    plan = (stream_groups(train_lengths, blocks.n_features, config.batch_size,
+                          config.stream_steps, problem)
+            if do_persist and not fraction and config is not None else None)
     if do_persist and not fraction and blocks.groups is None:
         # Blocks not held yet: validated and prepared in the same group task, and only the
         # prepared groups held (no pass, graph or copy in memory for the validated blocks).
-        fused = blocks.persist(then=(_prepare_training, (problem, seed)))
+        fused = (blocks.persist(then=(_prepare_training, (problem, seed))) if plan is None else
+                 blocks.persist(then=(_prepare_streams, (problem, seed, plan[1])),
+                                bounds=plan[0]))
     if fused is not None:
         tb, vb = fused, None
     elif do_persist:
         # Persisted data is held in groups of blocks: each pass then runs one task per group.
-        tb, vb = _prepare_groups(problem, blocks.persist(), seed, fraction)
+        held = blocks.persist()
+        # Held in SGD's task groups already (Blocks.persist with those bounds): each
+        # stream's blocks joined in place as they are prepared.
+        same = (plan is not None and held.groups is not None
+                and list(held.groups.bounds) == list(plan[0]))
+        tb, vb = _prepare_groups(problem, held, seed, fraction, plan[1] if same else None)
     else:
         tb, vb = _prepare_blocks(problem, blocks, seed, fraction, persist=False)
     tb = replace(tb, known_lengths=train_lengths)
@@ -204,6 +271,13 @@ def _prepare_training(group, start, problem, seed):
                  for j, part in enumerate(group))
 
 
+def _prepare_streams(group, start, problem, seed, starts):
+    """:func:`_prepare_training`, then every stream's blocks joined in place (``starts``: the
+    streams' first blocks; None: not joined)."""
+    out = _prepare_training(group, start, problem, seed)
+    return out if starts is None else join_in_place(out, start, starts)
+
+
 def _prepare_blocks(problem, blocks: Blocks, seed: int, fraction: float, persist: bool):
     """``_prepare_part`` per block: one task each (persisted or not)."""
     prepared = [delayed(_prepare_part, pure=True)(p, problem, i, seed, fraction)
@@ -217,8 +291,9 @@ def _prepare_blocks(problem, blocks: Blocks, seed: int, fraction: float, persist
             replace(blocks, parts=val, groups=None) if fraction else None)
 
 
-def _prepare_groups(problem, blocks: Blocks, seed: int, fraction: float):
-    """``_prepare_part`` on persisted blocks: one task per group (per block when ungrouped)."""
+def _prepare_groups(problem, blocks: Blocks, seed: int, fraction: float, starts=None):
+    """``_prepare_part`` on persisted blocks: one task per group (per block when ungrouped);
+    with the streams' ``starts``, their blocks joined in place (:func:`_prepare_streams`)."""
     if blocks.groups is None:
         return _prepare_blocks(problem, blocks, seed, fraction, persist=True)
     g = blocks.groups
@@ -226,6 +301,8 @@ def _prepare_groups(problem, blocks: Blocks, seed: int, fraction: float):
         prepared = g.map_group(_prepare_group, problem, seed, fraction)
         train = map_delayed(operator.getitem, prepared, 0)
         val = map_delayed(operator.getitem, prepared, 1)
+    elif starts is not None:  # the training blocks only, each stream's joined in place
+        train, val = g.map_group(_prepare_streams, problem, seed, starts), []
     else:  # the training blocks only: no task to take them out of a pair
         train, val = g.map_group(_prepare_training, problem, seed), []
     out = dask.persist(*train, *val)

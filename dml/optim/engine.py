@@ -63,12 +63,12 @@ from dml._random import block_rng
 from dml.optim._round_kernels import (_chain_result, _chained_round, _group_round_kernel,
                                       combined, local_sgd_steps, stream_steps_run)
 from dml.optim.summed_rounds import curvature_limited, limited_rounds, round_limit, sum_scale
-from dml.optim.data import TrainingData, fits_persist_budget
+from dml.optim.data import TrainingData, fits_persist_budget, join_fits
 from dml.optim.optimizers import Optimizer, SGD
 from dml.optim.penalties import Penalty
 from dml.optim.schedules import Constant, Optimal, Schedule
-from dml.optim.streams import (EqualShares, RoundSpec, StreamLayout, group_size, join_streams,
-                               make_streams, round_plans, subtree_reduce, tree_levels)
+from dml.optim.streams import (EqualShares, RoundSpec, StreamLayout, join_streams, make_streams,
+                               round_plans, subtree_reduce, task_groups, tree_levels)
 from dml.optim.state import TrainState
 from dml.optim.training import (DivergedError, EpochResult, TrainConfig, diverged_message,
                                 run_epochs)
@@ -271,10 +271,10 @@ class StreamRunner:
         W = layout.n_streams
         # Data read from storage: a task holds every block it reads at once, so one stream per
         # task keeps that to a round's few blocks.
-        self.group = (group_size(W, default_n_groups() if n_tasks is None else n_tasks)
-                      if persisted else 1)
+        self.ranges = task_groups(W, (default_n_groups() if n_tasks is None else n_tasks)
+                                  if persisted else W)
+        self.group = len(self.ranges[0]) if self.ranges else 1
         self.levels = tree_levels(self.group)
-        self.ranges = [range(a, min(a + self.group, W)) for a in range(0, W, self.group)]
         self.block_parts = parts  # indexed only when not persisted (no groups)
         self.gathered = None
         #: The worker of every stream group's gathered blocks when the client chose it (None:
@@ -442,19 +442,10 @@ def _hold_fits(data: TrainingData, layout: StreamLayout) -> bool:
     return fits_persist_budget(2 * layout.n_streams * block_bytes / HOLD_FRACTION)
 
 
-#: Persisted training rows are joined into one array per stream (a copy of the data, held for
-#: the fit) only while that copy takes at most this fraction of the persist budget.
-JOIN_FRACTION = 0.5
-
-
 def _join_fits(problem, data: TrainingData) -> bool:
     """Whether a stream's persisted blocks may be joined into one array for the fit
-    (:func:`join_streams`): memory to spare, and no per-block noise (dropout draws its
-    generator per block)."""
-    if not data.persisted or getattr(problem, "stochastic", False):
-        return False
-    nbytes = int(data.n_train) * (int(data.train.n_features) + 2) * 8
-    return fits_persist_budget(nbytes / JOIN_FRACTION)
+    (:func:`dml.optim.data.join_fits`)."""
+    return data.persisted and join_fits(problem, data.n_train, data.train.n_features)
 
 
 def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: TrainConfig):

@@ -43,7 +43,7 @@ from dml._random import block_rng
 
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
            "subtree_reduce", "tree_levels", "SPLIT_EVERY", "JOINED", "round_order", "EqualShares",
-           "join_streams", "block_order"]
+           "join_streams", "block_order", "task_groups", "join_in_place"]
 
 #: Fan-in of the reduction tree over the streams: binary, so task groups can be any power of two
 #: (finer than powers of 8 for balancing a few dozen streams over a cluster's threads).
@@ -292,6 +292,18 @@ def group_size(n_streams: int, n_tasks: int) -> int:
     return g
 
 
+def task_groups(n_streams: int, n_tasks: int) -> list:
+    """The streams of every task group (:func:`group_size`), as ranges.
+
+    Examples
+    --------
+    >>> task_groups(5, 2)      # groups of 4 streams (a power of 2) leave 2 groups
+    [range(0, 4), range(4, 5)]
+    """
+    size = group_size(n_streams, n_tasks)
+    return [range(a, min(a + size, n_streams)) for a in range(0, n_streams, size)]
+
+
 def tree_levels(n: int) -> int:
     """Levels of the reduction tree over ``n`` leaves (none for one leaf)."""
     return tree_depth(n, SPLIT_EVERY) if n > 1 else 0
@@ -393,15 +405,82 @@ def round_order(layout: StreamLayout, s: int, plan) -> np.ndarray:
 def join_streams(parts: dict, streams) -> dict:
     """``parts`` (``{block: (X, Y, w)}``) with the blocks of every stream ``(s, first block,
     end block)`` of ``streams`` joined into one array under ``(JOINED, s)``. A stream of one
-    block keeps the block itself (no copy); streams with a sparse block keep their blocks."""
+    block keeps the block itself (no copy); streams with a sparse block keep their blocks.
+    Blocks that are already consecutive views of one joined array (:func:`join_in_place`)
+    give that array, without a copy."""
     out = {}
     for s, lo, hi in streams:
         pieces = [parts[b] for b in range(lo, hi)]
         if not all(isinstance(p[0], np.ndarray) for p in pieces):
             out.update((b, parts[b]) for b in range(lo, hi))
         else:
-            out[(JOINED, s)] = pieces[0] if len(pieces) == 1 else _join_rows(pieces)
+            out[(JOINED, s)] = (pieces[0] if len(pieces) == 1 else
+                                _joined_already(pieces) or _join_rows(pieces))
     return out
+
+
+def join_in_place(blocks, start: int, starts) -> tuple:
+    """``blocks`` (consecutive blocks, the first block ``start``; ``starts``: the streams'
+    first blocks, :attr:`StreamLayout.starts`) with the dense blocks of every stream joined
+    into one array and given back as consecutive views of it: the same blocks, and
+    :func:`join_streams` then takes the stream's rows without copying them. Held this way,
+    a group of streams is both its blocks and its joined streams, in one copy of the rows.
+
+    Examples
+    --------
+    >>> blocks = [(np.full((2, 1), float(b)), np.zeros(2), None) for b in range(3)]
+    >>> held = join_in_place(blocks, 0, (0, 3))            # one stream of three blocks
+    >>> joined = join_streams(dict(enumerate(held)), [(0, 0, 3)])[(JOINED, 0)]
+    >>> joined[0] is held[1][0].base, joined[0].ravel().tolist()
+    (True, [0.0, 0.0, 1.0, 1.0, 2.0, 2.0])
+    """
+    out = list(blocks)
+    end = start + len(blocks)
+    first = int(np.searchsorted(starts, start, side="right")) - 1
+    for s in range(max(first, 0), len(starts) - 1):
+        lo, hi = max(starts[s], start), min(starts[s + 1], end)
+        if lo >= end:
+            break
+        pieces = blocks[lo - start:hi - start]
+        if hi - lo < 2 or not all(isinstance(p[0], np.ndarray) for p in pieces):
+            continue
+        X, Y, w = _join_rows(pieces)
+        offset = 0
+        for j, p in enumerate(pieces):
+            n = p[0].shape[0]
+            out[lo - start + j] = (X[offset:offset + n], Y[offset:offset + n],
+                                   None if w is None else w[offset:offset + n])
+            offset += n
+    return tuple(out)
+
+
+def _whole(arrays):
+    """The array ``arrays`` are consecutive row views of, covering all of it, or None."""
+    base = arrays[0].base
+    if not isinstance(base, np.ndarray) or base.ndim != arrays[0].ndim:
+        return None
+    at = base.__array_interface__["data"][0]
+    rows = 0
+    for a in arrays:
+        if (a.base is not base or a.__array_interface__["data"][0] != at
+                or a.shape[1:] != base.shape[1:] or a.strides != base.strides):
+            return None
+        at += a.shape[0] * base.strides[0]
+        rows += a.shape[0]
+    return base if rows == base.shape[0] else None
+
+
+def _joined_already(pieces):
+    """``(X, Y, w)`` of the joined array the pieces are views of (:func:`join_in_place`), or
+    None when they are not."""
+    Xs, Ys, ws = zip(*pieces)
+    X, Y = _whole(Xs), _whole(Ys)
+    if X is None or Y is None:
+        return None
+    if all(w is None for w in ws):
+        return X, Y, None
+    w = None if any(w is None for w in ws) else _whole(ws)
+    return None if w is None else (X, Y, w)
 
 
 def _join_rows(pieces):
