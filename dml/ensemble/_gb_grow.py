@@ -13,10 +13,10 @@ split next; a child's best split is computed from its histogram as soon as the n
 Doing one wave per split would cost a wave per leaf, so each wave also *speculatively*
 expands the best few open nodes that may still be split (:data:`SPECULATE_MIN`,
 :data:`SPECULATE_SHARE`; not those that cannot be, given the leaves left and the splits known
-to come first): their children's histograms are counted in the same pass. Splits are then committed in exactly
-scikit-learn's order; a speculative expansion that is never committed is discarded (its rows
-keep the value of the leaf they are in). The grown tree does not depend on the speculation,
-only the number of waves does (about the depth of the tree).
+to come first): their children's histograms are counted in the same pass. Splits are then
+committed in exactly scikit-learn's order; a speculative expansion that is never committed is
+discarded (its rows keep the value of the leaf they are in). The grown tree does not depend on
+the speculation, only the number of waves does (about the depth of the tree).
 
 Sibling subtraction: of two children whose histograms are needed only the smaller (by row
 count) is counted; the other is the parent's histogram minus it.
