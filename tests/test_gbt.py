@@ -263,6 +263,33 @@ def test_same_model_however_the_blocks_are_grouped(monkeypatch, loss):
         np.testing.assert_array_equal(m.validation_score_, models[0].validation_score_)
 
 
+
+def test_speculation_changes_only_the_waves(monkeypatch):
+    """How many open nodes a wave expands ahead of time changes the waves a tree needs, never
+    the tree: every node expanded (as wide as the leaves left), the default width, and one
+    node a wave grow the same trees bit for bit."""
+    import dask
+
+    from dml.ensemble import _gb_grow
+
+    X, y = _exact_data(n=1200, seed=5)
+    yc = (y > np.median(y)).astype(int)
+    Xd, yd = da.from_array(X, chunks=(300, -1)), da.from_array(yc, chunks=300)
+    models = []
+    for least, share in ((10**6, 1), (_gb_grow.SPECULATE_MIN, _gb_grow.SPECULATE_SHARE),
+                         (1, 10**6)):
+        monkeypatch.setattr(_gb_grow, "SPECULATE_MIN", least)
+        monkeypatch.setattr(_gb_grow, "SPECULATE_SHARE", share)
+        with dask.config.set(scheduler="sync"):
+            models.append(GradientBoostingClassifier(
+                max_iter=3, max_leaf_nodes=31, min_samples_leaf=5, early_stopping=False,
+                random_state=0).fit(Xd, yd))
+    for m in models[1:]:
+        for k in m.nodes_:
+            np.testing.assert_array_equal(m.nodes_[k], models[0].nodes_[k])
+    waves = [sum(m._fit_stats["waves"]) for m in models]
+    assert waves[0] <= waves[1] < waves[2]
+
 # --------------------------------------------------------------------------------------------
 # early stopping, staged predictions, warm start, importances
 # --------------------------------------------------------------------------------------------

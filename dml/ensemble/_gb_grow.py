@@ -11,11 +11,12 @@ blocks in a fixed order.
 Best-first growth, as scikit-learn's ``TreeGrower``: the open node with the largest gain is
 split next; a child's best split is computed from its histogram as soon as the node is split.
 Doing one wave per split would cost a wave per leaf, so each wave also *speculatively*
-expands the open nodes that may still be split (the ``max_leaf_nodes - leaves - 1`` best ones):
-their children's histograms are counted in the same pass. Splits are then committed in exactly
-scikit-learn's order; a speculative expansion that is never committed is discarded (its rows
-keep the value of the leaf they are in). The grown tree does not depend on the speculation,
-only the number of waves does (about the depth of the tree).
+expands the best few open nodes that may still be split (:data:`SPECULATE_MIN`,
+:data:`SPECULATE_SHARE`; not those that cannot be, given the leaves left and the splits known
+to come first): their children's histograms are counted in the same pass. Splits are then
+committed in exactly scikit-learn's order; a speculative expansion that is never committed is
+discarded (its rows keep the value of the leaf they are in). The grown tree does not depend on
+the speculation, only the number of waves does (about the depth of the tree).
 
 Sibling subtraction: of two children whose histograms are needed only the smaller (by row
 count) is counted; the other is the parent's histogram minus it.
@@ -34,6 +35,13 @@ from dml.ensemble import _gb_kernels
 
 #: Hessian below which a side of a split is refused (scikit-learn's ``min_hessian_to_split``).
 MIN_HESSIAN = 1e-3
+
+#: How many open nodes of a tree a wave expands ahead of time, at most: ``SPECULATE_MIN``, or a
+#: ``SPECULATE_SHARE``-th of the splits still to make when that is more. Wider waves counted
+#: many children that were never used (a third of the histograms of the ``gbt`` benchmark) for
+#: hardly fewer waves; narrower ones need more waves (docs/gradient_boosting.md, "Cost"). Only
+#: the work depends on it, never the tree.
+SPECULATE_MIN, SPECULATE_SHARE = 4, 4
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,8 +402,22 @@ class _Tree:
         open_ = sorted(self.heap)
         R = len(open_) if p.max_leaf_nodes is None else p.max_leaf_nodes - self.leaves
         out = []
-        for rank, (_, node) in enumerate(open_[:max(R, 0)]):
-            final = p.max_leaf_nodes is not None and self.leaves + rank + 1 >= p.max_leaf_nodes
+        # Heap keys of the known splits that will be committed before an open node ranked
+        # below them: the open nodes above it (its rank) and the children, already counted,
+        # of those nodes (pushed when their parent is committed, which comes first). A node
+        # with at least R of them ahead is never committed (the leaves run out first), and
+        # one with R - 1 ahead is the last split if it is committed at all (its children need
+        # no split): neither is counted, and the tree is the same.
+        ahead = []
+        width = R if p.max_leaf_nodes is None else max(SPECULATE_MIN, R // SPECULATE_SHARE)
+        for rank, (key, node) in enumerate(open_[:max(min(R, width), 0)]):
+            before = rank + sum(1 for k in ahead if k < (key, node))
+            if before >= R:
+                break  # (the next nodes have at least as many ahead)
+            final = p.max_leaf_nodes is not None and self.leaves + before + 1 >= p.max_leaf_nodes
+            if p.max_leaf_nodes is not None and self.children[node] is not None:
+                ahead.extend((-self.split[c][0], c) for c in self._needs(node, False)
+                             if self.split[c])
             if self._make_children(node):
                 new_children.append(node)
             need = [c for c in self._needs(node, final) if self.split[c] is None]
