@@ -107,6 +107,15 @@ def _signatures():
               i32_2, i32_2, i32_2, b2, i32_2, a(f64, 4), a(f64, 5), i64, i64)),
             ("dml.ensemble._gb_kernels", "best_splits",
              (a(f64, 4), f1, f1, f1, i1, b1, b2, f64, f64, f64)),
+            # Histograms packed for a group on another host (a whole share: C; a feature
+            # share sliced from it: A) and unpacked with counts of 1, 2 or 4 bytes: every
+            # worker pod of a Kubernetes job is on a host of its own.
+            *[("dml.ensemble._gb_wire", "_pack_kernel",
+               (nt.Array(f64, 4, lay), nt.Array(nt.uint64, 4, lay), a(nt.uint8, 1),
+                a(nt.uint64, 2), a(nt.uint32, 1))) for lay in ("C", "A")],
+            *[("dml.ensemble._gb_wire", "_unpack_kernel",
+               (a(nt.uint8, 1), a(nt.uint64, 2), a(c, 1), a(f64, 4), a(nt.uint64, 4)))
+              for c in (nt.uint8, nt.uint16, nt.uint32)],
         ],
         "stacked_sgd": [
             ("dml.optim._stacked_kernels", "sgd_segment",

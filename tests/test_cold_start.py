@@ -273,6 +273,15 @@ def test_fits_use_exactly_the_warmed_signatures():
     from dml.ensemble import GradientBoostingClassifier
 
     GradientBoostingClassifier(max_iter=2, random_state=0).fit(Xd, yd)
+    # Boosting's groups on different hosts pack their histograms: a whole share and a feature
+    # share sliced from it, counts that fit 1, 2 and 4 bytes.
+    from dml.ensemble import _gb_wire
+
+    for top in (3.0, 300.0, 70000.0):
+        hist = np.zeros((2, 4, 5, 3))
+        hist[0, :, 1] = (0.5, -0.25, top)
+        for share in (hist, hist[:, 1:3]):
+            assert np.array_equal(_gb_wire.unpack(_gb_wire.pack(share), share.shape), share)
 
     from dml.cluster import KMeans
 
