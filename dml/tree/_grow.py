@@ -238,7 +238,7 @@ def split_rows_kernel(merged, first_slot, feat_sel, depth, n_root, spec: GrowSpe
             local, bins, ys, np.ascontiguousarray(wts, dtype=np.float64), int(spec.nb), C,
             bool(spec.classify), max(spec.min_samples_leaf, 0), crit == "squared_error", tot, kb,
             pb, gains, Lb, Mb, np.zeros((B, C), dtype=np.float64), np.zeros(B, dtype=np.bool_),
-            np.empty(B, dtype=np.int64), np.empty((3, C), dtype=np.float64))
+            np.empty(B, dtype=np.int64), np.empty((1, C), dtype=np.float64))
         n_root = np.where(np.isnan(n_root), node_weight(tot, crit), n_root)
         splittable, _ = _can_split_many(tot, depth, spec)
         sel = np.nonzero(splittable & (kb >= 0))[0]
@@ -494,7 +494,7 @@ def _best_splits_fused(s_i, k_i, b_i, vals, M, tot, spec: GrowSpec, n_root):
             np.ascontiguousarray(vals, dtype=np.float64),
             np.ascontiguousarray(tot, dtype=np.float64), np.ascontiguousarray(M, dtype=np.float64),
             np.ascontiguousarray(weighted_impurity(tot, crit)), max(spec.min_samples_leaf, 0),
-            crit == "squared_error", best, gains, Lb, np.zeros((5, C), dtype=np.float64))
+            crit == "squared_error", best, gains, Lb, np.zeros((3, C), dtype=np.float64))
         best, g1, g2, Lb = best[:nn], gains[0, :nn], gains[1, :nn], Lb[:nn]
         sl = s_i[best]
         _finish_splits(sl, g1, g2, k_i[best], b_i[best], Lb, M[sl, k_i[best]], tot, crit,
