@@ -207,8 +207,8 @@ def _call_rows_ranges(part, assign, boot, slot_bounds, slot_map, feat_sel):
 
 def combine_rows(parts):
     """Concatenate the rows of several blocks in block order (the parts' order): grouped by
-    slot later, by a stable sort (:func:`split_rows_kernel`), within a slot they are in block
-    order, then row order."""
+    slot later, stably (:func:`split_rows_kernel`), within a slot they are in block order,
+    then row order."""
     if len(parts) == 1:
         return parts[0]
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
@@ -220,13 +220,16 @@ def split_rows_kernel(merged, first_slot, feat_sel, depth, n_root, spec: GrowSpe
     each node's rows to its best split (:func:`dml.tree._kernels.best_from_rows`); otherwise
     the histograms are counted here with the blocks' kernel. Either way a node's sums run over
     its rows in block order, then row order."""
-    slot, bins, ys, wts = merged
+    slot, bins, ys, wts = (np.ascontiguousarray(a) for a in merged)
     S, F = feat_sel.shape
-    local = slot.astype(np.int64) - first_slot
-    # A stable sort: within a slot the rows keep their order (block order, then row order).
-    order = np.argsort(local, kind="stable")
-    # Gathered once: the scans below then read each slot's rows sequentially.
-    local, bins, ys, wts = local[order], bins[order], ys[order], wts[order]
+    # Grouped by slot, stably: within a slot the rows keep their order (block order, then row
+    # order), and the scans below read each slot's rows sequentially.
+    local = np.empty(len(slot), dtype=np.int64)
+    out = np.empty_like(bins), np.empty_like(ys), np.empty(len(wts), dtype=np.float64)
+    _kernels.rows_in_slot_order(slot.astype(np.int32, copy=False), int(first_slot), bins, ys,
+                                wts.astype(np.float64, copy=False),
+                                np.zeros(S + 1, dtype=np.int64), local, *out)
+    bins, ys, wts = out
     crit = spec.criterion
     if crit in ("gini", "squared_error") and not np.any(spec.is_cat):
         # One pass from the rows to each node's best split (no histogram cells in between).

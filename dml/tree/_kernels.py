@@ -174,6 +174,34 @@ def group_by_slot(assign, slot_map, w, boot, has_boot, count, rows, wts, fill):
 
 
 @kernel(nogil=True)
+def rows_in_slot_order(slot, first_slot, bins, y, w, count, local, bins_out, y_out, w_out):
+    """The merged rows of a slot range grouped by slot, keeping their order within a slot
+    (a stable counting sort, with the gathers, in two passes over the rows).
+
+    ``slot`` (int32): each row's global slot, from ``first_slot`` up to ``first_slot + S``;
+    ``bins``, ``y``, ``w``: the rows' bins (uint8, rows × F), targets and weights. ``count``:
+    scratch, ``S + 1`` zeros. Fills ``local`` (int64, the slot minus ``first_slot``),
+    ``bins_out``, ``y_out``, ``w_out`` in slot order: what ``np.argsort(kind="stable")`` of
+    the slots and four gathers produced, in one pass instead of five.
+    """
+    m, F = bins.shape
+    S = count.shape[0] - 1
+    for e in range(m):
+        count[slot[e] - first_slot + 1] += 1
+    for s in range(S):
+        count[s + 1] += count[s]
+    for e in range(m):
+        s = slot[e] - first_slot
+        d = count[s]
+        count[s] = d + 1
+        local[d] = s
+        for k in range(F):
+            bins_out[d, k] = bins[e, k]
+        y_out[d] = y[e]
+        w_out[d] = w[e]
+
+
+@kernel(nogil=True)
 def rows_by_slot(xb, count, rows, feat_sel, slot, bins):
     """The entries of every requested slot as rows: for nodes whose rows take fewer bytes than
     their histograms (deep levels), the rows travel and the histograms are built where they
