@@ -95,6 +95,10 @@ def _signatures():
             (trees, "best_candidates", (i1, i1, f2, f2, f3, f1, i64, b, i1, f2, f2, f2)),
             (trees, "split_scores", (f2, f2, f2, b1, f1, i64, b)),                 # categorical
             (trees, "rows_by_slot", (u2, i1, i1, i2, a(nt.int32, 1), u2)),
+            (trees, "rows_in_slot_order",                                          # classes
+             (a(nt.int32, 1), i64, u2, i1, f1, i1, i1, u2, i1, f1)),
+            (trees, "rows_in_slot_order",                                          # regression
+             (a(nt.int32, 1), i64, u2, f1, f1, i1, i1, u2, f1, f1)),
             (trees, "best_from_rows",                                              # classes
              (i1, u2, i1, f1, i64, i64, b, i64, b, f2, i1, i1, f2, f2, f2, f2, b1, i1, f2)),
             (trees, "best_from_rows",                                              # regression

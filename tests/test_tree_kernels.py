@@ -284,6 +284,27 @@ def test_sort_prefix_sorts_the_prefix_in_place():
         np.testing.assert_array_equal(b[n:], a[n:])
 
 
+def test_rows_in_slot_order_equals_stable_argsort():
+    # The rows path groups the merged rows by slot with this counting sort; it must give what
+    # a stable argsort of the slots and the gathers gave (the order of a node's sums).
+    from dml.tree._kernels import rows_in_slot_order
+
+    rng = np.random.default_rng(1)
+    for m, S, first in ((0, 3, 0), (1, 1, 5), (500, 7, 40), (3000, 300, 2)):
+        slot = (rng.integers(0, S, m) + first).astype(np.int32)
+        bins = rng.integers(0, 256, (m, 4)).astype(np.uint8)
+        for y in (rng.integers(0, 3, m).astype(np.int64), rng.normal(size=m)):
+            w = rng.random(m)
+            local = np.empty(m, dtype=np.int64)
+            out = np.empty_like(bins), np.empty_like(y), np.empty(m)
+            rows_in_slot_order(slot, first, bins, y, w, np.zeros(S + 1, dtype=np.int64), local,
+                               *out)
+            o = np.argsort(slot, kind="stable")
+            np.testing.assert_array_equal(local, slot[o] - first)
+            for got, ref in zip(out, (bins[o], y[o], w[o])):
+                np.testing.assert_array_equal(got, ref)
+
+
 def test_binning_and_sketch_kernels_equal_numpy():
     """bin_numeric's bins are np.searchsorted's (side="left"), and the sketch's radix sort gives
     np.sort's values: edges and values of every scale, duplicates, NaN, -0.0, subnormals, huge

@@ -207,8 +207,8 @@ def _call_rows_ranges(part, assign, boot, slot_bounds, slot_map, feat_sel):
 
 def combine_rows(parts):
     """Concatenate the rows of several blocks in block order (the parts' order): grouped by
-    slot later, by a stable sort (:func:`split_rows_kernel`), within a slot they are in block
-    order, then row order."""
+    slot later, stably (:func:`split_rows_kernel`), within a slot they are in block order,
+    then row order."""
     if len(parts) == 1:
         return parts[0]
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
@@ -220,13 +220,16 @@ def split_rows_kernel(merged, first_slot, feat_sel, depth, n_root, spec: GrowSpe
     each node's rows to its best split (:func:`dml.tree._kernels.best_from_rows`); otherwise
     the histograms are counted here with the blocks' kernel. Either way a node's sums run over
     its rows in block order, then row order."""
-    slot, bins, ys, wts = merged
+    slot, bins, ys, wts = (np.ascontiguousarray(a) for a in merged)
     S, F = feat_sel.shape
-    local = slot.astype(np.int64) - first_slot
-    # A stable sort: within a slot the rows keep their order (block order, then row order).
-    order = np.argsort(local, kind="stable")
-    # Gathered once: the scans below then read each slot's rows sequentially.
-    local, bins, ys, wts = local[order], bins[order], ys[order], wts[order]
+    # Grouped by slot, stably: within a slot the rows keep their order (block order, then row
+    # order), and the scans below read each slot's rows sequentially.
+    local = np.empty(len(slot), dtype=np.int64)
+    out = np.empty_like(bins), np.empty_like(ys), np.empty(len(wts), dtype=np.float64)
+    _kernels.rows_in_slot_order(slot.astype(np.int32, copy=False), int(first_slot), bins, ys,
+                                wts.astype(np.float64, copy=False),
+                                np.zeros(S + 1, dtype=np.int64), local, *out)
+    bins, ys, wts = out
     crit = spec.criterion
     if crit in ("gini", "squared_error") and not np.any(spec.is_cat):
         # One pass from the rows to each node's best split (no histogram cells in between).
@@ -238,7 +241,7 @@ def split_rows_kernel(merged, first_slot, feat_sel, depth, n_root, spec: GrowSpe
             local, bins, ys, np.ascontiguousarray(wts, dtype=np.float64), int(spec.nb), C,
             bool(spec.classify), max(spec.min_samples_leaf, 0), crit == "squared_error", tot, kb,
             pb, gains, Lb, Mb, np.zeros((B, C), dtype=np.float64), np.zeros(B, dtype=np.bool_),
-            np.empty(B, dtype=np.int64), np.empty((3, C), dtype=np.float64))
+            np.empty(B, dtype=np.int64), np.empty((1, C), dtype=np.float64))
         n_root = np.where(np.isnan(n_root), node_weight(tot, crit), n_root)
         splittable, _ = _can_split_many(tot, depth, spec)
         sel = np.nonzero(splittable & (kb >= 0))[0]
@@ -494,7 +497,7 @@ def _best_splits_fused(s_i, k_i, b_i, vals, M, tot, spec: GrowSpec, n_root):
             np.ascontiguousarray(vals, dtype=np.float64),
             np.ascontiguousarray(tot, dtype=np.float64), np.ascontiguousarray(M, dtype=np.float64),
             np.ascontiguousarray(weighted_impurity(tot, crit)), max(spec.min_samples_leaf, 0),
-            crit == "squared_error", best, gains, Lb, np.zeros((5, C), dtype=np.float64))
+            crit == "squared_error", best, gains, Lb, np.zeros((3, C), dtype=np.float64))
         best, g1, g2, Lb = best[:nn], gains[0, :nn], gains[1, :nn], Lb[:nn]
         sl = s_i[best]
         _finish_splits(sl, g1, g2, k_i[best], b_i[best], Lb, M[sl, k_i[best]], tot, crit,

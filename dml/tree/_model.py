@@ -160,10 +160,11 @@ def _prepare_kernels(classify, criterion, any_cat, subtract):
     on_workers = {"bin_numeric", "sort_values", "group_by_slot", "hist_sparse", "merge_sum",
                   "route"}
     if not subtract:
-        on_workers |= {search, "rows_by_slot"} | ({"best_from_rows"} if fused else set())
+        on_workers |= ({search, "rows_by_slot", "rows_in_slot_order"}
+                       | ({"best_from_rows"} if fused else set()))
 
     def y_matches(name, sig):  # the target is class indices (int64) or float64
-        y = {"hist_sparse": 1, "best_from_rows": 2}.get(name)
+        y = {"hist_sparse": 1, "best_from_rows": 2, "rows_in_slot_order": 3}.get(name)
         return y is None or (str(sig[y].dtype) == "int64") == bool(classify)
 
     prepare(entries("trees", lambda n, s: n in on_workers and y_matches(n, s)),
