@@ -50,6 +50,10 @@ FAMILIES = {
     "kmeans": "KMeans on dense X: Lloyd step, final assignment, statistics (dml.cluster._kernels)",
     "naive_bayes": "MultinomialNB, ComplementNB, BernoulliNB on dense X, MultinomialNB and "
                    "ComplementNB on sparse X: per-class sums (dml.naive_bayes._compiled)",
+    # Last: compiled at a worker's start after every family a first fit needs (only the
+    # workers of a multi-host cluster use it; an image's build compiles it with the rest).
+    "gbt_hosts": "gradient-boosted trees on workers of several hosts: their histograms packed "
+                 "(dml.ensemble._gb_wire)",
 }
 
 
@@ -111,9 +115,11 @@ def _signatures():
               i32_2, i32_2, i32_2, b2, i32_2, a(f64, 4), a(f64, 5), i64, i64)),
             ("dml.ensemble._gb_kernels", "best_splits",
              (a(f64, 4), f1, f1, f1, i1, b1, b2, f64, f64, f64)),
-            # Histograms packed for a group on another host (a whole share: C; a feature
-            # share sliced from it: A) and unpacked with counts of 1, 2 or 4 bytes: every
-            # worker pod of a Kubernetes job is on a host of its own.
+        ],
+        # Histograms packed for a group on another host (a whole share: C; a feature share
+        # sliced from it: A) and unpacked with counts of 1, 2 or 4 bytes: every worker pod of
+        # a Kubernetes job is on a host of its own.
+        "gbt_hosts": [
             *[("dml.ensemble._gb_wire", "_pack_kernel",
                (nt.Array(f64, 4, lay), nt.Array(nt.uint64, 4, lay), a(nt.uint8, 1),
                 a(nt.uint64, 2), a(nt.uint32, 1))) for lay in ("C", "A")],
