@@ -189,9 +189,9 @@ def stream_groups(lengths, n_features: int, batch_size: int, stream_steps: int |
     starts are given when the streams will be joined (:func:`join_fits`; ``problem`` None:
     never)."""
     from dml._block_groups import default_n_groups, group_size
-    from dml.optim.streams import make_streams, task_groups
+    from dml.optim.streams import stream_layout, task_groups
 
-    layout = make_streams(lengths, batch_size, stream_steps)
+    layout = stream_layout(lengths, batch_size, stream_steps)
     groups = task_groups(layout.n_streams, default_n_groups())
     # Each task group held as a few groups cut at its streams' starts, as many in all as the
     # default grouping makes (16 at 1,024 blocks on two threads): a worker's group tasks then

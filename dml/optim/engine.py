@@ -68,7 +68,8 @@ from dml.optim.optimizers import Optimizer, SGD
 from dml.optim.penalties import Penalty
 from dml.optim.schedules import Constant, Optimal, Schedule
 from dml.optim.streams import (EqualShares, RoundSpec, StreamLayout, join_streams, make_streams,
-                               round_plans, subtree_reduce, task_groups, tree_levels)
+                               round_plans, stream_layout, subtree_reduce, task_groups,
+                               tree_levels)
 from dml.optim.state import TrainState
 from dml.optim.training import (DivergedError, EpochResult, TrainConfig, diverged_message,
                                 run_epochs)
@@ -450,7 +451,7 @@ def _join_fits(problem, data: TrainingData) -> bool:
 
 def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: TrainConfig):
     """The ``epoch_fn`` of :func:`~dml.optim.training.run_epochs` for stream SGD on ``data``."""
-    layout = make_streams(data.lengths, config.batch_size, config.stream_steps)
+    layout = stream_layout(data.lengths, config.batch_size, config.stream_steps)
     mode = config.combine_mode if layout.n_streams > 1 else "average"
     # The runner first: it submits the joining of the streams' blocks, which the cluster then
     # does while the curvature pass below runs (neither waits for the other).

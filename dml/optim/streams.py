@@ -43,7 +43,7 @@ from dml._random import block_rng
 
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
            "subtree_reduce", "tree_levels", "SPLIT_EVERY", "JOINED", "round_order", "EqualShares",
-           "join_streams", "block_order", "task_groups", "join_in_place"]
+           "join_streams", "block_order", "task_groups", "join_in_place", "stream_layout"]
 
 #: Fan-in of the reduction tree over the streams: binary, so task groups can be any power of two
 #: (finer than powers of 8 for balancing a few dozen streams over a cluster's threads).
@@ -113,6 +113,16 @@ class StreamLayout:
             if offset >= e:
                 break
         return out
+
+
+def stream_layout(lengths, batch_size: int, stream_steps: int | None) -> StreamLayout:
+    """:func:`make_streams`, worked out once per fit (:func:`dml._graph.fit_memo`): holding the
+    blocks, preparing them and the engine all need the layout of the same lengths."""
+    from dml._graph import fit_memo
+
+    lengths = tuple(int(n) for n in lengths)
+    return fit_memo(("stream-layout", lengths, int(batch_size), stream_steps),
+                    lambda: make_streams(lengths, batch_size, stream_steps))
 
 
 def make_streams(lengths, batch_size: int, stream_steps: int | None) -> StreamLayout:
