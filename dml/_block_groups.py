@@ -49,9 +49,9 @@ def group_size(n_blocks: int, n_groups: int) -> int:
     return g
 
 
-def default_n_groups() -> int:
-    """Groups to make: two per worker thread of the current cluster (per core without one), so
-    every thread has work and a slow task does not hold up a whole pass."""
+def default_n_tasks() -> int:
+    """Worker threads of the current cluster (cores without one): as many tasks as run at once,
+    e.g. the long-lived tasks of a collective run, which take a thread each for the whole run."""
     from dml.runtime import active_client
 
     client = active_client()
@@ -63,7 +63,13 @@ def default_n_groups() -> int:
             threads = 2
     if not threads:
         threads = os.cpu_count() or 2
-    return 2 * max(int(threads), 1)
+    return max(int(threads), 1)
+
+
+def default_n_groups() -> int:
+    """Groups to make: two per worker thread of the current cluster (per core without one), so
+    every thread has work and a slow task does not hold up a whole pass."""
+    return 2 * default_n_tasks()
 
 
 def ask_scheduler_workers(client) -> dict:

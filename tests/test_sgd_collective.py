@@ -62,10 +62,11 @@ def test_collective_runs_are_used_and_equal_the_chained_graphs(client, monkeypat
             assert runs == 0 and rounds > 0
             model, (runs, rounds) = found[n_blocks]
             assert rounds == 0 and 0 < runs
-            # One run task per group of streams, for both epochs.
+            # One run task per group of streams, for both epochs; one group per worker thread
+            # (two would share a core for the whole run).
             rows = -(-X.shape[0] // n_blocks)
             W = make_streams([rows] * n_blocks, 32, 3).n_streams
-            per_group = group_size(W, 2 * sum(client.nthreads().values()))
+            per_group = group_size(W, sum(client.nthreads().values()))
             assert runs == -(-W // per_group), (runs, W, per_group)
             _same(model, chained)
     assert sum(client.run(_collective.leftovers, "").values()) == 0

@@ -16,7 +16,7 @@ import dask
 import numpy as np
 from dask import delayed
 
-from dml._block_groups import (block_ranges, chain_steps, default_n_groups, finish_tree,
+from dml._block_groups import (block_ranges, chain_steps, default_n_tasks, finish_tree,
                                persist_placed, range_reduce)
 from dml._blocks import block_rng, broadcast, compute, seed_from, tree_reduce
 from dml._graph import tree_add
@@ -488,7 +488,7 @@ def _prep_groups(binned, vf, seed, n_train, n_cells=None):
     :mod:`dml.ensemble._gb_chain`). Blocks from ``n_train`` on are the user's validation set:
     they are carried like the others (their raw predictions follow the rounds) but hold only
     validation rows. Returns the persisted groups and their first blocks."""
-    n_groups = default_n_groups() // 2
+    n_groups = default_n_tasks()
     if n_cells is not None and MIN_GROUP_CELLS > 0:
         n_groups = min(n_groups, n_cells // MIN_GROUP_CELLS)
     n_groups = max(n_groups, -(-len(binned) // MAX_GROUP_BLOCKS))

@@ -233,9 +233,9 @@ class NeighborsBase(DaskEstimatorMixin):
 
 
 def _threads() -> int:
-    from dml._block_groups import default_n_groups
+    from dml._block_groups import default_n_tasks
 
-    return max(1, default_n_groups() // 2)
+    return default_n_tasks()
 
 
 class KNeighborsMixin:

@@ -188,11 +188,11 @@ def stream_groups(lengths, n_features: int, batch_size: int, stream_steps: int |
     whole held groups, so its task reads them where they are, with no slice. The stream
     starts are given when the streams will be joined (:func:`join_fits`; ``problem`` None:
     never)."""
-    from dml._block_groups import default_n_groups, group_size
+    from dml._block_groups import default_n_groups, default_n_tasks, group_size
     from dml.optim.streams import stream_layout, task_groups
 
     layout = stream_layout(lengths, batch_size, stream_steps)
-    groups = task_groups(layout.n_streams, default_n_groups())
+    groups = task_groups(layout.n_streams, default_n_tasks())
     # Each task group held as a few groups cut at its streams' starts, as many in all as the
     # default grouping makes (16 at 1,024 blocks on two threads): a worker's group tasks then
     # overlap fetching their inputs with the others' work, and every stream still lies in one

@@ -56,7 +56,7 @@ from dask import delayed
 from dask._task_spec import Task, TaskRef
 from dask.delayed import Delayed
 
-from dml._block_groups import default_n_groups
+from dml._block_groups import default_n_tasks
 from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_prefix, task_ref,
                         tree_add)
 from dml._random import block_rng
@@ -270,9 +270,14 @@ class StreamRunner:
         #: Block index -> the block held in worker memory (data read from storage, ``hold``).
         self.held = {} if hold and not persisted else None
         W = layout.n_streams
-        # Data read from storage: a task holds every block it reads at once, so one stream per
-        # task keeps that to a round's few blocks.
-        self.ranges = task_groups(W, (default_n_groups() if n_tasks is None else n_tasks)
+        # Persisted data: one group per worker thread. On a cluster the groups' tasks of a
+        # collective run each hold a thread for the whole fit and meet at every round, so two
+        # groups per thread would share one core and every round would wait for the slower of
+        # them (0.95-1.05 s vs 0.72-0.80 s for SGDRegressor's benchmark fit at 1,024 blocks,
+        # docs/partition_parallel_sgd.md "What a round costs"). Data read from storage: a task
+        # holds every block it reads at once, so one stream per task keeps that to a round's
+        # few blocks.
+        self.ranges = task_groups(W, (default_n_tasks() if n_tasks is None else n_tasks)
                                   if persisted else W)
         self.group = len(self.ranges[0]) if self.ranges else 1
         self.levels = tree_levels(self.group)
