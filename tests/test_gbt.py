@@ -250,9 +250,9 @@ def test_same_model_however_the_blocks_are_grouped(monkeypatch, loss):
     kw = dict(loss=loss, max_iter=3, max_leaf_nodes=5, subsample=0.8, early_stopping=True,
               n_iter_no_change=1, random_state=0)
     models = []
-    for n_groups, cap in ((128, 64), (6, 64), (1, 64), (1, 16)):
-        # two per thread: 64, 3 and 1 groups; at most 16 blocks per group: 4 groups
-        monkeypatch.setattr(_gb_fit, "default_n_groups", lambda n=n_groups: n)
+    for n_groups, cap in ((64, 64), (3, 64), (1, 64), (1, 16)):
+        # one per thread: 64, 3 and 1 groups; at most 16 blocks per group: 4 groups
+        monkeypatch.setattr(_gb_fit, "default_n_tasks", lambda n=n_groups: n)
         monkeypatch.setattr(_gb_fit, "MAX_GROUP_BLOCKS", cap)
         with dask.config.set(scheduler="sync"):
             models.append(GradientBoostingRegressor(**kw).fit(Xd, yd))

@@ -53,7 +53,7 @@ def test_more_groups_than_threads(client, monkeypatch):
     Xd, yd = da.from_array(X, chunks=(70, -1)), da.from_array(y, chunks=70)
     kw = dict(max_iter=3, max_leaf_nodes=5, subsample=0.8, max_features=0.6,
               early_stopping=True, validation_fraction=0.2, n_iter_no_change=1, random_state=0)
-    monkeypatch.setattr(_gb_fit, "default_n_groups", lambda: 10)
+    monkeypatch.setattr(_gb_fit, "default_n_tasks", lambda: 5)
     before = client.run(_collective.channels)
     client.run(_set_pack, "workers")
     try:

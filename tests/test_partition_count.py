@@ -129,8 +129,8 @@ def test_model_does_not_depend_on_the_task_grouping(clf_data, monkeypatch):
                                  stream_steps=20)
     models = []
     for tasks in (1, 3, 64):
-        monkeypatch.setattr(engine, "default_n_groups", lambda tasks=tasks: tasks)
-        monkeypatch.setattr(_block_groups, "default_n_groups", lambda tasks=tasks: tasks)
+        monkeypatch.setattr(engine, "default_n_tasks", lambda tasks=tasks: tasks)
+        monkeypatch.setattr(_block_groups, "default_n_tasks", lambda tasks=tasks: tasks)
         models.append(_fit(make, X[:6000], y[:6000], 24))
     for m in models[1:]:
         np.testing.assert_array_equal(m.coef_, models[0].coef_)
