@@ -185,6 +185,11 @@ class _BaseMLP(ParamTableMixin, DaskEstimatorMixin, BaseEstimator):
             return max(1, min(200, int(n)))
         return int(bs)
 
+    def _stream_shape(self, n) -> tuple:
+        """(batch_size, stream_steps) of the SGD fit on ``n`` rows: the task groups its held
+        blocks are grouped in (:func:`dml.optim.data.hold`)."""
+        return self._batch(n), passthrough(self, "sgd")["stream_steps"]
+
     def _sgd_config(self, problem, n) -> SGDConfig:
         bs = self._batch(n)
         if self.solver == "adam":
@@ -368,8 +373,7 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         blocks = self._fit_blocks(X, y, sample_weight)
         # Held in the SGD fit's task groups (its stream layout needs only the lengths).
         n = None if blocks.known_lengths is None else int(np.sum(blocks.known_lengths))
-        blocks = hold(blocks, self.persist, None if n is None else (
-            self._batch(n), passthrough(self, "sgd")["stream_steps"]))
+        blocks = hold(blocks, self.persist, None if n is None else self._stream_shape(n))
         stats = discover_classes(blocks)
         check_classes(stats, type(self).__name__)
         problem = self._problem(blocks.n_features, stats.classes)
