@@ -42,7 +42,8 @@ logger = logging.getLogger(__name__)
 #: Kernel groups, by the estimators that use them.
 FAMILIES = {
     "trees": "decision trees, random forests, bagging of trees (dml.tree._kernels)",
-    "stacked_sgd": "searches over SGD linear models, stacked (dml.optim._stacked_kernels)",
+    "stacked_sgd": "SGD linear models on dense X: fits (plain SGD, one output) and stacked "
+                   "searches (dml.optim._stacked_kernels)",
     "sparse_sgd": "SGD linear models on sparse X (dml.optim._stacked_kernels)",
     "gbt": "gradient-boosted trees (dml.ensemble._gb_kernels)",
     "recommender": "MatrixFactorization, SGD and ALS (dml.recommender._kernels)",

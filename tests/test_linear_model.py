@@ -422,6 +422,45 @@ def test_data_re_read_every_pass_gives_the_same_model(tmp_path, binary):
     np.testing.assert_allclose(exact.coef_, LogisticRegression().fit(X, y).coef_, atol=1e-7)
 
 
+@pytest.mark.parametrize("make", [
+    lambda: SGDClassifier(loss="log_loss", penalty="elasticnet", l1_ratio=0.3, alpha=1e-3),
+    lambda: SGDClassifier(loss="hinge", average=50),
+    lambda: SGDClassifier(loss="modified_huber", learning_rate="invscaling", eta0=0.05),
+    lambda: SGDRegressor(loss="huber", penalty="l1", alpha=1e-3),
+    lambda: SGDRegressor(average=True, fit_intercept=False),
+], ids=["log-elasticnet", "hinge-asgd", "modified_huber", "huber-l1", "squared-asgd"])
+def test_compiled_dense_steps_equal_the_numpy_steps(make, regression, binary, monkeypatch):
+    """Dense one-output plain-SGD steps run compiled (dml.optim.dense_steps): the same batches,
+    step sizes, penalty and iterate average as the NumPy steps, equal up to rounding, on one
+    block and on 7 blocks whose batches cross the blocks' boundaries."""
+    from dml.optim import dense_steps
+
+    is_clf = isinstance(make(), SGDClassifier)
+    X, y = binary if is_clf else regression[:2]
+    if not is_clf:
+        y = (y - y.mean()) / y.std()
+    calls = []
+    applies = dense_steps.applies
+
+    def recorded(*a):
+        calls.append(applies(*a))
+        return calls[-1]
+
+    monkeypatch.setattr(dense_steps, "applies", recorded)
+    for chunks in (len(X), 97):
+        kw = dict(max_iter=3, tol=None, random_state=0, batch_size=10)
+        compiled = make().set_params(**kw).fit(da.from_array(X, chunks=(chunks, -1)), y)
+        assert calls and all(calls)  # every block's steps ran compiled
+        with monkeypatch.context() as mp:
+            mp.setattr(dense_steps, "applies", lambda *a: False)
+            plain = make().set_params(**kw).fit(da.from_array(X, chunks=(chunks, -1)), y)
+        np.testing.assert_allclose(compiled.coef_, plain.coef_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(compiled.intercept_, plain.intercept_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose([h["objective"] for h in compiled.history_],
+                                   [h["objective"] for h in plain.history_], rtol=1e-9)
+        assert compiled.t_ == plain.t_
+
+
 # ---------------------------------------------------------------------------------------------
 # Determinism, clusters, checkpoints
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import numpy as np
 
 from dml._graph import tree_add
 from dml._random import block_rng
-from dml.optim import sparse_steps
+from dml.optim import dense_steps, sparse_steps
 from dml.optim.optimizers import update_average
 from dml.optim.streams import JOINED, _join_rows, block_order, round_order, subtree_reduce
 
@@ -45,6 +45,9 @@ def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, pla
         loss_sum, first_loss, finite = sparse_steps.lazy_sgd_steps(
             problem, params, X, Y, w, order, first, last, t0, plan)
         return loss_start + loss_sum, first_loss, finite
+    if dense_steps.applies(problem, X, params, cfg):
+        return dense_steps.compiled_sgd_steps(problem, params, slots, X, Y, w, order, first,
+                                              last, t0, plan, loss_start)
     B = cfg.batch_size
     n = X.shape[0] if order is None else len(order)
     opt, schedule, penalty = cfg.optimizer, cfg.schedule, cfg.penalty
