@@ -269,41 +269,26 @@ class Link:
             listener = _direct.Listener(mine)
         except OSError:
             listener = None
-        out, inc, segment, segments = {}, None, None, {}
+        out, inc = {}, None
         try:
             cards = self._handler_exchange(_CARD, None if listener is None else listener.card())
             if all(c is not None for c in cards):
                 try:
                     host = _direct._host(mine)
-                    # A segment for the peers on this host (handed over with the hello).
-                    if any(cards[h][3] is not None and cards[h][0] == host for h in remote):
-                        segment = _direct.Segment.create(self.n_groups)
                     for h in remote:
-                        out[h] = _direct.connect(cards[h], g, host=host, segment=segment)
-                    if segment is not None:
-                        segment.release()  # the peers' hellos carry their own descriptors
-                    inc = _direct.accept(listener, set(remote), self._peer_failed,
-                                         segments=segments, n_groups=self.n_groups)
+                        out[h] = _direct.connect(cards[h], g, host=host)
+                    inc = _direct.accept(listener, set(remote), self._peer_failed)
                 except OSError:
                     inc = None
-            # Whether all went well, and whose segments this group mapped.
-            ok = self._handler_exchange(_OK, inc is not None and ("ok", tuple(sorted(segments))))
+            ok = self._handler_exchange(_OK, inc is not None)
             if all(ok):
-                shm_to = [h for h in remote if g in ok[h][1]]
-                self.channel = _direct.Channel(out, inc, segment if shm_to else None, shm_to,
-                                               segments, g)
-                if not shm_to and segment is not None:
-                    segment.close()
-                out, inc, segment, segments = {}, None, None, {}
+                self.channel, out, inc = _direct.Channel(out, inc), {}, None
             self._count("direct" if self.channel is not None else "handler")
         finally:
             if listener is not None:
                 listener.close()
             for s in list(out.values()) + list((inc or {}).values()):
                 s.close()
-            for seg in [segment] + list(segments.values()):
-                if seg is not None:
-                    seg.close()
 
     @staticmethod
     def _count(transport):
@@ -341,11 +326,12 @@ class Link:
         from dml import _direct
 
         try:
-            try:
-                self.channel.send(step, self.g, partial, to)
-            except TypeError:  # a value the channel does not carry: the handler transport does
-                self._send_remote(step, partial, to)
-                self.channel.post(_direct.marker(step, self.g), to)
+            bufs = _direct.frame(step, self.g, partial)
+        except TypeError:  # a value the channel does not carry: the handler transport does
+            bufs = _direct.marker(step, self.g)
+            self._send_remote(step, partial, to)
+        try:
+            self.channel.post(bufs, to)
         except _direct.PeerGone as exc:
             self._lost(exc)
 

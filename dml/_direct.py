@@ -19,35 +19,19 @@ goes through the handler transport instead, announced by a marker frame. Every l
 has its own random token, sent to the peers through the handler transport: a connection that
 does not present it within :data:`HELLO_TIMEOUT` is closed (a stranger cannot inject partials).
 A frame that does not parse raises :class:`ChannelError` with what was wrong.
-
-Between the processes of one host (the Unix socket), a large frame's arrays go through shared
-memory instead: every group with a peer on its host makes a segment of its own (an anonymous
-``memfd`` of :data:`SHM_BYTES`, reserved at once, sealed against shrinking), hands its file
-descriptor to those peers with the token-checked hello, and writes a frame's arrays into it
-once (once for all the peers a value goes to); the socket then carries the header and
-description with the arrays' offset and a sequence number. The receiver checks them against
-the segment and copies the arrays out (the frame is then decoded as one read from the socket),
-and writes the sequence number back into the segment: the sender reuses a region only once
-every receiver of it has copied it, and sends over the socket whatever does not fit. The
-segment has no name (nothing in ``/dev/shm``): the system frees it when the last process that
-holds it closes it or dies. Where a segment cannot be made or mapped, the socket carries all.
 """
 from __future__ import annotations
 
-import collections
 import errno
 import functools
 import hmac
 import json
-import mmap
-import os
 import secrets
 import selectors
 import socket
 import struct
 import sys
 import time
-from array import array
 
 import numpy as np
 
@@ -57,10 +41,7 @@ TOKEN_BYTES = 16
 HELLO = struct.Struct("!4s16sI")
 #: A frame: magic, kind, step, sending group, length of the JSON description, of the payload.
 FRAME = struct.Struct("!4sBqIIQ")
-KIND_DATA, KIND_HANDLER, KIND_SHM = 0, 1, 2
-#: What follows the header of a frame whose arrays are in the sender's segment (counted in the
-#: description's length): their offset in the segment and the frame's sequence number.
-SHM_REF = struct.Struct("!QQ")
+KIND_DATA, KIND_HANDLER = 0, 1
 #: Largest JSON description and payload of one frame (bytes).
 MAX_META = 1 << 22
 MAX_PAYLOAD = 1 << 34
@@ -79,14 +60,6 @@ _IOV = 512
 #: Bytes read at once while a frame's header and description are read: a small frame comes
 #: in one read, a large one's payload then goes straight into its own array.
 _SCRATCH = 1 << 15
-#: Whether groups on the same host pass large arrays through a shared segment (see above).
-SHM = True
-#: Bytes of a group's segment (a ring of frames' arrays, reserved for the run), and the largest
-#: segment a receiver maps; the smallest payload sent through it (a smaller one goes in the
-#: same socket write as its header, which costs no more).
-SHM_BYTES = 16 << 20
-MAX_SHM_BYTES = 1 << 30
-SHM_MIN = 1 << 14
 _DTYPES = {np.dtype(t).str: np.dtype(t) for t in (
     "?", "i1", "u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f4", "<f8", "<c8", "<c16")}
 
@@ -149,29 +122,22 @@ def _chunks(a):
     return [memoryview(np.ascontiguousarray(a).reshape(-1)).cast("B")]
 
 
-def _encoded(obj):
-    """``(description, payload buffers, payload length)`` of a value (the arrays with their
-    padding). Raises TypeError for a value the channel does not carry."""
+def frame(step, sender, obj):
+    """The buffers of one data frame (header, description, arrays with padding), for one
+    gathering write. Raises TypeError for a value the channel does not carry."""
     meta, arrays = encode(obj)
     sizes = [a.nbytes for a in arrays]
     offsets, total = _layout(sizes)
-    if len(meta) + SHM_REF.size > MAX_META or total > MAX_PAYLOAD:
+    if len(meta) > MAX_META or total > MAX_PAYLOAD:
         raise TypeError("too large for a frame")
-    bufs = []
+    bufs = [FRAME.pack(MAGIC, KIND_DATA, step, sender, len(meta), total) + meta]
     for a, n in zip(arrays, sizes):
         if n:
             bufs.extend(_chunks(a))
         pad = -(-n // _ALIGN) * _ALIGN - n
         if pad:
             bufs.append(_PAD[:pad])
-    return meta, bufs, total
-
-
-def frame(step, sender, obj):
-    """The buffers of one data frame (header, description, arrays with padding), for one
-    gathering write. Raises TypeError for a value the channel does not carry."""
-    meta, bufs, total = _encoded(obj)
-    return [FRAME.pack(MAGIC, KIND_DATA, step, sender, len(meta), total) + meta] + bufs
+    return bufs
 
 
 def marker(step, sender):
@@ -183,7 +149,7 @@ def parse_header(raw):
     """``(kind, step, sender, meta length, payload length)`` of a frame header; raises
     :class:`ChannelError` for a header that is not one."""
     magic, kind, step, sender, n_meta, n_payload = FRAME.unpack(raw)
-    if magic != MAGIC or kind not in (KIND_DATA, KIND_HANDLER, KIND_SHM):
+    if magic != MAGIC or kind not in (KIND_DATA, KIND_HANDLER):
         raise ChannelError("direct channel: a frame header is garbled (bad magic or kind)")
     if n_meta > MAX_META or n_payload > MAX_PAYLOAD:
         raise ChannelError(f"direct channel: a frame declares {n_meta} + {n_payload} bytes, "
@@ -280,138 +246,14 @@ def _hashable(k):
     return k
 
 
-# ------------------------------------------------------------------------------ shared memory
-def _shm_head(n_groups):
-    """Bytes at the start of a segment: one 8-byte counter per group (the sequence number of
-    the last frame that group copied out), then the frames' arrays."""
-    return -(-8 * n_groups // _ALIGN) * _ALIGN
-
-
-class Segment:
-    """A group's shared segment (see the module's description): made by the sender
-    (:meth:`create`) or mapped from the file descriptor a peer sent (:meth:`attach`)."""
-
-    def __init__(self, fd, size, n_groups):
-        self.size, self.head = size, _shm_head(n_groups)
-        # Its pages mapped at once (not a fault at each first touch).
-        self.map = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
-        self.view = memoryview(self.map)
-        self.fd = fd  # the sender's, until its peers have it (:meth:`release`)
-        self.live: collections.deque = collections.deque()  # (start, end, ((h, seq), ...))
-        self.pos = self.head
-        self.sent: dict = {}  # receiver -> sequence number of the last frame sent through here
-        self.got = 0  # receiver side: the sequence number of the last frame copied out
-
-    @classmethod
-    def create(cls, n_groups, size=None):
-        """A new segment for a run of ``n_groups``; None where the system has no memory (or no
-        ``memfd``) for it."""
-        import fcntl
-
-        size = SHM_BYTES if size is None else size
-        if (not SHM or not hasattr(os, "memfd_create") or not hasattr(fcntl, "F_ADD_SEALS")
-                or size < _shm_head(n_groups) + SHM_MIN):
-            return None
-        try:
-            fd = os.memfd_create("dml-direct", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        except OSError:
-            return None
-        try:
-            # Reserved now (ENOSPC/ENOMEM here, not a SIGBUS at a later write), and sealed so
-            # that no one can shrink it under a reader.
-            os.posix_fallocate(fd, 0, size)
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
-                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-            return cls(fd, size, n_groups)
-        except (OSError, ValueError):
-            os.close(fd)
-            return None
-
-    @classmethod
-    def attach(cls, fd, n_groups):
-        """The segment of a peer from the descriptor it sent (closed here either way); None when
-        it is not a sealed segment of a size this side maps."""
-        import fcntl
-
-        try:
-            size = os.fstat(fd).st_size
-            seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
-            if (not _shm_head(n_groups) < size <= MAX_SHM_BYTES
-                    or not seals & fcntl.F_SEAL_SHRINK):
-                return None
-            seg = cls(fd, size, n_groups)
-            seg.fd = None
-            return seg
-        except (OSError, ValueError):
-            return None
-        finally:
-            os.close(fd)
-
-    def release(self):
-        """Close the sender's descriptor (its peers have theirs; the mapping stays)."""
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-    def put(self, bufs, total, to):
-        """Write a payload for the receivers ``to``; ``(offset, {receiver: sequence number})``,
-        or None when no free region holds it (the caller sends it over the socket)."""
-        live = self.live
-        while live and all(self._copied(h) >= seq for h, seq in live[0][2]):
-            live.popleft()
-        # From the start again when all was copied out: the same few regions, in cache.
-        start = self.pos if live else self.head
-        if start + total > self.size:
-            start = self.head
-        end = start + total
-        if end > self.size or any(a < end and start < b for a, b, _ in live):
-            return None
-        pos = start
-        for b in bufs:
-            n = len(b)
-            self.view[pos:pos + n] = b
-            pos += n
-        seqs = {h: self.sent.get(h, 0) + 1 for h in to}
-        self.sent.update(seqs)
-        live.append((start, end, tuple(seqs.items())))
-        self.pos = end
-        return start, seqs
-
-    def _copied(self, h):
-        return struct.unpack_from("<Q", self.map, 8 * h)[0]
-
-    def take(self, offset, n, seq, me):
-        """Receiver side: a copy of the ``n`` bytes at ``offset`` of frame ``seq``, after
-        checking them against the segment; the sender is then told (this group's counter)."""
-        if seq != self.got + 1:
-            raise ChannelError(f"direct channel: a shared-memory frame has sequence number "
-                               f"{seq}, {self.got + 1} was expected")
-        if not self.head <= offset <= self.size - n:
-            raise ChannelError(f"direct channel: a shared-memory frame declares {n} bytes at "
-                               f"offset {offset}, outside the segment's {self.head} to "
-                               f"{self.size}")
-        out = np.empty(n, dtype=np.uint8)
-        memoryview(out)[:] = self.view[offset:offset + n]
-        self.got = seq
-        struct.pack_into("<Q", self.map, 8 * me, seq)
-        return out
-
-    def close(self):
-        self.release()
-        self.live.clear()
-        self.view.release()
-        self.map.close()
-
-
 # ------------------------------------------------------------------------------ reading
 class _Reader:
     """Reads one peer's frames as bytes arrive. Headers and descriptions are read through a
     scratch buffer (a small frame, or several, in one read); a payload goes into an array of
     its own, the part beyond what the scratch buffer holds read straight into it."""
 
-    def __init__(self, sock, segment=None, me=0):
+    def __init__(self, sock):
         self.sock = sock
-        self.segment, self.me = segment, me  # the peer's segment, if it sends through one
         self.scratch = bytearray(_SCRATCH)
         self.sview = memoryview(self.scratch)
         self.lo = self.hi = 0  # the scratch buffer's bytes not yet used
@@ -479,23 +321,15 @@ class _Reader:
                         return out
                     self.meta = bytes(self.body)
                     self.body = None
-            meta = self.meta
-            if kind == KIND_SHM:
-                if self.segment is None or n_meta < SHM_REF.size:
-                    raise ChannelError("direct channel: a shared-memory frame came from a peer "
-                                       "without a segment")
-                offset, seq = SHM_REF.unpack_from(meta)
-                meta = meta[SHM_REF.size:]
-                payload = self.segment.take(offset, n_payload, seq, self.me)
-            elif n_payload:
+            if n_payload:
                 if not self._take(n_payload):
                     return out
                 payload, self.body = self.body, None
             else:
                 payload = b""
             self.head = None
-            out.append((KIND_DATA if kind == KIND_SHM else kind, step, sender,
-                        decode(meta, payload) if kind != KIND_HANDLER else None))
+            out.append((kind, step, sender,
+                        decode(self.meta, payload) if kind == KIND_DATA else None))
             if self.lo == self.hi:
                 self.lo = self.hi = 0
                 return out
@@ -593,11 +427,10 @@ class Listener:
             self.local.close()
 
 
-def connect(card, g, timeout=CONNECT_TIMEOUT, host=None, segment=None):
+def connect(card, g, timeout=CONNECT_TIMEOUT, host=None):
     """A connection to a peer's listener (``card``), introduced as group ``g``: over its Unix
     socket when the peer's host is ``host`` (this worker's) and the socket can be reached
-    (another machine or network namespace cannot: then over TCP). Over the Unix socket the
-    hello carries the descriptor of ``segment`` (this group's :class:`Segment`), if any."""
+    (another machine or network namespace cannot: then over TCP)."""
     peer, port, token, local = (tuple(card) + (None,))[:4]
     sock = None
     if local is not None and host is not None and peer == host:
@@ -620,38 +453,22 @@ def connect(card, g, timeout=CONNECT_TIMEOUT, host=None, segment=None):
             sock.close()
             raise
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    hello = HELLO.pack(MAGIC, bytes.fromhex(token), g)
-    try:
-        if segment is not None and segment.fd is not None and sock.family == getattr(
-                socket, "AF_UNIX", None):
-            fds = array("i", [segment.fd])
-            n = sock.sendmsg([hello], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-            sock.sendall(hello[n:])
-        else:
-            sock.sendall(hello)
-    except OSError:
-        sock.close()
-        raise
+    sock.sendall(HELLO.pack(MAGIC, bytes.fromhex(token), g))
     sock.setblocking(False)
     return sock
 
 
-def accept(listener, expected, stop, timeout=CONNECT_TIMEOUT, hello_timeout=HELLO_TIMEOUT,
-           segments=None, n_groups=0):
+def accept(listener, expected, stop, timeout=CONNECT_TIMEOUT, hello_timeout=HELLO_TIMEOUT):
     """``{group: socket}`` once every group in ``expected`` connected with the listener's
     token. Connections with a wrong token, an unknown or repeated group or no hello within
     ``hello_timeout`` are closed. ``stop()`` is called between waits: a true result ends the
-    wait (returns None), as does ``timeout``. When ``segments`` is a dict, the segments the
-    peers' hellos carried (over the Unix socket) are mapped into it, ``{group: Segment}``
-    (for a run of ``n_groups``); any other descriptor that comes is closed."""
+    wait (returns None), as does ``timeout``."""
     sel = selectors.DefaultSelector()
     listening = [s for s in (listener.sock, listener.local) if s is not None]
     for s in listening:
         sel.register(s, selectors.EVENT_READ)
     pending: dict = {}  # socket -> (bytes so far, time of connection)
-    fds: dict = {}  # socket -> the descriptors its hello carried
     got: dict = {}
-    unix = getattr(socket, "AF_UNIX", None)
     deadline = time.monotonic() + timeout
     try:
         while set(got) != set(expected):
@@ -676,12 +493,7 @@ def accept(listener, expected, stop, timeout=CONNECT_TIMEOUT, hello_timeout=HELL
                     continue
                 have, t0 = pending[s]
                 try:
-                    if s.family == unix:
-                        more, anc, _, _ = s.recvmsg(HELLO.size - len(have),
-                                                    socket.CMSG_SPACE(4 * array("i").itemsize))
-                        fds.setdefault(s, []).extend(_received_fds(anc))
-                    else:
-                        more = s.recv(HELLO.size - len(have))
+                    more = s.recv(HELLO.size - len(have))
                 except (BlockingIOError, InterruptedError):
                     continue
                 except OSError:
@@ -693,40 +505,18 @@ def accept(listener, expected, stop, timeout=CONNECT_TIMEOUT, hello_timeout=HELL
                 sel.unregister(s)
                 del pending[s]
                 h = _valid_hello(have, listener.token)
-                sent = fds.pop(s, [])
                 if h is None or h not in expected or h in got:
-                    for fd in sent:
-                        os.close(fd)
                     s.close()  # a stranger, a stale run's peer or a garbled hello
                     continue
-                if s.family != unix:
+                if s.family != getattr(socket, "AF_UNIX", None):
                     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                if segments is not None and len(sent) == 1:
-                    seg = Segment.attach(sent.pop(), n_groups)  # closes the descriptor
-                    if seg is not None:
-                        segments[h] = seg
-                for fd in sent:
-                    os.close(fd)
                 got[h] = s
         result, got = got, {}
         return result
     finally:
         for s in list(pending) + list(got.values()):
             s.close()
-        for fd in [fd for sent in fds.values() for fd in sent]:
-            os.close(fd)
         sel.close()
-
-
-def _received_fds(ancillary):
-    """The descriptors in the ancillary data of a ``recvmsg``."""
-    out = []
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds = array("i")
-            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
-            out.extend(fds)
-    return out
 
 
 def _valid_hello(raw, token):
@@ -740,42 +530,17 @@ def _valid_hello(raw, token):
 
 class Channel:
     """A group's connections to the groups on other workers: ``out[h]`` carries this group's
-    frames to group ``h``, ``inc[h]`` group ``h``'s frames to this group. Large arrays go
-    through this group's ``segment`` to the groups in ``shm_to`` (those that mapped it), and
-    come through ``segments[h]`` from group ``h``; ``me`` is this group's number."""
+    frames to group ``h``, ``inc[h]`` group ``h``'s frames to this group."""
 
-    def __init__(self, out, inc, segment=None, shm_to=(), segments=None, me=0):
+    def __init__(self, out, inc):
         self.out, self.inc = out, inc
-        self.segment, self.shm_to = segment, frozenset(shm_to) if segment is not None else ()
-        self.segments = dict(segments or {})
-        self.readers = {h: _Reader(s, self.segments.get(h), me) for h, s in inc.items()}
+        self.readers = {h: _Reader(s) for h, s in inc.items()}
         self.sel = selectors.DefaultSelector()
         for h, s in inc.items():
             self.sel.register(s, selectors.EVENT_READ, ("r", h))
         self.writes: dict = {h: [] for h in out}  # h -> memoryviews still to send
         self.writing: set = set()  # the peers whose sockets are registered for writing
         self.inbox: dict = {}  # (step, sender) -> (kind, value)
-
-    def send(self, step, sender, obj, to=None):
-        """Queue a data frame of ``obj`` to every peer (or only to group ``to``): its arrays
-        written once into the segment for the peers that read it, over the socket for the
-        others (and when the segment has no room). Raises TypeError, before anything is
-        queued, for a value the channel does not carry."""
-        meta, bufs, total = _encoded(obj)
-        peers = list(self.out) if to is None else [to]
-        shm = [h for h in peers if h in self.shm_to] if total >= SHM_MIN else ()
-        put = self.segment.put(bufs, total, shm) if shm else None
-        if put is not None:
-            offset, seqs = put
-            n_meta = SHM_REF.size + len(meta)
-            for h, seq in seqs.items():
-                self.post([FRAME.pack(MAGIC, KIND_SHM, step, sender, n_meta, total)
-                           + SHM_REF.pack(offset, seq) + meta], h)
-            peers = [h for h in peers if h not in seqs]
-        if peers:
-            head = FRAME.pack(MAGIC, KIND_DATA, step, sender, len(meta), total) + meta
-            for h in peers:
-                self.post([head] + bufs, h)
 
     def post(self, bufs, to=None):
         """Queue a frame (its buffers) to every peer (or only to group ``to``) and send what
@@ -846,10 +611,6 @@ class Channel:
 
     def close(self):
         self.sel.close()
-        for seg in [self.segment] + list(self.segments.values()):
-            if seg is not None:
-                seg.close()
-        self.segment, self.segments = None, {}
         for s in list(self.out.values()) + list(self.inc.values()):
             try:
                 s.close()
