@@ -108,6 +108,10 @@ def _signature(o, arrays):
         return ("l",) + tuple([_signature(v, arrays) for v in o])
     if t is float:
         return ("f", o.hex())  # 0.0 and -0.0 are equal but described apart
+    if isinstance(o, np.generic):  # a numpy scalar travels as an array: its value is not described
+        a = np.asarray(o)
+        arrays.append(a)
+        return ("x", a.dtype.str)
     raise _Uncached
 
 

@@ -97,7 +97,8 @@ def test_descriptions_of_structures_seen_before_are_the_ones_written_in_full():
     values = [0.0, -0.0, 1, True, 1.0, "1", None, (1, 2), [1, 2], {1: 2}, {True: 2},
               {(0, 1): a}, {(0, 1): a[:, :2]}, {(0, 1): a.astype(np.float32)},
               {(0, 1): a[:1]}, ("best", a, {0: np.ones(2, dtype=bool)}), ("best", a, {}),
-              (np.float64(1.0), 1.0), [np.int64(3)], {"x": [a, (a, None)]}]
+              (np.float64(1.0), 1.0), (np.float64(2.0), 1.0), (np.float32(1.0), 1.0),
+              [np.int64(3)], {"x": [a, (a, None)]}]
     for _ in range(2):  # the second time from the cache
         for v in values:
             meta, arrays = _direct.encode(v)
