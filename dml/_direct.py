@@ -297,8 +297,9 @@ def _compile(spec):
 
 
 def _plan(meta):
-    """How to decode the frames of description ``meta``: ``(build, arrays, offsets, payload
-    length)`` (:func:`_compile`, with each array's offset and length in the payload)."""
+    """How to decode the frames of description ``meta``: ``(build, arrays, payload length)``,
+    ``build`` as :func:`_compile` makes it and ``arrays`` as ``(dtype, count, offset, shape,
+    scalar)`` in the payload."""
     spec, sizes = _parse(meta)
     build, arrays = _compile(spec)
     offsets, total = _layout(sizes)
