@@ -15,7 +15,9 @@ What crosses the wire is never unpickled: a partial is flattened into a JSON des
 structure (tuples, lists, dicts, numbers, strings, None) and the raw bytes of its numpy arrays,
 whose dtypes come from a fixed list and whose sizes are checked against the frame's declared
 length (bounded by :data:`MAX_PAYLOAD`). A value the encoding cannot carry (any other type)
-goes through the handler transport instead, announced by a marker frame. Every listening socket
+goes through the handler transport instead, announced by a marker frame. Descriptions are cached
+on both sides (by the structure's signature when sending, as a plan to build the value when
+receiving): a run sends a few structures over and over. Every listening socket
 has its own random token, sent to the peers through the handler transport: a connection that
 does not present it within :data:`HELLO_TIMEOUT` is closed (a stranger cannot inject partials).
 A frame that does not parse raises :class:`ChannelError` with what was wrong.
@@ -73,9 +75,69 @@ class PeerGone(ConnectionError):
 
 
 # ------------------------------------------------------------------------------ encoding
+#: Descriptions of the structures encoded before, by their signature (:func:`_signature`):
+#: the steps of a run send a few structures over and over (a group's share of a wave's
+#: histograms differs only in its number of nodes). At most :data:`_META_KEEP` are kept.
+_META: dict = {}
+_META_KEEP = 1024
+
+
+class _Uncached(Exception):
+    """A value whose description is not looked up by signature (it is encoded in full)."""
+
+
+def _signature(o, arrays):
+    """A hashable key that determines the description of ``o`` (its structure, array shapes
+    and dtypes, and its other values, tagged by type), appending its arrays to ``arrays`` in the
+    order :func:`encode` lists them. Exact types only: anything else raises
+    :class:`_Uncached`."""
+    t = type(o)
+    if t is np.ndarray:
+        arrays.append(o)
+        return ("a", o.shape, o.dtype.str)
+    if t is tuple:
+        return ("t",) + tuple([_signature(v, arrays) for v in o])
+    if t is dict:
+        return ("m",) + tuple([(_signature(k, arrays), _signature(v, arrays))
+                               for k, v in o.items()])
+    if t is int or t is str:
+        return (t, o)
+    if o is None or t is bool:
+        return o
+    if t is list:
+        return ("l",) + tuple([_signature(v, arrays) for v in o])
+    if t is float:
+        return ("f", o.hex())  # 0.0 and -0.0 are equal but described apart
+    if isinstance(o, np.generic):  # a numpy scalar travels as an array: its value is not described
+        a = np.asarray(o)
+        arrays.append(a)
+        return ("x", a.dtype.str)
+    raise _Uncached
+
+
 def encode(obj):
     """``(description, arrays)``: the JSON description of ``obj`` and its arrays in order.
-    Raises TypeError for a value the channel does not carry."""
+    Raises TypeError for a value the channel does not carry. A structure seen before is
+    described from :data:`_META` (no JSON written)."""
+    arrays: list = []
+    try:
+        key = _signature(obj, arrays)
+    except (_Uncached, RecursionError):
+        key = None
+    else:
+        meta = _META.get(key)
+        if meta is not None:
+            return meta, arrays
+    meta, arrays = _encode(obj)
+    if key is not None:
+        if len(_META) >= _META_KEEP:
+            _META.clear()
+        _META[key] = meta
+    return meta, arrays
+
+
+def _encode(obj):
+    """:func:`encode` in full: the description written as JSON."""
     arrays: list = []
 
     def enc(o):
@@ -188,53 +250,85 @@ def _parse(meta):
     return spec, tuple(sizes)
 
 
-#: :func:`_parse` of short descriptions, cached: the steps of a run send partials of a few
-#: structures over and over (a description is never modified once parsed).
-_parse_short = functools.lru_cache(maxsize=256)(_parse)
+def _compile(spec):
+    """``(build, arrays)`` of a parsed description: ``build(values)`` makes the value from
+    its arrays (in order), ``arrays`` lists each one's dtype, shape and whether it is a numpy
+    scalar. Raises :class:`ChannelError` when the description is not valid."""
+    arrays: list = []
+
+    def const(v):
+        return lambda a: v
+
+    def comp(s):
+        if s is None or isinstance(s, bool):
+            return const(s)
+        if not isinstance(s, dict) or len(s) not in (1, 3):
+            raise ChannelError("direct channel: a frame's description is garbled")
+        if "a" in s:
+            i = len(arrays)
+            arrays.append((_DTYPES[s["d"]], tuple(s["a"]), bool(s.get("x"))))
+            return lambda a: a[i]
+        (k, v), = s.items()
+        if k == "s" and isinstance(v, str):
+            return const(v)
+        if k == "i" and type(v) is int:
+            return const(v)
+        if k == "f" and isinstance(v, (int, float)):
+            return const(float(v))
+        if k in ("t", "l", "m") and isinstance(v, list):
+            if k == "t":
+                fs = [comp(x) for x in v]
+                return lambda a: tuple([f(a) for f in fs])
+            if k == "l":
+                fs = [comp(x) for x in v]
+                return lambda a: [f(a) for f in fs]
+            if all(isinstance(kv, list) and len(kv) == 2 for kv in v):
+                pairs = [(comp(kv[0]), comp(kv[1])) for kv in v]
+                return lambda a: {_hashable(kf(a)): vf(a) for kf, vf in pairs}
+        raise ChannelError("direct channel: a frame's description is garbled")
+
+    try:
+        build = comp(spec)
+    except RecursionError as exc:
+        raise ChannelError("direct channel: a frame's description is nested too deep") from exc
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ChannelError(f"direct channel: a frame's description is garbled ({exc!r})") from exc
+    return build, arrays
+
+
+def _plan(meta):
+    """How to decode the frames of description ``meta``: ``(build, arrays, payload length)``,
+    ``build`` as :func:`_compile` makes it and ``arrays`` as ``(dtype, count, offset, shape,
+    scalar)`` in the payload."""
+    spec, sizes = _parse(meta)
+    build, arrays = _compile(spec)
+    offsets, total = _layout(sizes)
+    arrays = [(dt, n // dt.itemsize, off, shape, scalar)
+              for (dt, shape, scalar), n, off in zip(arrays, sizes, offsets)]
+    return build, arrays, total
+
+
+#: :func:`_plan` of short descriptions, cached: the steps of a run send partials of a few
+#: structures over and over (a plan is never modified once made).
+_plan_short = functools.lru_cache(maxsize=256)(_plan)
 
 
 def decode(meta, payload):
     """The value of a data frame; raises :class:`ChannelError` when the description is not
     valid or does not match the payload."""
-    spec, sizes = (_parse_short if len(meta) <= 4096 else _parse)(meta)
-    offsets, total = _layout(sizes)
+    build, arrays, total = (_plan_short if len(meta) <= 4096 else _plan)(meta)
     if total != len(payload):
         raise ChannelError(f"direct channel: a frame's arrays take {total} bytes, its payload "
                            f"has {len(payload)}")
-    it = iter(range(len(sizes)))
-
-    def dec(s):
-        if s is None or isinstance(s, bool):
-            return s
-        if not isinstance(s, dict) or len(s) not in (1, 3):
-            raise ChannelError("direct channel: a frame's description is garbled")
-        if "a" in s:
-            i = next(it)
-            dt = _DTYPES[s["d"]]
-            a = np.frombuffer(payload, dtype=dt, count=sizes[i] // dt.itemsize,
-                              offset=offsets[i]).reshape(s["a"])
-            return a[()] if s.get("x") else a
-        (k, v), = s.items()
-        if k == "s" and isinstance(v, str):
-            return v
-        if k == "i" and type(v) is int:
-            return v
-        if k == "f" and isinstance(v, (int, float)):
-            return float(v)
-        if k in ("t", "l", "m") and isinstance(v, list):
-            if k == "t":
-                return tuple(dec(x) for x in v)
-            if k == "l":
-                return [dec(x) for x in v]
-            if all(isinstance(kv, list) and len(kv) == 2 for kv in v):
-                return {_hashable(dec(kv[0])): dec(kv[1]) for kv in v}
-        raise ChannelError("direct channel: a frame's description is garbled")
-
     try:
-        return dec(spec)
+        values = []
+        for dt, count, offset, shape, scalar in arrays:
+            a = np.frombuffer(payload, dtype=dt, count=count, offset=offset).reshape(shape)
+            values.append(a[()] if scalar else a)
+        return build(values)
     except RecursionError as exc:
         raise ChannelError("direct channel: a frame's description is nested too deep") from exc
-    except (ValueError, TypeError, KeyError, StopIteration) as exc:
+    except (ValueError, TypeError) as exc:
         raise ChannelError(f"direct channel: a frame's description is garbled ({exc!r})") from exc
 
 

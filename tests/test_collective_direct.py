@@ -88,6 +88,40 @@ def test_frames_carry_partials_bit_for_bit_and_refuse_other_types():
             _direct.frame(0, 0, bad)
 
 
+def test_descriptions_of_structures_seen_before_are_the_ones_written_in_full():
+    """A value's description comes from the cache of structures sent before (by signature);
+    values that compare equal but are described apart (0.0 and -0.0, True and 1, 1 and 1.0,
+    a tuple and a list, other shapes or dtypes) each get their own, and a decoded value is
+    new every time (nothing of a cached plan is shared between frames)."""
+    a = np.arange(6.0).reshape(2, 3)
+    values = [0.0, -0.0, 1, True, 1.0, "1", None, (1, 2), [1, 2], {1: 2}, {True: 2},
+              {(0, 1): a}, {(0, 1): a[:, :2]}, {(0, 1): a.astype(np.float32)},
+              {(0, 1): a[:1]}, ("best", a, {0: np.ones(2, dtype=bool)}), ("best", a, {}),
+              (np.float64(1.0), 1.0), (np.float64(2.0), 1.0), (np.float32(1.0), 1.0),
+              [np.int64(3)], {"x": [a, (a, None)]}]
+    for _ in range(2):  # the second time from the cache
+        for v in values:
+            meta, arrays = _direct.encode(v)
+            full, arrays_full = _direct._encode(v)
+            assert meta == full and len(arrays) == len(arrays_full)
+            for x, y in zip(arrays, arrays_full):
+                assert x.dtype == y.dtype and x.shape == y.shape
+                np.testing.assert_array_equal(x, y)
+            raw = b"".join(bytes(b) for b in _direct.frame(0, 0, v)[1:])
+            got = _direct.decode(meta, np.frombuffer(raw, dtype=np.uint8).copy())
+            _assert_same(v, got)
+    first = _direct.decode(*_payload({"k": [1, a]}))
+    first["k"].append(3)
+    assert _direct.decode(*_payload({"k": [1, a]}))["k"][0:1] == [1]
+    assert len(_direct.decode(*_payload({"k": [1, a]}))["k"]) == 2
+
+
+def _payload(v):
+    bufs = _direct.frame(0, 0, v)
+    return _direct.encode(v)[0], np.frombuffer(b"".join(bytes(b) for b in bufs[1:]),
+                                               dtype=np.uint8).copy()
+
+
 def _trickle(sock, raw, size):
     sock.setblocking(True)
     for i in range(0, len(raw), size):
