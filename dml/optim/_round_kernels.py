@@ -45,9 +45,10 @@ def local_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, pla
         loss_sum, first_loss, finite = sparse_steps.lazy_sgd_steps(
             problem, params, X, Y, w, order, first, last, t0, plan)
         return loss_start + loss_sum, first_loss, finite
-    if dense_steps.applies(problem, X, params, cfg):
+    kernel = dense_steps.terms(problem, X, params, cfg)
+    if kernel is not None:
         return dense_steps.compiled_sgd_steps(problem, params, slots, X, Y, w, order, first,
-                                              last, t0, plan, loss_start)
+                                              last, t0, plan, loss_start, kernel)
     B = cfg.batch_size
     n = X.shape[0] if order is None else len(order)
     opt, schedule, penalty = cfg.optimizer, cfg.schedule, cfg.penalty

@@ -14,7 +14,7 @@ rounding of the products and of ``exp``/``log1p``; the batches, step numbers and
 the same.
 
 It is the same engine, not a second one: :func:`local_sgd_steps` hands a block here when
-:func:`applies`; multinomial and multi-output models, momentum, Adam, networks, stochastic
+:func:`terms` allows it; multinomial and multi-output models, momentum, Adam, networks, stochastic
 problems and rows that are not float64 keep the NumPy steps.
 """
 from __future__ import annotations
@@ -25,45 +25,52 @@ import numpy as np
 
 from dml.optim.optimizers import SGD
 
-__all__ = ["applies", "compiled_sgd_steps"]
+__all__ = ["terms", "kernel_terms", "compiled_sgd_steps"]
 
 
-def _penalised_prefix(penalty, n_params: int) -> int | None:
-    """How many leading entries the penalty covers (the kernel penalises a prefix), or None when
-    its selection is not a prefix."""
+def kernel_terms(problem, cfg, penalty, width: int, X):
+    """``(loss code, loss parameter, penalised entries)`` when the compiled SGD kernel
+    (:mod:`dml.optim._stacked_kernels`) runs models of ``width`` parameters on rows X, else
+    None: one output, a loss it knows, plain SGD, float64 rows, penalised entries ``[0, n)``.
+    The one test for both its users, this module and the stacked search."""
     sel = penalty.penalised
-    if sel is None:
-        return n_params
-    if isinstance(sel, slice) and sel.start in (None, 0) and sel.step in (None, 1):
-        return n_params if sel.stop is None else min(int(sel.stop), n_params)
-    return None
+    if (getattr(problem, "K", None) != 1 or type(cfg.optimizer) is not SGD
+            or X.dtype != np.float64 or getattr(problem, "stacked_width", None) != width
+            or not (sel is None or (isinstance(sel, slice) and sel.start in (None, 0)
+                                    and sel.step in (None, 1)))):
+        return None
+    from dml.optim._stacked_kernels import loss_code
+
+    code = loss_code(problem.loss)
+    if code is None:
+        return None
+    n_pen = width if sel is None or sel.stop is None else min(int(sel.stop), width)
+    return code[0], code[1], n_pen
 
 
-def applies(problem, X, params, cfg) -> bool:
-    """Whether the steps on block X run compiled (see the module docstring)."""
-    if type(cfg.optimizer) is not SGD or getattr(problem, "stochastic", False):
-        return False
-    if getattr(problem, "K", None) != 1 or getattr(problem, "task", None) == "multinomial":
-        return False
-    if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype == np.float64
-            and params.dtype == np.float64 and params.ndim == 1 and params.flags.c_contiguous):
-        return False
-    terms = getattr(problem, "sparse_kernel_terms", None)
-    if terms is None or getattr(problem, "stacked_width", None) != params.shape[0]:
-        return False
-    return _penalised_prefix(cfg.penalty, params.shape[0]) is not None
+def terms(problem, X, params, cfg):
+    """:func:`kernel_terms` of one model's steps on block X, or None when they keep the NumPy
+    steps (see the module docstring)."""
+    # The targets come from the problem's sparse_kernel_terms (one output, not softmax).
+    if (getattr(problem, "stochastic", False) or not hasattr(problem, "sparse_kernel_terms")
+            or getattr(problem, "task", None) == "multinomial" or not (
+                isinstance(X, np.ndarray) and X.ndim == 2 and params.dtype == np.float64
+                and params.ndim == 1 and params.flags.c_contiguous)):
+        return None
+    return kernel_terms(problem, cfg, cfg.penalty, params.shape[0], X)
 
 
 def compiled_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, plan,
-                       loss_start: float = 0.0):
-    """:func:`dml.optim._round_kernels.local_sgd_steps` for a block where :func:`applies`:
-    steps ``first..last-1``, in place on ``params`` (and the ``"average"`` slot). Returns
-    (loss_sum, first_loss, finite)."""
+                       loss_start: float, kernel: tuple):
+    """:func:`dml.optim._round_kernels.local_sgd_steps` for a block whose :func:`terms` are
+    ``kernel``: steps ``first..last-1``, in place on ``params`` (and the ``"average"`` slot).
+    Returns (loss_sum, first_loss, finite)."""
     from dml.optim._stacked_kernels import sgd_segment
 
     cfg = plan.config
     B = cfg.batch_size
-    code, param, T = problem.sparse_kernel_terms(Y)
+    code, param, n_pen = kernel
+    T = problem.sparse_kernel_terms(Y)[2]  # the targets in the loss's convention, (n, 1)
     n = X.shape[0] if order is None else len(order)
     lo, hi = first * B, min(last * B, n)
     if hi <= lo:
@@ -91,7 +98,7 @@ def compiled_sgd_steps(problem, params, slots, X, Y, w, order, first, last, t0, 
                 np.empty(0) if w is None else np.ascontiguousarray(w, dtype=np.float64),
                 rows, np.array([hi - lo], dtype=np.int64), 0, S, int(B), lr, t_seg, int(code),
                 float(param), np.full((1, 1), float(penalty.l2)),
-                np.full((1, 1), float(penalty.l1)), int(_penalised_prefix(penalty, p)), avg,
+                np.full((1, 1), float(penalty.l1)), int(n_pen), avg,
                 avg_start, acc, fl)
     loss_sum = float(acc[0, 0])
     finite = math.isfinite(loss_sum) and bool(np.isfinite(params).all())

@@ -39,10 +39,10 @@ from dask import delayed
 
 from dml._blocks import tree_add
 from dml.optim.data import TrainingData
-from dml.optim._stacked_kernels import loss_code, sgd_segment
+from dml.optim._stacked_kernels import sgd_segment
+from dml.optim.dense_steps import kernel_terms
 from dml.optim._round_kernels import _ITERATE_SLOTS
 from dml.optim.engine import SGDConfig, StreamRunner, round_blocks, round_cost_params
-from dml.optim.optimizers import SGD
 from dml.optim.penalties import StackedPenalty
 from dml.optim.schedules import StackedRate
 from dml.optim.streams import (StreamLayout, _join_rows, block_order, make_streams, round_plans,
@@ -175,20 +175,11 @@ def _update_average(P, slots, t, start):
 
 def _compiled(problem, cfg, penalty, P, X):
     """``(loss code, loss parameter, penalised entries)`` when the compiled window kernel
-    (:mod:`dml.optim._stacked_kernels`) applies, else None: one output, a loss it knows, plain
-    SGD, float64 data, penalised entries ``[0, n)``."""
-    sel = penalty.penalised
-    if (getattr(problem, "K", None) != 1 or type(cfg.optimizer) is not SGD
-            or X.dtype != np.float64 or P.dtype != np.float64
-            or getattr(problem, "stacked_width", None) != P.shape[2]
-            or not (sel is None or (isinstance(sel, slice) and sel.start in (None, 0)
-                                    and sel.step in (None, 1)))):
+    (:mod:`dml.optim._stacked_kernels`) applies (:func:`dml.optim.dense_steps.kernel_terms`),
+    else None."""
+    if P.dtype != np.float64:
         return None
-    code = loss_code(problem.loss)
-    if code is None:
-        return None
-    n_pen = P.shape[2] if sel is None or sel.stop is None else min(int(sel.stop), P.shape[2])
-    return code[0], code[1], n_pen
+    return kernel_terms(problem, cfg, penalty, P.shape[2], X)
 
 
 def _grid_steps(problem, P, slots, rows, X, T, w, plan, groups, first_k, last_k, loss_sum,
