@@ -62,7 +62,8 @@ from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_pr
 from dml._random import block_rng
 from dml.optim._round_kernels import (_chain_result, _chained_round, _group_round_kernel,
                                       combined, local_sgd_steps, stream_steps_run)
-from dml.optim.summed_rounds import curvature_limited, limited_rounds, round_limit, sum_scale
+from dml.optim.averaged_rounds import averaged_limit, epoch_rounds
+from dml.optim.summed_rounds import curvature_limited, round_limit, sum_scale
 from dml.optim.data import TrainingData, fits_persist_budget, join_fits
 from dml.optim.optimizers import Optimizer, SGD
 from dml.optim.penalties import Penalty
@@ -467,6 +468,8 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
     limit = round_limit(problem, data.train, config) if mode == "sum" else None
     local_steps = config.steps_per_round(layout, round_cost_params(problem),
                                          curvature_limited(limit))
+    # Averaged rounds are kept short while the schedule's running average is (first epoch).
+    bound = limit if mode == "sum" else averaged_limit(config)
     collective = None
     if runner.gathered is not None:
         from dml.optim.collective_rounds import CollectiveRounds
@@ -483,8 +486,8 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
         reference = None
         # Each round as long as the step size at its own start allows (rounds lengthen as a
         # decaying step size falls): a function of the state's step counter only.
-        per_stream = limited_rounds(local_steps, layout, limit,
-                                    lambda t: config.schedule(t, state.lr_scale), state.opt.t)
+        per_stream = epoch_rounds(local_steps, layout, bound,
+                                  lambda t: config.schedule(t, state.lr_scale), state.opt.t)
         if per_stream not in plans_by_steps:
             plans_by_steps[per_stream] = round_plans(layout, per_stream)
         rounds = plans_by_steps[per_stream]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import collections
 import threading
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
@@ -43,7 +44,8 @@ from dml._random import block_rng
 
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
            "subtree_reduce", "tree_levels", "SPLIT_EVERY", "JOINED", "round_order", "EqualShares",
-           "join_streams", "block_order", "task_groups", "join_in_place", "stream_layout"]
+           "ShareCuts", "share_bounds", "join_streams", "block_order", "task_groups",
+           "join_in_place", "stream_layout"]
 
 #: Fan-in of the reduction tree over the streams: binary, so task groups can be any power of two
 #: (finer than powers of 8 for balancing a few dozen streams over a cluster's threads).
@@ -229,6 +231,20 @@ class EqualShares:
 
     rounds: int
 
+    @property
+    def cuts(self) -> tuple:
+        return tuple(Fraction(r, self.rounds) for r in range(1, self.rounds + 1))
+
+
+@dataclass(frozen=True)
+class ShareCuts:
+    """Rounds that end where every stream has walked the fractions ``cuts`` of its epoch (an
+    increasing tuple of :class:`~fractions.Fraction` ending at 1): in the round ending at
+    ``cuts[r]`` a stream of ``n`` steps takes its steps ``⌊n cuts[r − 1]⌋ .. ⌊n cuts[r]⌋ − 1``.
+    :class:`EqualShares` with shorter first rounds (:mod:`dml.optim.averaged_rounds`)."""
+
+    cuts: tuple
+
 
 def round_plans(layout: StreamLayout, local_steps) -> list:
     """The rounds of one epoch: every stream takes ``local_steps`` steps per round (None: its
@@ -249,7 +265,9 @@ def round_plans(layout: StreamLayout, local_steps) -> list:
     steps = np.array([layout.steps(s) for s in range(layout.n_streams)], dtype=np.int64)
     rows = np.array([layout.rows(s) for s in range(layout.n_streams)], dtype=np.float64)
     if isinstance(local_steps, EqualShares):
-        return _equal_share_rounds(steps, rows, max(int(local_steps.rounds), 1))
+        local_steps = EqualShares(max(int(local_steps.rounds), 1))
+    if isinstance(local_steps, (EqualShares, ShareCuts)):
+        return _share_rounds(steps, rows, local_steps.cuts)
     longest = int(steps.max()) if len(steps) else 0
     if isinstance(local_steps, tuple):
         lengths = [max(int(n), 1) for n in local_steps] or [1]
@@ -268,11 +286,18 @@ def round_plans(layout: StreamLayout, local_steps) -> list:
     return out
 
 
-def _equal_share_rounds(steps, rows, R: int) -> list:
-    """:func:`round_plans` for :class:`EqualShares` (``R`` rounds)."""
+def share_bounds(steps, cut: Fraction):
+    """Per stream of ``steps`` steps, its steps before the cut at fraction ``cut`` of its epoch."""
+    return steps * cut.numerator // cut.denominator
+
+
+def _share_rounds(steps, rows, cuts) -> list:
+    """:func:`round_plans` for rounds ending at the fractions ``cuts`` of every stream's epoch."""
     out = []
-    for r in range(R):
-        lo, hi = steps * r // R, steps * (r + 1) // R
+    previous = Fraction(0)
+    for cut in cuts:
+        lo, hi = share_bounds(steps, previous), share_bounds(steps, cut)
+        previous = cut
         taken = hi - lo
         if not taken.any():
             continue
