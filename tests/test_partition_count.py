@@ -146,53 +146,64 @@ def test_the_parallel_width_grows_with_the_data_not_with_a_fixed_cap():
 
     configs = {name: (problem, cfg, limit) for name, problem, cfg, limit in _configs()}
     problem, cfg, curv = configs["SGDClassifier(log_loss)"]
-    assert plan_row(problem, cfg, curv, 100_000_000, 10_000)[:3] == (10_000, 4, 313)
+    W, rounds, critical, total, later = plan_row(problem, cfg, curv, 100_000_000, 10_000)
+    assert (W, later, total) == (10_000, 313, 3_130_000)
+    # The first epoch's averaged rounds grow with the schedule's memory (ranges of streams):
+    # a few whole stream epochs in order, still over a thousand times parallel.
+    assert 4 < rounds <= 16 and critical == 313 * rounds and total / critical > 500
     # Summed rounds (squared loss): one round per step of the widest layout, all 10,000 streams
     # stepping side by side.
     problem, cfg, curv = configs["SGDRegressor"]
-    W, rounds, critical, total = plan_row(problem, cfg, curv, 100_000_000, 10_000)
-    assert W == 10_000 and critical == 313 and total == 3_130_000
+    W, rounds, critical, total, later = plan_row(problem, cfg, curv, 100_000_000, 10_000)
+    assert W == 10_000 and critical == later == 313 and total == 3_130_000
     problem, cfg, curv = configs["MLPClassifier((64,))"]
     assert plan_row(problem, cfg, curv, 100_000_000, 10_000)[0] == 488
 
 
-def test_averaged_rounds_are_cut_while_the_schedules_memory_is_short():
-    """The first averaged rounds of a fit are cut to at most twice the `optimal` schedule's
-    memory ``1 / (α η)`` steps in all (dml.optim.averaged_rounds): halves, quarters ... of an
-    equal share, every stream still walking the same fraction of its epoch and ending with the
-    equal shares' cuts; rounds lengthen as the memory grows, and later epochs are unchanged."""
-    from fractions import Fraction
-
+def test_first_averaged_rounds_grow_with_the_schedules_memory():
+    """While four equal shares of an epoch would be more steps than the `optimal` schedule's
+    memory ``1 / (α η)``, the averaged rounds are consecutive ranges of streams, each
+    walking its whole epoch, as many streams per round as that limit allows
+    (dml.optim.averaged_rounds): the ranges grow as the memory does, every stream walks its
+    epoch once, and the next epoch is four equal shares again."""
     from dml.optim.averaged_rounds import averaged_limit, epoch_rounds
     from dml.optim.schedules import optimal_t0
-    from dml.optim.streams import EqualShares, ShareCuts
+    from dml.optim.streams import EqualShares, StreamRanges
 
     # 960,000 rows in 1,024 blocks (the sizes where four equal shares lost 8%: docs).
     lengths = np.diff(np.linspace(0, 960_000, 1025).astype(int))
     layout = make_streams(lengths, 32, 128)
+    W = layout.n_streams
+    steps = [layout.steps(s) for s in range(W)]
+    for alpha in (1e-4, 3e-3, 1e-2):
+        schedule = Optimal(alpha=alpha, t0=optimal_t0(alpha))
+        cfg = engine.SGDConfig(schedule=schedule)
+        limit = averaged_limit(cfg)
+        shares = cfg.steps_per_round(layout, 51)
+        assert shares == EqualShares(AVERAGE_ROUNDS) and W > 200
+        plan = epoch_rounds(shares, layout, limit, schedule, 0)
+        assert isinstance(plan, StreamRanges) and plan.ends[-1] == W, (alpha, plan)
+        sizes = np.diff((0,) + plan.ends)
+        assert sizes[0] < sizes[-1] and len(sizes) >= 3, (alpha, sizes)
+        t, walked = 0, np.zeros(W, dtype=int)
+        for spec in round_plans(layout, plan):
+            active = [s for s in range(W) if spec.taken[s]]
+            assert all(spec.taken[s] == steps[s] for s in active)
+            assert len(active) == 1 or spec.total_steps <= limit.steps(schedule(t + 1)), alpha
+            assert sum(spec.weights) == pytest.approx(1.0)
+            walked += np.array(spec.taken)
+            t += spec.total_steps
+        assert walked.tolist() == steps
+        # The second epoch (and a fit resumed there) plans the equal shares again.
+        assert epoch_rounds(shares, layout, limit, schedule, t) == shares
+    # 24,000 rows (5 streams): four equal shares fit from the start; nothing changes.
+    lengths = np.diff(np.linspace(0, 24_000, 33).astype(int))
+    small = make_streams(lengths, 32, 128)
     schedule = Optimal(alpha=1e-4, t0=optimal_t0(1e-4))
     cfg = engine.SGDConfig(schedule=schedule)
-    limit = averaged_limit(cfg)
-    shares = cfg.steps_per_round(layout, 51)
-    assert shares == EqualShares(AVERAGE_ROUNDS) and layout.n_streams > 200
-    plan = epoch_rounds(shares, layout, limit, schedule, 0)
-    assert isinstance(plan, ShareCuts)
-    assert all(Fraction(r, AVERAGE_ROUNDS) in plan.cuts for r in range(1, AVERAGE_ROUNDS + 1))
-    rounds = round_plans(layout, plan)
-    t, totals = 0, []
-    for spec in rounds:
-        assert spec.total_steps <= limit.steps(schedule(t + 1)), (t, spec.total_steps)
-        assert all(n > 0 for n in spec.taken)  # every stream in every round
-        totals.append(spec.total_steps)
-        t += spec.total_steps
-    assert totals[0] < totals[-1] and t == sum(layout.steps(s) for s in range(layout.n_streams))
-    # The second epoch (and a fit resumed there) plans the equal shares again.
-    assert epoch_rounds(shares, layout, limit, schedule, t) == shares
-    # Rounds that could not fit even with one step per stream are left whole (alpha = 1e-2:
-    # memory about 32 steps, 236 streams).
-    big = Optimal(alpha=1e-2, t0=optimal_t0(1e-2))
-    assert epoch_rounds(shares, layout, averaged_limit(engine.SGDConfig(schedule=big)), big,
-                        0) == shares
+    shares = cfg.steps_per_round(small, 51)
+    assert small.n_streams > 1
+    assert epoch_rounds(shares, small, averaged_limit(cfg), schedule, 0) == shares
     # Summed rounds and other schedules are not averaged rounds: no limit of this kind.
     assert averaged_limit(engine.SGDConfig()) is None
 
@@ -201,7 +212,8 @@ def test_averaged_rounds_are_cut_while_the_schedules_memory_is_short():
 def test_hundreds_of_averaged_streams_learn_as_much_as_one_block(inprocess_client):
     """The benchmark's 4x data (960,000 training rows): 1,024 blocks are 236 averaged streams.
     With four equal rounds per epoch from the start the test log-loss after 5 epochs was 8%
-    worse than one block's (0.4689 vs 0.4328); with the first rounds cut, within 1%."""
+    worse than one block's (0.4689 vs 0.4328); with the first epoch's rounds grown with the
+    schedule's memory, within 1%."""
     from benchmarks.sgd_partitions import classification_data
 
     X, y, Xt, yt = classification_data(4)

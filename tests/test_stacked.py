@@ -431,14 +431,14 @@ def test_stacked_equals_own_fits_when_summed_rounds_are_capped(folds, schedule):
                                            take_rows(yd, train)))
 
 
-def test_stacked_equals_own_fits_when_averaged_rounds_are_cut():
-    """Averaged candidates whose first rounds are cut by their own schedules' memory
-    (dml.optim.averaged_rounds: alpha 3e-2 cuts them here, 1e-3 does not) are trained in one
-    grid per sequence of round cuts, each still its own fit."""
+def test_stacked_equals_own_fits_when_averaged_rounds_start_as_stream_ranges():
+    """Averaged candidates whose first epoch runs as ranges of streams by their own schedules'
+    memory (dml.optim.averaged_rounds: alpha 3e-2 here, not 1e-3) are trained in one grid per
+    plan, each still its own fit."""
     from dml.optim.averaged_rounds import averaged_limit, limited_shares
     from dml.optim.engine import SGDConfig
     from dml.optim.schedules import Optimal, optimal_t0
-    from dml.optim.streams import EqualShares, ShareCuts, make_streams
+    from dml.optim.streams import EqualShares, StreamRanges, make_streams
 
     X, y = make_classification(n_samples=6000, n_features=8, random_state=3)
     Xd = da.from_array(X, chunks=(250, -1))
@@ -451,6 +451,6 @@ def test_stacked_equals_own_fits_when_averaged_rounds_are_cut():
         schedule = Optimal(alpha=a, t0=optimal_t0(a))
         plans.append(limited_shares(EqualShares(4), layout,
                                     averaged_limit(SGDConfig(schedule=schedule)), schedule, 0))
-    assert plans[0] == EqualShares(4) and isinstance(plans[1], ShareCuts), plans
+    assert plans[0] == EqualShares(4) and isinstance(plans[1], StreamRanges), plans
     _assert_same_models(_stacked(SGDClassifier, params, Xd, yd),
                         _separate(SGDClassifier, params, Xd, yd))

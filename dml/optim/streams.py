@@ -34,7 +34,6 @@ from __future__ import annotations
 import collections
 import threading
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
@@ -44,7 +43,7 @@ from dml._random import block_rng
 
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
            "subtree_reduce", "tree_levels", "SPLIT_EVERY", "JOINED", "round_order", "EqualShares",
-           "ShareCuts", "share_bounds", "join_streams", "block_order", "task_groups",
+           "StreamRanges", "join_streams", "block_order", "task_groups",
            "join_in_place", "stream_layout"]
 
 #: Fan-in of the reduction tree over the streams: binary, so task groups can be any power of two
@@ -231,19 +230,15 @@ class EqualShares:
 
     rounds: int
 
-    @property
-    def cuts(self) -> tuple:
-        return tuple(Fraction(r, self.rounds) for r in range(1, self.rounds + 1))
-
 
 @dataclass(frozen=True)
-class ShareCuts:
-    """Rounds that end where every stream has walked the fractions ``cuts`` of its epoch (an
-    increasing tuple of :class:`~fractions.Fraction` ending at 1): in the round ending at
-    ``cuts[r]`` a stream of ``n`` steps takes its steps ``⌊n cuts[r − 1]⌋ .. ⌊n cuts[r]⌋ − 1``.
-    :class:`EqualShares` with shorter first rounds (:mod:`dml.optim.averaged_rounds`)."""
+class StreamRanges:
+    """Rounds in which consecutive ranges of streams walk their whole epoch: the round ending
+    at ``ends[r]`` runs streams ``ends[r − 1] .. ends[r] − 1`` (from stream 0), each all its
+    steps, while the others sit out; the next round starts from their average. The first epoch
+    of averaged rounds while the schedule's memory is short (:mod:`dml.optim.averaged_rounds`)."""
 
-    cuts: tuple
+    ends: tuple
 
 
 def round_plans(layout: StreamLayout, local_steps) -> list:
@@ -265,9 +260,9 @@ def round_plans(layout: StreamLayout, local_steps) -> list:
     steps = np.array([layout.steps(s) for s in range(layout.n_streams)], dtype=np.int64)
     rows = np.array([layout.rows(s) for s in range(layout.n_streams)], dtype=np.float64)
     if isinstance(local_steps, EqualShares):
-        local_steps = EqualShares(max(int(local_steps.rounds), 1))
-    if isinstance(local_steps, (EqualShares, ShareCuts)):
-        return _share_rounds(steps, rows, local_steps.cuts)
+        return _equal_share_rounds(steps, rows, max(int(local_steps.rounds), 1))
+    if isinstance(local_steps, StreamRanges):
+        return _range_rounds(steps, rows, local_steps.ends)
     longest = int(steps.max()) if len(steps) else 0
     if isinstance(local_steps, tuple):
         lengths = [max(int(n), 1) for n in local_steps] or [1]
@@ -286,18 +281,11 @@ def round_plans(layout: StreamLayout, local_steps) -> list:
     return out
 
 
-def share_bounds(steps, cut: Fraction):
-    """Per stream of ``steps`` steps, its steps before the cut at fraction ``cut`` of its epoch."""
-    return steps * cut.numerator // cut.denominator
-
-
-def _share_rounds(steps, rows, cuts) -> list:
-    """:func:`round_plans` for rounds ending at the fractions ``cuts`` of every stream's epoch."""
+def _equal_share_rounds(steps, rows, R: int) -> list:
+    """:func:`round_plans` for :class:`EqualShares` (``R`` rounds)."""
     out = []
-    previous = Fraction(0)
-    for cut in cuts:
-        lo, hi = share_bounds(steps, previous), share_bounds(steps, cut)
-        previous = cut
+    for r in range(R):
+        lo, hi = steps * r // R, steps * (r + 1) // R
         taken = hi - lo
         if not taken.any():
             continue
@@ -306,6 +294,21 @@ def _share_rounds(steps, rows, cuts) -> list:
         weights = tuple(float(n) / total if a else 0.0 for n, a in zip(rows, active))
         out.append(RoundSpec(int(lo.min()), int(taken.max()), weights,
                              tuple(int(t) for t in taken), tuple(int(f) for f in lo)))
+    return out
+
+
+def _range_rounds(steps, rows, ends) -> list:
+    """:func:`round_plans` for :class:`StreamRanges`."""
+    out, lo = [], 0
+    for hi in ends:
+        active = np.zeros(len(steps), dtype=bool)
+        active[lo:hi] = True
+        taken = np.where(active, steps, 0)
+        total = float(rows[active].sum())
+        weights = tuple(float(n) / total if a else 0.0 for n, a in zip(rows, active))
+        out.append(RoundSpec(0, int(taken.max()), weights, tuple(int(t) for t in taken),
+                             (0,) * len(steps)))
+        lo = hi
     return out
 
 
