@@ -14,17 +14,18 @@ suffers: test log-loss after 5 epochs of ``SGDClassifier(log_loss)`` on 960,000 
 blocks (236 streams) was 0.4689 against 0.4328 on one block, 0.5289 against 0.4306 at
 ``α = 10⁻³``.
 
-So an averaged round takes at most ``MEMORY_MULTIPLE / (α η)`` steps in all, ``η`` the step
-size at its start. When the first of an epoch's equal shares is longer (in practice only the
-first epoch, of more than about 4 ``t₀`` steps: 128,000 rows at the default ``α`` and batch),
-the epoch runs as rounds of consecutive *ranges of streams*, each stream walking its whole epoch
-and the others sitting out, as many streams per round as the limit allows (at least one: a
-single stream is the sequential pass). The memory grows by every round's steps, so the ranges
-about double every round, and the next epoch is equal shares again (:func:`limited_shares`).
-Shortening the rounds instead (every stream a smaller share) was measured first and does not
-work everywhere: it
-matched one block at ``α = 10⁻⁴`` and ``10⁻³`` but lost 2% at ``3·10⁻³`` and 7% at ``10⁻²``,
-where a round of one step per stream is still longer than the memory.
+So an averaged round takes at most ``MEMORY_MULTIPLE / (α η)`` steps in all, ``η`` the step size
+at its start. When the first of an epoch's equal shares is longer (in practice only the first
+epoch, of more than about 4 ``t₀`` steps: 128,000 rows at the default ``α`` and batch), the
+epoch runs as rounds of *ranges of streams*, each stream walking its whole epoch and the others
+sitting out (the streams taken in an order that spreads every range over the task groups,
+:func:`~dml.optim.streams.spread_order`), as many streams per round as the limit allows (at
+least one: a single stream is the sequential pass). The memory grows by every round's steps, so
+the ranges about double every round, and the next epoch is equal shares again
+(:func:`limited_shares`). Shortening the rounds instead (every stream a smaller share) was
+measured first and does not work everywhere: it matched one block at ``α = 10⁻⁴`` and ``10⁻³``
+but lost 2% at ``3·10⁻³`` and 7% at ``10⁻²``, where a round of one step per stream is still
+longer than the memory.
 
 The plan depends only on the layout, the schedule and the step counter, so a resumed fit, a
 ``partial_fit`` and the stacked search plan the same rounds as the fit itself. The cost is the
@@ -37,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from dml.optim.schedules import Optimal
-from dml.optim.streams import EqualShares, StreamLayout, StreamRanges
+from dml.optim.streams import EqualShares, StreamLayout, StreamRanges, spread_order
 from dml.optim.summed_rounds import RoundLimit, limited_rounds
 
 __all__ = ["MEMORY_MULTIPLE", "averaged_limit", "limited_shares", "epoch_rounds"]
@@ -70,11 +71,12 @@ def averaged_limit(config) -> RoundLimit | None:
 
 def limited_shares(shares: EqualShares, layout: StreamLayout, limit: RoundLimit | None, lr_at,
                    t: int) -> EqualShares | StreamRanges:
-    """The rounds of an epoch of ``shares`` that starts after ``t`` steps: ``shares`` itself
-    when its first round is at most ``limit.steps(lr_at(t + 1))`` steps in all (then so is every
-    later one: the memory grows by each round's steps), else rounds of consecutive streams, each
-    walking its whole epoch, as many streams per round as the limit at the round's start allows
-    (at least one) (:class:`~dml.optim.streams.StreamRanges`).
+    """The rounds of an epoch of ``shares`` that starts after ``t`` steps: ``shares`` itself when
+    its first round is at most ``limit.steps(lr_at(t + 1))`` steps in all (then so is every later
+    one: the memory grows by each round's steps), else rounds of ranges of streams (in
+    :func:`~dml.optim.streams.spread_order`), each walking its whole epoch, as many streams per
+    round as the limit at the round's start allows (at least one)
+    (:class:`~dml.optim.streams.StreamRanges`).
 
     Examples
     --------
@@ -94,7 +96,7 @@ def limited_shares(shares: EqualShares, layout: StreamLayout, limit: RoundLimit 
     R = max(int(shares.rounds), 1)
     if int((steps // R).sum()) <= limit.steps(lr_at(int(t) + 1)):
         return shares
-    walked = np.concatenate([[0], np.cumsum(steps)])
+    walked = np.concatenate([[0], np.cumsum(steps[spread_order(W)])])
     ends, lo, t = [], 0, int(t)
     while lo < W:
         bound = limit.steps(lr_at(t + 1))

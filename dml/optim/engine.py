@@ -18,7 +18,9 @@ why):
   movement is small, hence short rounds: ``SYNC_STEPS`` steps of all streams together);
 * ``"average"``: the parameters become the row-weighted average of the streams' parameters. For
   the ``optimal`` schedule (step 1/(α t), whose iterate is itself a running average of the
-  gradients) this is the combination that matches a sequential pass;
+  gradients) this is the combination that matches a sequential pass, as long as a round is
+  short next to that average's memory (the first epoch's rounds grow with it:
+  :mod:`dml.optim.averaged_rounds`);
 * ``"auto"`` (default): ``"average"`` for the ``optimal`` schedule, ``"sum"`` otherwise.
 
 Optimiser moments (momentum, Adam) are always averaged. The step counter counts every stream's

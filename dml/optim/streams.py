@@ -43,7 +43,7 @@ from dml._random import block_rng
 
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
            "subtree_reduce", "tree_levels", "SPLIT_EVERY", "JOINED", "round_order", "EqualShares",
-           "StreamRanges", "join_streams", "block_order", "task_groups",
+           "StreamRanges", "spread_order", "join_streams", "block_order", "task_groups",
            "join_in_place", "stream_layout"]
 
 #: Fan-in of the reduction tree over the streams: binary, so task groups can be any power of two
@@ -233,12 +233,34 @@ class EqualShares:
 
 @dataclass(frozen=True)
 class StreamRanges:
-    """Rounds in which consecutive ranges of streams walk their whole epoch: the round ending
-    at ``ends[r]`` runs streams ``ends[r − 1] .. ends[r] − 1`` (from stream 0), each all its
-    steps, while the others sit out; the next round starts from their average. The first epoch
-    of averaged rounds while the schedule's memory is short (:mod:`dml.optim.averaged_rounds`)."""
+    """Rounds in which ranges of streams walk their whole epoch, the streams taken in
+    :func:`spread_order`: the round ending at ``ends[r]`` runs the streams at positions
+    ``ends[r − 1] .. ends[r] − 1`` of that order (from 0), each all its steps, while the others
+    sit out; the next round starts from their average. The first epoch of averaged rounds while
+    the schedule's memory is short (:mod:`dml.optim.averaged_rounds`)."""
 
     ends: tuple
+
+
+def spread_order(n: int) -> np.ndarray:
+    """The streams ``0 .. n − 1`` in bit-reversed order: every prefix is spread evenly over the
+    aligned power-of-two subtrees of the reduction tree, which are the task groups
+    (:func:`task_groups`), so the few streams of a :class:`StreamRanges` round run on as many
+    worker threads as they can.
+
+    Examples
+    --------
+    >>> spread_order(6).tolist()
+    [0, 4, 2, 1, 5, 3]
+    """
+    if n <= 1:
+        return np.arange(n)
+    bits = int(n - 1).bit_length()
+    idx = np.arange(1 << bits)
+    rev = np.zeros_like(idx)
+    for b in range(bits):
+        rev |= ((idx >> b) & 1) << (bits - 1 - b)
+    return rev[rev < n]
 
 
 def round_plans(layout: StreamLayout, local_steps) -> list:
@@ -300,9 +322,10 @@ def _equal_share_rounds(steps, rows, R: int) -> list:
 def _range_rounds(steps, rows, ends) -> list:
     """:func:`round_plans` for :class:`StreamRanges`."""
     out, lo = [], 0
+    order = spread_order(len(steps))
     for hi in ends:
         active = np.zeros(len(steps), dtype=bool)
-        active[lo:hi] = True
+        active[order[lo:hi]] = True
         taken = np.where(active, steps, 0)
         total = float(rows[active].sum())
         weights = tuple(float(n) / total if a else 0.0 for n, a in zip(rows, active))
