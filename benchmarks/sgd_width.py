@@ -79,11 +79,15 @@ def plan_row(problem, config, limit, rows, blocks):
     target = config.steps_per_round(layout, round_cost_params(problem))
     # The fit's own plan of each epoch (dml.optim.engine.make_epoch_fn).
     bound = limit if config.combine_mode == "sum" else averaged_limit(config)
-    rounds = round_plans(layout, epoch_rounds(target, layout, bound, config.schedule, 0))
+    first = epoch_rounds(target, layout, bound, config.schedule, 0)
+    rounds = round_plans(layout, first)
     critical = sum(max(r.taken) for r in rounds)
     total = sum(r.total_steps for r in rounds)
-    later = round_plans(layout, epoch_rounds(target, layout, bound, config.schedule, total))
-    return layout.n_streams, len(rounds), critical, total, sum(max(r.taken) for r in later)
+    second = epoch_rounds(target, layout, bound, config.schedule, total)
+    if second == first:  # (planning thousands of rounds over 10,000 streams takes seconds)
+        return layout.n_streams, len(rounds), critical, total, critical
+    later = sum(max(r.taken) for r in round_plans(layout, second))
+    return layout.n_streams, len(rounds), critical, total, later
 
 
 def table() -> str:
