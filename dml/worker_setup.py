@@ -49,8 +49,9 @@ FAMILIES = {
     "recommender": "MatrixFactorization, SGD and ALS (dml.recommender._kernels)",
     "neighbors": "NearestNeighbors, KNeighbors* brute force (dml.neighbors._knn_kernels)",
     "kmeans": "KMeans on dense X: Lloyd step, final assignment, statistics (dml.cluster._kernels)",
-    "naive_bayes": "MultinomialNB, ComplementNB, BernoulliNB on dense X, MultinomialNB and "
-                   "ComplementNB on sparse X: per-class sums (dml.naive_bayes._compiled)",
+    "naive_bayes": "GaussianNB, MultinomialNB, ComplementNB, BernoulliNB on dense X, "
+                   "MultinomialNB and ComplementNB on sparse X: per-class sums and moments "
+                   "(dml.naive_bayes._compiled)",
     # Last: compiled at a worker's start after every family a first fit needs (only the
     # workers of a multi-host cluster use it; an image's build compiles it with the rest).
     "gbt_hosts": "gradient-boosted trees on workers of several hosts: their histograms packed "
@@ -155,7 +156,8 @@ def _signatures():
             ("dml.cluster._kernels", "column_stats", (f2, f1, f1, f1, f1, f1)),
         ],
         "naive_bayes": [
-            ("dml.naive_bayes._compiled", "class_sums", (f2, i1, f1, b, b, f64, f2, f1)),
+            ("dml.naive_bayes._compiled", "class_sums", (f2, i1, f1, b, b, f64, b, f2, f1, f2)),
+            ("dml.naive_bayes._compiled", "class_moments", (f2, i1, f1, b, b, f2, f2, f2)),
             # CSR blocks (MultinomialNB, ComplementNB): int32 and int64 index arrays.
             ("dml.naive_bayes._compiled", "sparse_class_sums",
              (f1, a(nt.int32, 1), a(nt.int32, 1), i1, f1, b, f2)),

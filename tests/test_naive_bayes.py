@@ -508,8 +508,7 @@ def test_structural_input_errors(kind):
 
 
 # --------------------------------------------------------------------------------------------
-# Kernel strategies (one-hot products, grouped rows with a per-class loop, np.add.reduceat)
-# and label encodings
+# Many classes, missing values, BLAS threads and label encodings
 # --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("n_classes", [1, 2, 20, 90])
@@ -526,31 +525,61 @@ def test_many_classes_match_sklearn(kind, n_classes):
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "multinomial", "bernoulli"])
-def test_kernel_strategies_agree_with_missing_values(kind, monkeypatch):
+def test_missing_values_match_nan_aware_numpy(kind):
+    """``missing="ignore"`` with 30 classes and sample weights: the per-class statistics are
+    NumPy's nan-aware weighted ones (each missing entry left out of its feature only)."""
     rng = np.random.default_rng(5)
     X = make_data(kind, n=500, seed=5)[0].astype(np.float64)
     X[rng.uniform(size=X.shape) < 0.15] = np.nan
     X[:, 0][rng.integers(0, 3, len(X)) == 0] = np.nan
     y = rng.integers(0, 30, len(X))
     w = rng.uniform(0.2, 3.0, len(X))
-    results = []
-    # one-hot products / grouped rows with a per-class loop / grouped rows with reduceat
-    for onehot, loop in ((100, 100), (0, 100), (0, 0)):
-        monkeypatch.setattr(nb_kernels, "_ONEHOT_CLASSES", onehot)
-        monkeypatch.setattr(nb_kernels, "_LOOP_CLASSES", loop)
-        for sw in (None, w):
-            est = ESTIMATORS[kind][0](**ESTIMATORS[kind][2], missing="ignore")
-            results.append(est.fit(da.from_array(X, chunks=170), y, sample_weight=sw))
-    for k, est in enumerate(results[2:], start=2):
-        fitted_equal(est, results[k % 2], kind)  # same weights, another strategy
-    if kind == "gaussian":  # against NumPy's nan-aware moments, unweighted
-        est = results[0]
-        for c in (0, 13):
-            rows = X[y == c]
-            np.testing.assert_allclose(est.theta_[c], np.nanmean(rows, axis=0), **TOL)
-            np.testing.assert_allclose(est.var_[c] - est.epsilon_, np.nanvar(rows, axis=0),
-                                       **TOL)
-        assert est.epsilon_ == pytest.approx(1e-9 * np.nanvar(X, axis=0).max(), rel=1e-12)
+    for sw in (None, w):
+        est = ESTIMATORS[kind][0](**ESTIMATORS[kind][2], missing="ignore")
+        est.fit(da.from_array(X, chunks=170), y, sample_weight=sw)
+        ww = np.ones(len(X)) if sw is None else sw
+        for c in (0, 13, 29):
+            rows, wc = X[y == c], ww[y == c][:, None]
+            seen = np.where(np.isnan(rows), 0.0, wc)
+            if kind == "gaussian":
+                mean = np.nansum(rows * wc, axis=0) / seen.sum(axis=0)
+                var = np.nansum(wc * (rows - mean) ** 2, axis=0) / seen.sum(axis=0)
+                np.testing.assert_allclose(est.theta_[c], mean, **TOL)
+                np.testing.assert_allclose(est.var_[c] - est.epsilon_, var, **TOL)
+            else:
+                v = rows if kind == "multinomial" else np.where(rows > 0.5, 1.0, 0.0)
+                v = np.where(np.isnan(rows), 0.0, v)
+                np.testing.assert_allclose(est.feature_count_[c], (v * wc).sum(axis=0), **TOL)
+        if kind == "gaussian" and sw is None:
+            assert est.epsilon_ == pytest.approx(1e-9 * np.nanvar(X, axis=0).max(), rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "multinomial"])
+def test_block_statistics_do_not_depend_on_blas_threads(kind):
+    """A block's statistics are the same bits with one BLAS thread (a ``dask worker``, whose
+    nanny sets ``OMP_NUM_THREADS=1``) and with two (a worker thread of an in-process cluster).
+    A BLAS product of the thin one-hot label matrix with the block split its sums between the
+    threads: two threads gave other last bits (one out-of-core CI run failed on it)."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(11)
+    # 20 columns: with 4 or 8 the product was not split (seen with OpenBLAS 0.3.31).
+    X = rng.normal(size=(40_000, 20)) ** 2
+    X[rng.uniform(size=X.shape) < 0.01] = np.nan
+    y = rng.integers(0, 2, len(X))
+    w = rng.uniform(0.5, 2.0, len(X))
+    if kind == "gaussian":
+        def stats():
+            return nb_kernels._gaussian_block(0, X, y, w, "GaussianNB", "ignore")
+    else:
+        def stats():
+            return nb_kernels._count_block(0, X, y, w, None, True, "MultinomialNB", "ignore")
+    with threadpool_limits(1):
+        one = stats()
+    with threadpool_limits(2):
+        two = stats()
+    for key, value in one.items():
+        np.testing.assert_array_equal(two[key], value, err_msg=key)
 
 
 @pytest.mark.parametrize("labels", [

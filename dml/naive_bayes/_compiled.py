@@ -1,4 +1,5 @@
-"""Compiled per-class sums of a dense block: the count models' statistics in one row pass.
+"""Compiled per-class statistics of a dense block: sums for the count models, moments for
+GaussianNB.
 
 The per-class feature sums of MultinomialNB, ComplementNB and BernoulliNB are ``Y @ X`` with
 ``Y`` the (weighted) one-hot labels, as scikit-learn computes them. With a handful of classes
@@ -8,6 +9,11 @@ loop below reads each row once, adds it (times its weight, binarised for Bernoul
 class's sums and keeps each column's minimum, so the non-negativity check needs no second pass;
 a NaN or an infinity anywhere in the block makes some sum non-finite, so the finiteness check
 of the block needs none either (see :func:`dml.naive_bayes._kernels._count_block`).
+
+GaussianNB's per-class means and squared deviations (:func:`class_moments`) are two such passes.
+A loop also fixes the order in which a column's values are added, row after row, whatever the
+machine's BLAS does: a BLAS product splits its sums between threads, so the same block gave other
+last bits with two BLAS threads (an in-process worker) than with one (a ``dask worker``).
 """
 from __future__ import annotations
 
@@ -15,25 +21,71 @@ import numpy as np
 
 from dml._numba import kernel
 
-__all__ = ["class_sums", "sparse_class_sums", "nonzero_columns"]
+__all__ = ["class_sums", "class_moments", "sparse_class_sums", "nonzero_columns"]
 
 
 @kernel(nogil=True)
-def class_sums(X, inverse, w, weighted, binarize, threshold, sums, colmin):  # pragma: no cover
+def class_sums(X, inverse, w, weighted, binarize, threshold, skip_nan, sums, colmin,
+               missing):  # pragma: no cover
     """``sums[inverse[i]] += w[i] · v(X[i])`` over the rows and ``colmin = min(colmin, v(X))``
     per column, with ``v(x) = x``, or ``1.0 if x > threshold else 0.0`` when ``binarize``;
-    ``w[i] = 1`` when not ``weighted``. ``sums`` and ``colmin`` are updated in place."""
+    ``w[i] = 1`` when not ``weighted``. With ``skip_nan`` a NaN adds its row's weight to
+    ``missing[inverse[i], j]`` instead (``missing="ignore"``). ``sums``, ``colmin`` and
+    ``missing`` are updated in place."""
     n, d = X.shape
     for i in range(n):
         c = inverse[i]
         wi = w[i] if weighted else 1.0
         for j in range(d):
             v = X[i, j]
+            if skip_nan and v != v:
+                missing[c, j] += wi
+                continue
             if binarize:
                 v = 1.0 if v > threshold else 0.0
             sums[c, j] += wi * v
             if v < colmin[j]:
                 colmin[j] = v
+
+
+@kernel(nogil=True)
+def class_moments(X, inverse, w, weighted, skip_nan, n, mean, m2):  # pragma: no cover
+    """Per class ``c`` and column ``j``: the weight ``n[c, j]`` of the class's rows, their
+    weighted mean ``mean[c, j]`` and weighted sum of squared deviations from it ``m2[c, j]``
+    (``w[i] = 1`` when not ``weighted``). Two passes, the second centred (numerically stable,
+    as scikit-learn's ``np.var``).
+
+    With ``skip_nan`` a NaN leaves its entry out (``missing="ignore"``) and the kernel counts
+    ``n`` itself; otherwise ``n`` must come in holding each class's total weight in every
+    column. ``mean`` and ``m2`` must come in zero; a class without observed rows keeps mean 0.
+    """
+    rows, d = X.shape
+    L = n.shape[0]
+    for i in range(rows):
+        c = inverse[i]
+        wi = w[i] if weighted else 1.0
+        for j in range(d):
+            v = X[i, j]
+            if skip_nan:
+                if v != v:
+                    continue
+                n[c, j] += wi
+            mean[c, j] += wi * v
+    for c in range(L):
+        for j in range(d):
+            if n[c, j] != 0.0:
+                mean[c, j] /= n[c, j]
+            else:
+                mean[c, j] = 0.0
+    for i in range(rows):
+        c = inverse[i]
+        wi = w[i] if weighted else 1.0
+        for j in range(d):
+            v = X[i, j]
+            if skip_nan and v != v:
+                continue
+            dv = v - mean[c, j]
+            m2[c, j] += wi * (dv * dv)
 
 
 @kernel(nogil=True)

@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from dml._block_checks import BlockSpec, _check_finite, c_aligned
-from dml.naive_bayes._compiled import class_sums, nonzero_columns, sparse_class_sums
+from dml._block_checks import BlockSpec, _check_finite
+from dml.naive_bayes._compiled import (class_moments, class_sums, nonzero_columns,
+                                       sparse_class_sums)
 
 
 # --------------------------------------------------------------------------------------------
@@ -34,17 +35,11 @@ def _check_labels(y, est, index):
                          "labels; use a regressor for continuous targets or encode the labels.")
 
 
-# Kernel strategies, chosen by the number of classes in a block (timings: 100k-row blocks,
-# one core; see benchmarks/micro_naive_bayes.py):
-#: Up to this many classes, per-class sums are one BLAS product ``onehot @ X`` (as scikit-learn
-#: does) and no full-size temporary is made. Its cost grows with the number of classes; above
-#: it the rows are grouped by class in one copy of the block instead.
+# Sparse-block strategies, chosen by the number of classes (dense blocks take the compiled
+# passes of dml.naive_bayes._compiled whatever their number):
+#: Up to this many classes, a sparse block's per-class sums are a product with the dense
+#: (weighted) one-hot labels (as scikit-learn does); above it, with a sparse one-hot matrix.
 _ONEHOT_CLASSES = 16
-#: Up to this many classes, reductions over rows grouped by class are one contiguous NumPy call
-#: per class; above it the Python loop costs more than np.add.reduceat (slower per element).
-_LOOP_CLASSES = 64
-#: Elements per row chunk of GaussianNB's centred pass (a 2 MiB, cache-sized buffer).
-_CHUNK_ELEMENTS = 1 << 18
 #: A sparse block's per-class sums go through a dense (d, L) product when ``L * d`` is at most
 #: this many times its stored values: then the product's O(L d) cost is below the O(nnz)
 #: random-access passes of re-indexing the block onto its used columns (2^20 hashed columns,
@@ -113,68 +108,6 @@ def _small_int_labels(y):
     return classes, inverse, cnt[present]
 
 
-def _class_order(inverse, n_classes):
-    """Stable row order grouping the rows by label (a radix sort for up to 65536 labels)."""
-    key = inverse.astype(np.uint8 if n_classes <= 256 else
-                         np.uint16 if n_classes <= 65536 else np.intp, copy=False)
-    return np.argsort(key, kind="stable")
-
-
-class _Segments:
-    """Per-class reductions over a block whose rows are grouped by class.
-
-    Class c owns rows ``bounds[c]:bounds[c + 1]``. With few classes each reduction is one
-    contiguous NumPy call per class (no temporaries); with many, one np.add.reduceat.
-    """
-
-    def __init__(self, counts):
-        self.counts = counts
-        self.bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
-        self.loop = len(counts) <= _LOOP_CLASSES
-
-    def _ranges(self):
-        return zip(self.bounds[:-1], self.bounds[1:])
-
-    def sum(self, A, w=None):
-        """(L, d) per-class column sums of A, weighted by w if given."""
-        if self.loop:
-            return np.stack([A[a:b].sum(axis=0) if w is None else w[a:b] @ A[a:b]
-                             for a, b in self._ranges()])
-        return np.add.reduceat(A if w is None else A * w[:, None], self.bounds[:-1], axis=0)
-
-    def sumsq(self, A, w=None):
-        """(L, d) per-class column sums of A², weighted by w if given."""
-        if self.loop:
-            return np.stack([np.einsum("ij,ij->j", A[a:b], A[a:b]) if w is None else
-                             np.einsum("i,ij,ij->j", w[a:b], A[a:b], A[a:b])
-                             for a, b in self._ranges()])
-        sq = A * A
-        if w is not None:
-            sq *= w[:, None]
-        return np.add.reduceat(sq, self.bounds[:-1], axis=0)
-
-    def center(self, A, M, out):
-        """``out = A - M[class of each row]``; out may be A itself."""
-        if self.loop:
-            for c, (a, b) in enumerate(self._ranges()):
-                np.subtract(A[a:b], M[c], out=out[a:b])
-        else:
-            np.subtract(A, np.repeat(M, self.counts, axis=0), out=out)
-        return out
-
-
-def _missing_mask(X, missing):
-    """Where X is NaN, or None when nothing is missing.
-
-    Block validation has already refused NaN unless ``missing="ignore"``; even then one sum
-    (finite means no NaN) spares the full isnan pass in the common case.
-    """
-    if missing != "ignore" or np.isfinite(np.sum(X)):
-        return None
-    nan = np.isnan(X)
-    return nan if nan.any() else None
-
-
 def _union(arrays, what: str):
     """Sorted union of sorted unique key arrays (labels or categories) from several blocks."""
     arrays = [np.asarray(a) for a in arrays]
@@ -219,89 +152,37 @@ def _gaussian_block(index, X, y, w, est, missing="error"):
     weighted ones when there are no sample weights (otherwise both are computed).
 
     Counts are per (class, feature) so that a missing value (NaN, only present when the
-    estimator allows it) leaves its feature out for that row and nothing else. That path makes
-    two more full-size temporaries (the zero-filled block and the mask) and is slower.
+    estimator allows it) leaves its feature out for that row and nothing else.
     """
     n_rows, d = X.shape
     if n_rows == 0:
         return None
-    # Brought to one layout first: the class sums must not depend on how the block sits in
-    # memory (docs/naive_bayes.md, "Same model whatever the blocks' layout").
-    X = c_aligned(X)
+    # One layout and one order of additions (compiled passes, row after row) whatever the
+    # block's memory layout or the machine's BLAS threads: docs/naive_bayes.md, "Same model
+    # whatever the blocks' layout and the BLAS threads".
+    X = np.require(X, np.float64, ["C", "A"])
     classes, inverse, counts = _labels(y, est, index)
-    nan = _missing_mask(X, missing)
-    obs = None
-    if nan is not None:
-        X = np.where(nan, 0.0, X)
-        obs = (~nan).astype(np.float64)
-    unweighted = (None, counts.astype(np.float64))
-    if w is None:
-        weightings = [unweighted]
-    else:
-        w = np.asarray(w, dtype=np.float64)
-        weightings = [(w, np.bincount(inverse, weights=w, minlength=len(classes))), unweighted]
-    moments = (_moments_onehot if len(classes) <= _ONEHOT_CLASSES else _moments_grouped)
-    (n, mean, m2), *rest = moments(X, inverse, counts, weightings, obs)
-    un, umean, um2 = rest[0] if rest else (n, mean, m2)
+    inverse = np.ascontiguousarray(inverse, dtype=np.intp)
+    skip_nan = missing == "ignore"
+    L = len(classes)
+
+    def moments(wf):
+        totals = (counts.astype(np.float64) if wf is None else
+                  np.bincount(inverse, weights=wf, minlength=L))
+        n = np.zeros((L, d)) if skip_nan else np.repeat(totals[:, None], d, axis=1)
+        mean, m2 = np.zeros((L, d)), np.zeros((L, d))
+        class_moments(X, inverse, np.zeros(0) if wf is None else wf, wf is not None, skip_nan,
+                      n, mean, m2)
+        return totals, (n, mean, m2)
+
+    wsum, (n, mean, m2) = moments(None if w is None else
+                                  np.ascontiguousarray(w, dtype=np.float64))
+    un, umean, um2 = (n, mean, m2) if w is None else moments(None)[1]
     gn = un.sum(axis=0)
     gmean = _safe_div((un * umean).sum(axis=0), gn)
     gm2 = um2.sum(axis=0) + (un * (umean - gmean) ** 2).sum(axis=0)
-    return {"classes": classes, "wsum": weightings[0][1], "n": n, "mean": mean, "m2": m2,
+    return {"classes": classes, "wsum": wsum, "n": n, "mean": mean, "m2": m2,
             "gn": gn, "gmean": gmean, "gm2": gm2}
-
-
-def _moments_onehot(X, inverse, counts, weightings, obs):
-    """Per-class (n, mean, M2) for each ``(weights, class totals)`` in weightings, few classes.
-
-    Sums are one BLAS product with the (weighted) one-hot label matrix; the centred second pass
-    runs over cache-sized row chunks with one reused buffer, so no full-size temporary is made.
-    """
-    L, (n_rows, d) = len(counts), X.shape
-    onehot = inverse == np.arange(L)[:, None]
-    Ys = [onehot.astype(np.float64) if w is None else np.where(onehot, w, 0.0)
-          for w, _ in weightings]
-    out = []
-    for Y, (_, totals) in zip(Ys, weightings):
-        nc = np.repeat(totals[:, None], d, axis=1) if obs is None else Y @ obs
-        out.append([nc, _safe_div(Y @ X, nc), np.zeros((L, d))])
-    rows = min(n_rows, max(64, _CHUNK_ELEMENTS // d))
-    buf = np.empty((rows, d))
-    for r0 in range(0, n_rows, rows):
-        rs = slice(r0, r0 + rows)
-        idx = inverse[rs]
-        dev = buf[:len(idx)]
-        for Y, (_, mean, m2) in zip(Ys, out):
-            np.take(mean, idx, axis=0, out=dev, mode="clip")
-            np.subtract(X[rs], dev, out=dev)
-            if obs is not None:
-                dev *= obs[rs]
-            dev *= dev
-            m2 += Y[:, rs] @ dev
-    return out
-
-
-def _moments_grouped(X, inverse, counts, weightings, obs):
-    """As :func:`_moments_onehot` for many classes: rows grouped by class in one copy.
-
-    The copy then holds the deviations (a second buffer when there are two weightings, which
-    both need the grouped values).
-    """
-    order = _class_order(inverse, len(counts))
-    seg = _Segments(counts)
-    Xs = X.take(order, axis=0)
-    obs_s = None if obs is None else obs[order]
-    buf = Xs if len(weightings) == 1 else np.empty_like(Xs)
-    out = []
-    for w, totals in weightings:
-        ws = None if w is None else w[order]
-        nc = (np.repeat(totals[:, None], X.shape[1], axis=1) if obs is None else
-              seg.sum(obs_s, ws))
-        mean = _safe_div(seg.sum(Xs, ws), nc)
-        dev = seg.center(Xs, mean, out=buf)
-        if obs_s is not None:
-            dev *= obs_s
-        out.append([nc, mean, seg.sumsq(dev, ws)])
-    return out
 
 
 def _chan(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
@@ -378,65 +259,40 @@ def _negative_count_error(estimator, index, value, column):
 def _count_block(index, X, y, w, binarize, non_negative, estimator, missing="error"):
     """Per-class weighted feature sums, class weights and weights of missing entries.
 
-    A dense block without missing values is summed in one compiled row pass
+    A dense block is summed in one compiled row pass
     (:func:`~dml.naive_bayes._compiled.class_sums`), which also gives the column minima for the
     non-negativity check and, through the sums, the block's finiteness: the estimators skip the
     separate finiteness pass of block validation when they do not binarise
     (``BlockSpec(check_finite=False)``), and a non-finite sum sends the block to the exact check
-    here. Missing values (``missing="ignore"``) take the NumPy path below.
+    here (which raises for what is not allowed; finite values whose sum overflows float64 are
+    summed to infinity, as scikit-learn does).
     """
     if X.shape[0] == 0:
         return None
     if sp.issparse(X):
         return _sparse_count_block(index, X, y, w, binarize, non_negative, estimator, missing)
-    # Brought to one layout first: the class sums must not depend on how the block sits in
-    # memory (docs/naive_bayes.md, "Same model whatever the blocks' layout").
-    X = c_aligned(X)
+    # One layout and one order of additions (a compiled pass, row after row) whatever the
+    # block's memory layout or the machine's BLAS threads: docs/naive_bayes.md, "Same model
+    # whatever the blocks' layout and the BLAS threads".
+    X = np.require(X, np.float64, ["C", "A"])
     classes, inverse, counts = _labels(y, estimator, index)
     L, d = len(classes), X.shape[1]
-    wf = None if w is None else np.asarray(w, dtype=np.float64)
+    wf = None if w is None else np.ascontiguousarray(w, dtype=np.float64)
     class_count = (counts.astype(np.float64) if wf is None else
                    np.bincount(inverse, weights=wf, minlength=L))
-    # Binarised values hide NaN and infinity from the sums: look for NaN first (a validated
-    # block has no infinity).
-    nan = None if binarize is None else _missing_mask(X, missing)
-    if nan is None and X.dtype == np.float64 and X.flags.c_contiguous:
-        fc, colmin = np.zeros((L, d)), np.full(d, np.inf)
-        class_sums(X, np.ascontiguousarray(inverse, dtype=np.intp),
-                   np.zeros(0) if wf is None else wf, wf is not None, binarize is not None,
-                   0.0 if binarize is None else float(binarize), fc, colmin)
-        if binarize is not None or np.isfinite(fc).all():
-            if non_negative and d and colmin.min() < 0:
-                r, c = np.argwhere(X < 0)[0]
-                raise _negative_count_error(estimator, index, X[r, c], c)
-            return {"classes": classes, "class_count": class_count, "feature_count": fc,
-                    "missing_count": np.zeros((L, d))}
-    if binarize is None:
-        # NaN, infinity or float64 overflow: the exact check raises for what is not allowed.
+    # Binarised values hide NaN and infinity from the sums: validation has refused them (a
+    # NaN is skipped and counted as missing when allowed).
+    fc, colmin, miss = np.zeros((L, d)), np.full(d, np.inf), np.zeros((L, d))
+    class_sums(X, np.ascontiguousarray(inverse, dtype=np.intp),
+               np.zeros(0) if wf is None else wf, wf is not None, binarize is not None,
+               0.0 if binarize is None else float(binarize), missing == "ignore", fc, colmin,
+               miss)
+    if binarize is None and not np.isfinite(fc).all():
         _check_finite(X, "X", BlockSpec(allow_nan=missing == "ignore", estimator=estimator),
                       index)
-        nan = _missing_mask(X, missing)
-    if binarize is not None:
-        X = (X > binarize).astype(np.float64)  # NaN > t is False; `nan` remembers them
-    elif nan is not None:
-        X = np.where(nan, 0.0, X)
-    if non_negative and X.min() < 0:
+    if non_negative and d and colmin.min() < 0:
         r, c = np.argwhere(X < 0)[0]
         raise _negative_count_error(estimator, index, X[r, c], c)
-    if L <= _ONEHOT_CLASSES:
-        # scikit-learn's Y.T @ X with Y the (weighted) one-hot labels: one BLAS pass over X.
-        onehot = inverse == np.arange(L)[:, None]
-        Y = onehot.astype(np.float64) if wf is None else np.where(onehot, wf, 0.0)
-        fc = Y @ X
-        miss = None if nan is None else Y @ nan.astype(np.float64)
-    else:
-        order = _class_order(inverse, L)
-        seg = _Segments(counts)
-        ws = None if wf is None else wf[order]
-        fc = seg.sum(X.take(order, axis=0), ws)
-        miss = None if nan is None else seg.sum(nan[order].astype(np.float64), ws)
-    if miss is None:
-        miss = np.zeros((L, d))
     return {"classes": classes, "class_count": class_count, "feature_count": fc,
             "missing_count": miss}
 
