@@ -69,7 +69,7 @@ def plan_row(problem, config, limit, rows, blocks):
     of the second."""
     import numpy as np
 
-    from dml.optim.averaged_rounds import averaged_limit, epoch_rounds
+    from dml.optim.averaged_rounds import epoch_rounds, round_bound
     from dml.optim.engine import round_cost_params
     from dml.optim.streams import make_streams, round_plans
 
@@ -78,7 +78,7 @@ def plan_row(problem, config, limit, rows, blocks):
     layout = make_streams(lengths, config.batch_size, config.stream_steps)
     target = config.steps_per_round(layout, round_cost_params(problem))
     # The fit's own plan of each epoch (dml.optim.engine.make_epoch_fn).
-    bound = limit if config.combine_mode == "sum" else averaged_limit(config)
+    bound = round_bound(config, config.combine_mode, limit)
     first = epoch_rounds(target, layout, bound, config.schedule, 0)
     rounds = round_plans(layout, first)
     critical = sum(max(r.taken) for r in rounds)

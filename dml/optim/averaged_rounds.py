@@ -92,7 +92,7 @@ def limited_shares(shares: EqualShares, layout: StreamLayout, limit: RoundLimit 
     W = layout.n_streams
     if limit is None or W <= 1:
         return shares
-    steps = np.array([layout.steps(s) for s in range(W)], dtype=np.int64)
+    steps = layout.all_steps
     R = max(int(shares.rounds), 1)
     if int((steps // R).sum()) <= limit.steps(lr_at(int(t) + 1)):
         return shares
@@ -106,6 +106,14 @@ def limited_shares(shares: EqualShares, layout: StreamLayout, limit: RoundLimit 
         t += int(walked[hi] - walked[lo])
         lo = hi
     return StreamRanges(tuple(ends))
+
+
+def round_bound(config, mode: str, summed: RoundLimit | None) -> RoundLimit | None:
+    """What bounds a round's steps: ``summed`` (the curvature limit of
+    :func:`~dml.optim.summed_rounds.round_limit`) when the streams' updates are summed (``mode``
+    ``"sum"``), else the schedule's memory (:func:`averaged_limit`). The fit, the stacked search
+    and ``benchmarks/sgd_width.py`` plan their epochs with it, so they plan the same rounds."""
+    return summed if mode == "sum" else averaged_limit(config)
 
 
 def epoch_rounds(local_steps, layout: StreamLayout, limit: RoundLimit | None, lr_at, t: int):

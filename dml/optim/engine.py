@@ -64,7 +64,7 @@ from dml._graph import (broadcast, layer_graph, new_name, task_argument, task_pr
 from dml._random import block_rng
 from dml.optim._round_kernels import (_chain_result, _chained_round, _group_round_kernel,
                                       combined, local_sgd_steps, stream_steps_run)
-from dml.optim.averaged_rounds import averaged_limit, epoch_rounds
+from dml.optim.averaged_rounds import epoch_rounds, round_bound
 from dml.optim.summed_rounds import curvature_limited, round_limit, sum_scale
 from dml.optim.data import TrainingData, fits_persist_budget, join_fits
 from dml.optim.optimizers import Optimizer, SGD
@@ -172,7 +172,7 @@ class SGDConfig:
                 return None
             # Every stream in every round, all ending together (EqualShares): a stream left
             # to walk on alone would make the last rounds' model its own.
-            shortest = min(layout.steps(s) for s in range(layout.n_streams))
+            shortest = int(layout.all_steps.min())
             return EqualShares(max(1, min(AVERAGE_ROUNDS, shortest)))
         target = LIMITED_SYNC_STEPS if limited else SYNC_STEPS
         return max(1, -(-target // layout.n_streams))
@@ -471,7 +471,7 @@ def make_epoch_fn(problem, data: TrainingData, config: SGDConfig, train_config: 
     local_steps = config.steps_per_round(layout, round_cost_params(problem),
                                          curvature_limited(limit))
     # Averaged rounds are kept short while the schedule's running average is (first epoch).
-    bound = limit if mode == "sum" else averaged_limit(config)
+    bound = round_bound(config, mode, limit)
     collective = None
     if runner.gathered is not None:
         from dml.optim.collective_rounds import CollectiveRounds

@@ -47,7 +47,7 @@ from dml.optim.penalties import StackedPenalty
 from dml.optim.schedules import StackedRate
 from dml.optim.streams import (StreamLayout, _join_rows, block_order, make_streams, round_plans,
                                subtree_reduce)
-from dml.optim.averaged_rounds import averaged_limit, epoch_rounds
+from dml.optim.averaged_rounds import epoch_rounds, round_bound
 from dml.optim.summed_rounds import curvature_limited, group_limits, sum_scale
 from dml.optim.training import (DivergedError, EpochResult, close_epoch, diverged_message)
 
@@ -536,8 +536,7 @@ def train_stacked(problem, data: TrainingData, configs, train_configs, states, *
         by_steps: dict = {}
         for g, j in active:
             c, st = configs[g][j], states[g][j]
-            steps = epoch_rounds(targets[g], layouts[g],
-                                 limits[g] if mode == "sum" else averaged_limit(c),
+            steps = epoch_rounds(targets[g], layouts[g], round_bound(c, mode, limits[g]),
                                  lambda t, c=c, st=st: c.schedule(t, st.lr_scale), st.opt.t)
             by_steps.setdefault(steps, []).append((g, j))
         out = {}

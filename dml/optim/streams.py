@@ -32,6 +32,7 @@ except the grouping, which does not change any number.
 from __future__ import annotations
 
 import collections
+import functools
 import threading
 from dataclasses import dataclass
 
@@ -87,6 +88,23 @@ class StreamLayout:
 
     def rows(self, s: int) -> int:
         return int(sum(self.block_rows[b] for b in self.blocks(s)))
+
+    @functools.cached_property
+    def all_rows(self) -> np.ndarray:
+        """:meth:`rows` of every stream (int64, computed once: planners ask for them per
+        round, and 10,000 streams made that the cost of planning)."""
+        ends = np.concatenate([[0], np.cumsum(self.block_rows, dtype=np.int64)])
+        starts = np.asarray(self.starts, dtype=np.intp)
+        out = ends[starts[1:]] - ends[starts[:-1]]
+        out.flags.writeable = False
+        return out
+
+    @functools.cached_property
+    def all_steps(self) -> np.ndarray:
+        """:meth:`steps` of every stream (int64, computed once)."""
+        out = -(-self.all_rows // self.batch_size)
+        out.flags.writeable = False
+        return out
 
     def segments(self, s: int, first: int, last: int) -> list:
         """``[(block, lo, hi)]``: the rows of stream steps ``first .. last - 1`` of stream
@@ -279,8 +297,8 @@ def round_plans(layout: StreamLayout, local_steps) -> list:
     >>> [(r.firsts, r.taken) for r in round_plans(layout, EqualShares(2))]
     [((0, 0, 0), (1, 3, 2)), ((1, 3, 2), (1, 3, 2))]
     """
-    steps = np.array([layout.steps(s) for s in range(layout.n_streams)], dtype=np.int64)
-    rows = np.array([layout.rows(s) for s in range(layout.n_streams)], dtype=np.float64)
+    steps = layout.all_steps
+    rows = layout.all_rows.astype(np.float64)
     if isinstance(local_steps, EqualShares):
         return _equal_share_rounds(steps, rows, max(int(local_steps.rounds), 1))
     if isinstance(local_steps, StreamRanges):
@@ -295,12 +313,16 @@ def round_plans(layout: StreamLayout, local_steps) -> list:
     while first < longest:
         L = lengths[min(len(out), len(lengths) - 1)]
         taken = np.clip(steps - first, 0, L)
-        active = taken > 0
-        total = float(rows[active].sum())
-        weights = tuple(float(n) / total if a else 0.0 for n, a in zip(rows, active))
-        out.append(RoundSpec(first, L, weights, tuple(int(t) for t in taken)))
+        weights = _round_weights(rows, taken > 0)
+        out.append(RoundSpec(first, L, weights, tuple(taken.tolist())))
         first += L
     return out
+
+
+def _round_weights(rows, active) -> tuple:
+    """Each active stream's share of the round's rows (the weight of its model in the round's
+    average), 0 for the streams that sit the round out."""
+    return tuple(np.where(active, rows / float(rows[active].sum()), 0.0).tolist())
 
 
 def _equal_share_rounds(steps, rows, R: int) -> list:
@@ -311,11 +333,9 @@ def _equal_share_rounds(steps, rows, R: int) -> list:
         taken = hi - lo
         if not taken.any():
             continue
-        active = taken > 0
-        total = float(rows[active].sum())
-        weights = tuple(float(n) / total if a else 0.0 for n, a in zip(rows, active))
+        weights = _round_weights(rows, taken > 0)
         out.append(RoundSpec(int(lo.min()), int(taken.max()), weights,
-                             tuple(int(t) for t in taken), tuple(int(f) for f in lo)))
+                             tuple(taken.tolist()), tuple(lo.tolist())))
     return out
 
 
@@ -327,9 +347,8 @@ def _range_rounds(steps, rows, ends) -> list:
         active = np.zeros(len(steps), dtype=bool)
         active[order[lo:hi]] = True
         taken = np.where(active, steps, 0)
-        total = float(rows[active].sum())
-        weights = tuple(float(n) / total if a else 0.0 for n, a in zip(rows, active))
-        out.append(RoundSpec(0, int(taken.max()), weights, tuple(int(t) for t in taken),
+        weights = _round_weights(rows, active)
+        out.append(RoundSpec(0, int(taken.max()), weights, tuple(taken.tolist()),
                              (0,) * len(steps)))
         lo = hi
     return out

@@ -270,7 +270,7 @@ def capped_local_steps(local_steps, layout, limit: float):
     """
     if layout.n_streams <= 1 or not limit < math.inf:
         return local_steps
-    longest = max(layout.steps(s) for s in range(layout.n_streams))
+    longest = int(layout.all_steps.max())
     current = longest if local_steps is None else int(local_steps)
     capped = min(current, max(1, int(limit // layout.n_streams)))
     return local_steps if capped >= current else capped
@@ -296,7 +296,7 @@ def limited_rounds(local_steps, layout, limit, lr_at, t: int):
     """
     if limit is None or layout.n_streams <= 1:
         return local_steps
-    steps = np.array([layout.steps(s) for s in range(layout.n_streams)], dtype=np.int64)
+    steps = layout.all_steps
     longest = int(steps.max())
     lengths, first, t = [], 0, int(t)
     while first < longest:
