@@ -22,6 +22,7 @@ scheduler); nothing here creates a client.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,7 +40,8 @@ from dml._block_checks import (BlockSpec, MisalignedBlocksError, check_x_layout,
                                extract_frame, is_numeric_dtype, is_sparse, is_sparse_dask,
                                to_csr)
 from dml._graph import (INLINE_BYTES, broadcast, compute, is_dask, layer_graph, map_delayed,
-                        new_name, task_argument, task_prefix, task_ref, tree_add, tree_reduce)
+                        new_name, task_argument, task_prefix, task_ref, tree_add, tree_depth,
+                        tree_reduce)
 from dml._random import block_rng, seed_from
 
 __all__ = [
@@ -282,7 +284,7 @@ class Blocks:
         blocks instead: group ``g`` holds blocks ``bounds[g] .. bounds[g + 1] - 1`` (the blocks
         a pass reads together, such as a task group of SGD's streams), whatever their number.
         """
-        from dml._block_groups import (Groups, collect, default_n_groups, group_size,
+        from dml._block_groups import (Groups, default_n_groups, group_size,
                                        persist_placed_where)
 
         if self.groups is not None:
@@ -302,6 +304,24 @@ class Blocks:
                     return None
                 return replace(self, parts=list(dask.persist(*self.parts)))
             bounds = [*range(0, n, size), n]
+        name, layer, graph = self._group_layer(bounds, then)
+        # Consecutive groups on one worker (where most of their blocks already are): the passes
+        # that read runs of groups (SGD's streams) then find them there.
+        objects, where = persist_placed_where(
+            [Delayed((name, g), graph, layer=name) for g in range(len(layer))],
+            [layer[(name, g)].dependencies for g in range(len(layer))])
+        # The groups' contents are named by the blocks' keys (content-derived for validated
+        # input) and what was applied to them: a cache key across persists of the same data.
+        token = tokenize("group-blocks", key_runs([p.key for p in self.parts]), bounds,
+                         None if then is None else then)
+        groups = Groups(objects, bounds, size, token=token, workers=where)
+        return replace(self, parts=groups.block_parts(), groups=groups)
+
+    def _group_layer(self, bounds: Sequence[int], then: tuple | None):
+        """(name, layer, graph) of one task per group ``bounds[g] .. bounds[g + 1] - 1`` of
+        the blocks: the group's blocks as a tuple, or ``then[0](tuple, start, *then[1])``."""
+        from dml._block_groups import collect
+
         prefix = "group-blocks" if then is None else f"{task_prefix(then[0])}-group"
         name = new_name(prefix)
         deps: list = []
@@ -323,18 +343,36 @@ class Blocks:
             else:
                 layer[(name, g)] = Task((name, g), then[0], Task(None, collect, *refs),
                                         bounds[g], *extra)
-        graph = layer_graph(name, layer, deps)
-        # Consecutive groups on one worker (where most of their blocks already are): the passes
-        # that read runs of groups (SGD's streams) then find them there.
-        objects, where = persist_placed_where(
-            [Delayed((name, g), graph, layer=name) for g in range(len(layer))],
-            [layer[(name, g)].dependencies for g in range(len(layer))])
-        # The groups' contents are named by the blocks' keys (content-derived for validated
-        # input) and what was applied to them: a cache key across persists of the same data.
-        token = tokenize("group-blocks", key_runs([p.key for p in self.parts]), bounds,
-                         None if then is None else then)
-        groups = Groups(objects, bounds, size, token=token, workers=where)
-        return replace(self, parts=groups.block_parts(), groups=groups)
+        return name, layer, layer_graph(name, layer, deps)
+
+    def reduce_in_groups(self, kernel: Callable, *args, combine: Callable = tree_add,
+                         compute_now: bool = True):
+        """:meth:`map_reduce` over blocks not held in worker memory, one task per group of
+        consecutive blocks (as :meth:`persist` makes them) that validates its blocks and
+        reduces them over its subtree of the fixed tree; the tree finishes over the group
+        results. The same operands in the same order as one task per block, so the same
+        result bit for bit, for a few tasks instead of one per block: a first pass over a
+        thousand small blocks, before they are held, costs milliseconds a task otherwise.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> b = as_blocks(np.arange(12.0).reshape(6, 2), block_rows=2)
+        >>> b.reduce_in_groups(lambda x, y, w: x.sum(axis=0))
+        array([30., 36.])
+        """
+        from dml._block_groups import FANIN, default_n_groups, group_reduce, group_size
+
+        n = len(self.parts)
+        size = group_size(n, default_n_groups()) if self.groups is None else 1
+        if size == 1 or self._realign is not None:
+            return self.map_reduce(kernel, *args, combine=combine, compute_now=compute_now)
+        levels = round(math.log(size, FANIN))
+        _, layer, graph = self._group_layer(
+            [*range(0, n, size), n], (group_reduce, (kernel, False, combine, levels, *args)))
+        outs = [Delayed(key, graph, layer=key[0]) for key in layer]
+        out = outs[0] if levels >= tree_depth(n) else tree_reduce(outs, combine, FANIN)
+        return out.compute() if compute_now else out
 
     def map_parts(self, kernel: Callable, *args, with_index: bool = False,
                   fuse: bool = False) -> list[Delayed]:

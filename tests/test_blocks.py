@@ -486,3 +486,33 @@ def test_frozen_heap_nests_and_leaves_a_callers_freeze_alone():
         assert gc.get_freeze_count() > 0  # the caller's freeze is kept
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize("n_blocks", [1, 8, 64, 256])
+def test_reduce_in_groups_is_map_reduce_with_one_task_per_group(inprocess_client, monkeypatch,
+                                                                n_blocks):
+    """A first pass over blocks not held yet, one task per aligned group of consecutive blocks
+    (each validating its blocks and reducing them over its own subtree): the result of one task
+    per block bit for bit, on values spread over 16 orders of magnitude (any other summation
+    order would show), and a bad value still fails clearly inside a group's task."""
+    from dml import _block_groups
+
+    monkeypatch.setattr(_block_groups, "default_n_groups", lambda: 4)
+    rng = np.random.default_rng(n_blocks)
+    X = rng.normal(size=(7 * n_blocks, 3)) * 10.0 ** rng.integers(-8, 8, size=(7 * n_blocks, 1))
+    y = rng.integers(0, 3, size=len(X))
+    w = rng.random(len(X))
+    b = as_blocks(da.from_array(X, chunks=(7, 3)), da.from_array(y, chunks=7),
+                  da.from_array(w, chunks=7))
+    want = b.map_reduce(stats)
+    lazy = b.reduce_in_groups(stats, compute_now=False)
+    size = _block_groups.group_size(n_blocks, 4)
+    group_tasks = [k for k in lazy.__dask_graph__()
+                   if isinstance(k, tuple) and k[0].startswith("group-reduce-group")]
+    assert len(group_tasks) == (0 if size == 1 else n_blocks // size)
+    got = lazy.compute()
+    np.testing.assert_array_equal(got["sum"], want["sum"])
+    assert (got["n"], got["y"], got["w"]) == (want["n"], want["y"], want["w"])
+    X[7 * n_blocks - 3, 1] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        as_blocks(da.from_array(X, chunks=(7, 3))).reduce_in_groups(stats)

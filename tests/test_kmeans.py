@@ -501,3 +501,28 @@ def test_sklearn_estimator_checks():
         warnings.simplefilter("ignore")
         check_estimator(KMeans(2, n_init=2, max_iter=5, random_state=0),
                         expected_failed_checks=expected)
+
+
+@pytest.mark.parametrize("n_blocks, n_groups", [(16, 2), (64, 4)])
+def test_same_model_with_prepared_blocks_held_in_groups_or_per_block(inprocess_client,
+                                                                    monkeypatch, n_blocks,
+                                                                    n_groups):
+    """The prepared blocks (row norms, casts) held in groups of consecutive blocks, as on a
+    small cluster with many blocks (groups of 8 here), or one object per block: the same
+    k-means++ and random starts, iterations and labels, bit for bit. (The chained iterations
+    at 256 blocks, in groups of 64, are checked against scikit-learn above.)"""
+    from dml import _block_groups
+    from dml.cluster import _prepared
+
+    X, _ = blobs(n=2048, centers=4, seed=5)
+    Xd = chunked(X, n_blocks)
+    fits = []
+    for groups in (n_groups, 100_000):
+        for module in (_block_groups, _prepared):
+            monkeypatch.setattr(module, "default_n_groups", lambda n=groups: n)
+        fits.append([KMeans(4, init=init, n_init=1, max_iter=8, tol=0, random_state=7).fit(Xd)
+                     for init in ("k-means++", "random")])
+    for grouped, per_block in zip(*fits):
+        np.testing.assert_array_equal(grouped.cluster_centers_, per_block.cluster_centers_)
+        np.testing.assert_array_equal(grouped.inertia_history_, per_block.inertia_history_)
+        np.testing.assert_array_equal(grouped.labels_.compute(), per_block.labels_.compute())

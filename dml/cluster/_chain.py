@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dml._graph import LinkedTasks, broadcast
+from dml._graph import LinkedTasks, broadcast, reduce_levels, tree_depth
 from dml.cluster import _lloyd, _sparse
 from dml.cluster._prepared import Prepared, tree_combine
 
@@ -63,10 +63,17 @@ def next_centres(centres, sums, d: int, dtype, tol: float, n_iter: int, max_iter
     return new, n_iter, bool((shift ** 2).sum() <= tol or n_iter >= max_iter)
 
 
-def _reduced(previous, groups, n_blocks):
-    """Per-run reduced sums of an iteration from its group results (None: it did not run)."""
+def _reduced(previous, groups, n_blocks, levels=0):
+    """Per-run reduced sums of an iteration from its group results (None: it did not run).
+    ``levels`` > 0: each group result is already its aligned subtree of ``levels`` levels of the
+    fixed tree (held groups), and only the rest of the tree is left: the same numbers."""
     if previous[0]["sums"] is None:
         return None
+    if levels:
+        vals = [res["sums"][0] for res in previous]
+        rest = tree_depth(n_blocks) - levels
+        return _sparse.dense_sums(reduce_levels(vals, _lloyd.combine_lloyd, rest)[0]
+                                  if rest > 0 else vals[0])
     per_block = [None] * n_blocks
     for g, res in zip(groups, previous):
         for i, r in zip(g, res["sums"]):
@@ -90,25 +97,31 @@ def _advance(state, reduced, config):
     return state, False
 
 
-def _link(n_own: int, state0, config, groups, n_blocks, *args):
+def _link(n_own: int, levels: int, state0, config, groups, n_blocks, *args):
     """One group's task of one chained iteration: the previous iteration's update (or the
-    starting state), then this group's Lloyd step on its blocks."""
+    starting state), then this group's Lloyd step on its blocks (``levels`` > 0: the one
+    argument of its own is a held group, a tuple of blocks, whose sums it reduces over its
+    ``levels`` subtree levels, so that every task combines group results, not block results)."""
     own, previous = args[:n_own], args[n_own:]
+    if levels:
+        own = own[0]
     if previous:
         if previous[0]["halt"]:
             return {"state": previous[0]["state"], "halt": True, "sums": None}
         state, halt = _advance(previous[0]["state"],
-                               _reduced(previous, groups, n_blocks), config)
+                               _reduced(previous, groups, n_blocks, levels), config)
     else:
         state, halt = state0, False
     active = [s[0] for s in state if not s[2]]
     if halt or not active:
         return {"state": state, "halt": True, "sums": None}
     sums = [_lloyd.lloyd_block(p[0], p[1], p[2], active) for p in own]
+    if levels:
+        sums = reduce_levels(sums, _lloyd.combine_lloyd, min(levels, tree_depth(n_blocks)))
     return {"state": state, "halt": False, "sums": sums}
 
 
-def _collect(n_iters: int, n_groups: int, groups, n_blocks, *results):
+def _collect(n_iters: int, n_groups: int, groups, n_blocks, levels, *results):
     """Per iteration: the centres the workers used (active runs) and the reduced sums."""
     out = []
     for t in range(n_iters):
@@ -116,7 +129,7 @@ def _collect(n_iters: int, n_groups: int, groups, n_blocks, *results):
         if row[0]["sums"] is None:
             break
         used = [s[0] for s in row[0]["state"] if not s[2]]
-        out.append((used, _reduced(row, groups, n_blocks)))
+        out.append((used, _reduced(row, groups, n_blocks, levels)))
     return out
 
 
@@ -130,15 +143,20 @@ def run_chain(data: Prepared, runs, n_iters: int) -> list:
     chain = LinkedTasks("lloyd-chain")
     groups = [list(g) for g in data.groups]
     n_blocks = len(data.parts)
-    refs = [[chain.arg(data.parts[i]) for i in g] for g in groups]
+    held = data.blocks.groups is not None
+    # Held groups (aligned, see dml._block_groups) reduce their own subtree of the fixed tree.
+    levels = data.blocks.groups.levels if held else 0
+    # A held group is one argument (the tuple of its blocks), else one argument per block.
+    refs = [[chain.arg(inputs)] if held else [chain.arg(p) for p in inputs]
+            for inputs in data.group_inputs()]
     state0 = chain.arg(broadcast([(r.centres, r.n_iter, r.done) for r in runs]))
     config = ([r.tol for r in runs], [r.max_iter for r in runs], data.d, data.dtype)
     previous: list = []
     links: list = []
     for t in range(n_iters):
-        previous = [chain.add((t, g), _link, len(own), state0 if t == 0 else None, config, groups,
-                              n_blocks, *own, *previous)
+        previous = [chain.add((t, g), _link, len(own), levels, state0 if t == 0 else None, config,
+                              groups, n_blocks, *own, *previous)
                     for g, own in enumerate(refs)]
         links += previous
     return chain.compute(chain.add(("collect",), _collect, n_iters, len(groups), groups,
-                                   n_blocks, *links))
+                                   n_blocks, levels, *links))

@@ -193,7 +193,7 @@ def finish(runs: list[Run], labels: bool = False) -> None:
     for data, group in groups:
         centres = [r.centres for r in group]
         done = dask.persist(*[delayed(group_call, pure=False)(
-            _lloyd.final_block, [data.parts[i] for i in g], centres) for g in data.groups])
+            _lloyd.final_block, inputs, centres) for inputs in data.group_inputs()])
         tasks.append(done)
         extracts.append([delayed(_lloyd.stats_of_group, pure=False)(t) for t in done])
     computed = compute(*[e for ex in extracts for e in ex])

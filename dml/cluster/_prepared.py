@@ -15,7 +15,7 @@ import dask
 import numpy as np
 from dask import delayed
 
-from dml._block_groups import ask_scheduler_workers
+from dml._block_groups import ask_scheduler_workers, default_n_groups, group_size
 from dml._blocks import Blocks, compute
 from dml._graph import reduce_levels, tree_depth
 from dml.base import check_weights_not_all_zero
@@ -63,12 +63,23 @@ class Prepared:
     persisted: bool = True
 
     def __post_init__(self):
-        if not self.groups:
+        if self.blocks.groups is not None:
+            # Held as groups of consecutive blocks (Blocks.persist): a task reads one group.
+            bounds = self.blocks.groups.bounds
+            self.groups = [list(range(bounds[g], bounds[g + 1])) for g in range(len(bounds) - 1)]
+        elif not self.groups:
             self.groups = placement_groups(self.blocks.parts)
 
     @property
     def parts(self):
         return self.blocks.parts
+
+    def group_inputs(self) -> list:
+        """What each task of a pass reads, in the order of :attr:`groups`: one held group
+        object (a tuple of its blocks) per group, or the list of the group's block parts."""
+        if self.blocks.groups is not None:
+            return list(self.blocks.groups.objects)
+        return [[self.parts[i] for i in g] for g in self.groups]
 
 
 def placement_groups(parts) -> list[list[int]]:
@@ -184,8 +195,8 @@ def map_combine(data_and_args, kernel, combine):
     tasks, layout = [], []
     for data, args in data_and_args:
         layout.append((data, len(tasks)))
-        tasks += [delayed(group_call, pure=False)(kernel, [data.parts[i] for i in g], *args)
-                  for g in data.groups]
+        tasks += [delayed(group_call, pure=False)(kernel, inputs, *args)
+                  for inputs in data.group_inputs()]
     results = compute(*tasks)
     out = []
     for data, first in layout:
@@ -207,6 +218,11 @@ def _nnz(xb, yb, wb):
     return int(xb.nnz)
 
 
+def prepare_group(group, start, mean):
+    """:func:`._lloyd.prepare_block` on every block of a held group (inside the group's task)."""
+    return tuple(_lloyd.prepare_block(part, mean) for part in group)
+
+
 def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False,
             also=None) -> Prepared | tuple[Prepared, tuple]:
     """Centre, augment and persist the training blocks, then one statistics pass.
@@ -217,9 +233,12 @@ def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False,
     the statistics pass (each prepared block read once for both), otherwise after it; either
     way ``(prepared, their values)`` is returned instead of ``prepared``.
 
-    When the input blocks are already in worker memory, each prepared block is made on the
-    worker that holds its input (so the Lloyd tasks stay as balanced as the user's data);
-    otherwise one graph computes the mean and persists the prepared blocks. ``sparse``: the
+    Blocks enough to group are held as groups of consecutive blocks
+    (:meth:`dml._blocks.Blocks.persist`): after the pass for the mean, one task per group
+    validates, centres and holds its blocks, and every later pass runs one task per group.
+    Otherwise, when the input blocks are already in worker memory, each prepared block is made
+    on the worker that holds its input (so the Lloyd tasks stay as balanced as the user's data);
+    else one graph computes the mean and persists the prepared blocks. ``sparse``: the
     blocks are CSR; they are not centred (the mean is zero) and their memory is judged by their
     stored values.
     """
@@ -231,15 +250,26 @@ def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False,
     d = blocks.n_features
     if sparse:
         mean = np.zeros(d)
-        nnz = blocks.map_reduce(_nnz)
+        nnz = blocks.reduce_in_groups(_nnz)
         # CSR: a value and a column index per stored entry, a row pointer and weight per row.
         fits = fits_persist_budget(int(nnz) * 12 + n * 16)
     else:
-        sums = blocks.map_reduce(_lloyd.block_sums, compute_now=False)
+        sums = blocks.reduce_in_groups(_lloyd.block_sums, compute_now=False)
         mean = delayed(_mean_of, pure=True)(sums, d)
         fits = should_persist(blocks, "auto")
-    placement = input_placement(blocks.parts)
-    if not fits:
+    grouped = None
+    if (fits and blocks.groups is None
+            and group_size(len(blocks.parts), default_n_groups()) > 1):
+        # Many blocks: held as groups of consecutive blocks, made and prepared one task per
+        # group (validation, centring and persisting), and every later pass reads a group per
+        # task. A task per block cost ~13 ms of set-up and ~0.3 ms per Lloyd iteration for
+        # every block (benchmarks/kmeans_partitions.py). None: too few blocks to group.
+        (mean,) = compute(mean)
+        grouped = blocks.persist(then=(prepare_group, (mean,)))
+    placement = None if grouped is not None else input_placement(blocks.parts)
+    if grouped is not None:
+        parts = grouped.parts
+    elif not fits:
         # Larger than the cluster's memory (DESIGN principle 3): the prepared blocks stay lazy
         # and every pass re-reads them from the source instead of persisting them all.
         (mean,) = compute(mean)
@@ -257,8 +287,10 @@ def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False,
                                 allow_other_workers=True)
             for i, p in zip(idx, done):
                 parts[i] = p
-    # groups=None: the passes must read the prepared parts, not groups of the input blocks.
-    prepared = replace(blocks, parts=list(parts), known_lengths=lengths, groups=None)
+    # groups=None unless grouped above: the passes must read the prepared parts, not groups of
+    # the input blocks.
+    prepared = (replace(grouped, known_lengths=lengths) if grouped is not None else
+                replace(blocks, parts=list(parts), known_lengths=lengths, groups=None))
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     stats_d = prepared.map_reduce(_lloyd.prepared_stats, combine=_lloyd.combine_prepared_stats,
                                   compute_now=False)
@@ -266,8 +298,9 @@ def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False,
     # the statistics pass (Dask reads a block once for all the tasks of one computation).
     # Persisted, they run after the weight checks below, which they may rely on.
     fused = also(list(parts), offsets) if also is not None and not persisted else ()
-    mean, stats, dtype, *fused = compute(mean, stats_d,
-                                         delayed(_dtype_of, pure=True)(parts[0]), *fused)
+    first = (delayed(_group_dtype, pure=True)(grouped.groups.objects[0]) if grouped is not None
+             else delayed(_dtype_of, pure=True)(parts[0]))
+    mean, stats, dtype, *fused = compute(mean, stats_d, first, *fused)
     if stats["wmin"] < 0:
         raise ValueError(f"{name}: sample_weight contains negative values; weights must be >= 0")
     check_weights_not_all_zero(stats["wsum"], name)
@@ -283,3 +316,7 @@ def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False,
 
 def _dtype_of(part):
     return part[0].dtype
+
+
+def _group_dtype(group):
+    return group[0][0].dtype
