@@ -353,6 +353,9 @@ class Blocks:
         results. The same operands in the same order as one task per block, so the same
         result bit for bit, for a few tasks instead of one per block: a first pass over a
         thousand small blocks, before they are held, costs milliseconds a task otherwise.
+        A group's blocks are in one task's memory at once, so this is for data that fits in
+        the workers' memory (that is about to be held anyway); data larger than memory
+        streams through :meth:`map_reduce`.
 
         Examples
         --------

@@ -250,13 +250,18 @@ def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False,
     d = blocks.n_features
     if sparse:
         mean = np.zeros(d)
-        nnz = blocks.reduce_in_groups(_nnz)
+        # One task per block: whether the data fits in memory is not known yet (a group's
+        # blocks are in one task's memory at once).
+        nnz = blocks.map_reduce(_nnz)
         # CSR: a value and a column index per stored entry, a row pointer and weight per row.
         fits = fits_persist_budget(int(nnz) * 12 + n * 16)
     else:
-        sums = blocks.reduce_in_groups(_lloyd.block_sums, compute_now=False)
-        mean = delayed(_mean_of, pure=True)(sums, d)
         fits = should_persist(blocks, "auto")
+        # Data to be held anyway is read a group of blocks per task; data larger than memory
+        # streams a block per task.
+        reduce = blocks.reduce_in_groups if fits else blocks.map_reduce
+        sums = reduce(_lloyd.block_sums, compute_now=False)
+        mean = delayed(_mean_of, pure=True)(sums, d)
     grouped = None
     if (fits and blocks.groups is None
             and group_size(len(blocks.parts), default_n_groups()) > 1):
