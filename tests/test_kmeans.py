@@ -136,7 +136,15 @@ def check_chained_iterations(monkeypatch, n_blocks):
         monkeypatch.setattr(_chain, "ITERS_PER_SUBMIT", length)
         models[length] = KMeans(6, init=C0, tol=1e-6).fit(Xd)
         assert_same_model(models[length], sk, models[length].labels_.compute())
-    for length in (3, 32):
+    # Chains of 32 where every link reads all group results itself, or where one update task
+    # per iteration reads them for all links (the default beyond ALL_TO_ALL_MAX_GROUPS
+    # groups): the same numbers.
+    default = _chain.ALL_TO_ALL_MAX_GROUPS
+    for threshold in (0, 10**6):
+        monkeypatch.setattr(_chain, "ALL_TO_ALL_MAX_GROUPS", threshold)
+        models[threshold] = KMeans(6, init=C0, tol=1e-6).fit(Xd)
+    monkeypatch.setattr(_chain, "ALL_TO_ALL_MAX_GROUPS", default)
+    for length in (3, 32, 0, 10**6):
         np.testing.assert_array_equal(models[length].cluster_centers_,
                                       models[1].cluster_centers_)
         np.testing.assert_array_equal(models[length].inertia_history_,

@@ -36,6 +36,12 @@ __all__ = ["ITERS_PER_SUBMIT", "max_links", "next_centres", "run_chain"]
 #: a long chain wastes little when the runs converge early.
 ITERS_PER_SUBMIT = 32
 
+#: Up to this many group tasks per iteration, each task of the next iteration reads every
+#: group result itself (G² edges, one scheduler hop an iteration); with more groups, one task
+#: per iteration reduces them and applies the update for all (2·G edges, one more hop): on
+#: 1,024 blocks in 16 groups, 256 results crossing between workers every iteration otherwise.
+ALL_TO_ALL_MAX_GROUPS = 4
+
 #: Bytes of centres a chain may hold: every link keeps the centres it used until the client
 #: collects the chain, which matters for wide (sparse, 2^20-column) data.
 CHAIN_CENTRE_BYTES = 64 * 2**20
@@ -108,8 +114,11 @@ def _link(n_own: int, levels: int, state0, config, groups, n_blocks, *args):
     if previous:
         if previous[0]["halt"]:
             return {"state": previous[0]["state"], "halt": True, "sums": None}
-        state, halt = _advance(previous[0]["state"],
-                               _reduced(previous, groups, n_blocks, levels), config)
+        if "sums" in previous[0]:  # every group's result of the previous iteration
+            state, halt = _advance(previous[0]["state"],
+                                   _reduced(previous, groups, n_blocks, levels), config)
+        else:  # the previous iteration's update, made once for all groups (_update)
+            state, halt = previous[0]["state"], False
     else:
         state, halt = state0, False
     active = [s[0] for s in state if not s[2]]
@@ -119,6 +128,16 @@ def _link(n_own: int, levels: int, state0, config, groups, n_blocks, *args):
     if levels:
         sums = reduce_levels(sums, _lloyd.combine_lloyd, min(levels, tree_depth(n_blocks)))
     return {"state": state, "halt": False, "sums": sums}
+
+
+def _update(config, groups, n_blocks, levels, *previous):
+    """One iteration's update from its group results, made once for every group task of the
+    next iteration (many groups): the state :func:`_link` would compute, the same numbers."""
+    if previous[0]["halt"]:
+        return {"state": previous[0]["state"], "halt": True}
+    state, halt = _advance(previous[0]["state"], _reduced(previous, groups, n_blocks, levels),
+                           config)
+    return {"state": state, "halt": halt}
 
 
 def _collect(n_iters: int, n_groups: int, groups, n_blocks, levels, *results):
@@ -154,9 +173,13 @@ def run_chain(data: Prepared, runs, n_iters: int) -> list:
     previous: list = []
     links: list = []
     for t in range(n_iters):
-        previous = [chain.add((t, g), _link, len(own), levels, state0 if t == 0 else None, config,
-                              groups, n_blocks, *own, *previous)
-                    for g, own in enumerate(refs)]
-        links += previous
+        if previous and len(refs) > ALL_TO_ALL_MAX_GROUPS:
+            previous = [chain.add((t, "update"), _update, config, groups, n_blocks, levels,
+                                  *previous)]
+        current = [chain.add((t, g), _link, len(own), levels, state0 if t == 0 else None, config,
+                             groups, n_blocks, *own, *previous)
+                   for g, own in enumerate(refs)]
+        links += current
+        previous = current
     return chain.compute(chain.add(("collect",), _collect, n_iters, len(groups), groups,
                                    n_blocks, levels, *links))

@@ -20,11 +20,13 @@ import dask
 import dask.array as da
 import numpy as np
 from dask import delayed
+from dask._task_spec import Task
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin,
                           TransformerMixin)
 from sklearn.exceptions import ConvergenceWarning
 
 from dml._blocks import BlockSpec, block_rng, compute, is_sparse, is_sparse_dask, seed_from
+from dml._graph import layer_graph, new_name, task_ref
 from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOptions
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
@@ -178,8 +180,9 @@ def finish(runs: list[Run], labels: bool = False) -> None:
     """Final E-step: labels consistent with the final centres and the exact inertia.
 
     The inertia is ``Σ w‖x − c‖²`` from the differences, as scikit-learn computes it. With
-    ``labels=True`` each run gets ``labels``: one Delayed label block per data block, kept on
-    the workers; without, only inertias and cluster sizes travel. One task per placement group.
+    ``labels=True`` each run gets ``labels``: a Dask array of one label chunk per data block,
+    read from the final tasks' results kept on the workers; without, only inertias and
+    cluster sizes travel. One task per placement group.
     """
     groups = _by_data(runs)
     if not labels:
@@ -208,8 +211,20 @@ def finish(runs: list[Run], labels: bool = False) -> None:
         where = {i: (t, j) for g, t in zip(data.groups, done) for j, i in enumerate(g)}
         for r_idx, r in enumerate(group):
             r.inertia, r.counts = float(inertia[r_idx]), counts[r_idx]
-            r.labels = [delayed(_lloyd.labels_in_group, pure=False)(where[i][0], where[i][1], r_idx)
-                        for i in range(len(data.parts))]
+            r.labels = _labels_array(where, r_idx, data.blocks.lengths)
+
+
+def _labels_array(where: dict, r_idx: int, lengths) -> da.Array:
+    """Run ``r_idx``'s labels, one chunk per data block read out of the persisted task that
+    computed them (``where[i]``: that task and the block's place in it), as one graph layer:
+    a Delayed and ``from_delayed`` per block cost about a millisecond each on the client."""
+    name = new_name("kmeans-labels")
+    deps: list = []
+    layer = {(name, i): Task((name, i), _lloyd.labels_in_group, task_ref(where[i][0], deps),
+                             where[i][1], r_idx)
+             for i in range(len(lengths))}
+    return da.Array(layer_graph(name, layer, deps), name,
+                    chunks=(tuple(int(n) for n in lengths),), dtype=np.int32)
 
 
 
@@ -470,9 +485,7 @@ default="k-means||"
         self.n_iter_ = run.n_iter
         self.inertia_history_ = np.asarray(run.history)
         self._n_features_out = self.n_clusters
-        labels = [da.from_delayed(p, shape=(int(data.blocks.lengths[i]),), dtype=np.int32)
-                  for i, p in enumerate(run.labels)]
-        labels = da.concatenate(labels) if len(labels) > 1 else labels[0]
+        labels = run.labels
         if data.blocks.local:
             self.labels_ = labels.compute()
         else:
