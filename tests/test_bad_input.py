@@ -120,6 +120,29 @@ def _get(name):
     return ESTIMATORS[name][2], ESTIMATORS[name][1]
 
 
+@pytest.fixture(scope="module")
+def clean():
+    """``clean(name, dask)``: (fitted estimator, output on X) of the estimator fitted on the
+    clean data of its kind (NumPy or Dask input), made once per module.
+
+    Many cases compare with (or only predict from) this same fit; every fit here is
+    deterministic (fixed ``random_state``), so computing it once gives each case the very
+    reference it computed itself before, without the repeated fits (about a quarter of the
+    file's time). The fitted models are dropped at the end of the module."""
+    cache = {}
+
+    def get(name, dask):
+        if (name, dask) not in cache:
+            make, kind = _get(name)
+            X, y = data(kind)
+            est = fit(make(), kind, *wrap(X, y, dask))
+            cache[name, dask] = (est, output(est, kind, to_dask(X) if dask else X))
+        return cache[name, dask]
+
+    yield get
+    cache.clear()
+
+
 # --------------------------------------------------------------------------------------------
 # Hyper-parameters: one contract (dml._param_validation), one error type, one wording
 # --------------------------------------------------------------------------------------------
@@ -288,10 +311,10 @@ def test_string_in_numeric_X(name, dask):
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
 @pytest.mark.parametrize("name", _value_checks(NAMES))
-def test_int_float32_float64_give_the_same_result(name, dask):
+def test_int_float32_float64_give_the_same_result(name, dask, clean):
     make, kind = _get(name)
     X, y = data(kind)
-    ref = fit_output(make, kind, *wrap(X, y, dask)).astype(np.float64)
+    ref = clean(name, dask)[1].astype(np.float64)
     for dtype in (np.int64, np.float32):
         got = fit_output(make, kind, *wrap(X.astype(dtype), y, dask)).astype(np.float64)
         # float32 computes in float32 where the estimator keeps it (scalers, linear models).
@@ -299,7 +322,7 @@ def test_int_float32_float64_give_the_same_result(name, dask):
 
 
 @pytest.mark.parametrize("name", _value_checks(NAMES))
-def test_very_large_values(name):
+def test_very_large_values(name, clean):
     """X (and a regression y) times 1e150: the right answer, or a clear error — never garbage."""
     make, kind = _get(name)
     X, y = data(kind)
@@ -318,26 +341,26 @@ def test_very_large_values(name):
         with pytest.raises(ValueError, match="DecisionTree.* bootstrap sample.*float32"):
             fit_output(make, kind, to_dask(Xs), to_dask(ys))
         return
-    got = fit_output(make, kind, to_dask(Xs), to_dask(ys))
+    scaled_fit = fit(make(), kind, to_dask(Xs), to_dask(ys))
+    got = output(scaled_fit, kind, to_dask(Xs))
     assert np.isfinite(got.astype(np.float64)).all()
     if name.startswith("KNeighbors"):
         # The small integer data has many exactly equal distances; at 1e150 rounding splits
         # those ties, so other equally distant rows may be chosen, but at the same distances.
-        scaled = fit(make(), kind, to_dask(Xs), to_dask(ys)).kneighbors(Xs)[0]
-        clean = fit(make(), kind, to_dask(X), to_dask(y)).kneighbors(X)[0]
-        np.testing.assert_allclose(scaled / s, clean, rtol=1e-7, atol=1e-7)
+        scaled = scaled_fit.kneighbors(Xs)[0]
+        unscaled = clean(name, True)[0].kneighbors(X)[0]
+        np.testing.assert_allclose(scaled / s, unscaled, rtol=1e-7, atol=1e-7)
         return
     if name in NOT_SCALE_FREE:
         return
-    ref = fit_output(make, kind, to_dask(X), to_dask(y))
+    ref = clean(name, True)[1]
     if name in ("MultinomialNB", "ComplementNB"):
         # Not scale invariant (alpha is negligible next to 1e150 counts): scikit-learn's answer.
         np.testing.assert_array_equal(got, getattr(sknb, name)().fit(Xs, ys).predict(Xs))
     elif name in ("LogisticRegression", "LinearSVC"):
         # Regularised: the fit in rescaled units is the one at 1e10 (where it matches sklearn).
-        a = make().fit(to_dask(Xs), to_dask(ys))
         b = make().fit(to_dask(X * 1e10), to_dask(ys))
-        np.testing.assert_allclose(a.coef_ * s, b.coef_ * 1e10, rtol=1e-6)
+        np.testing.assert_allclose(scaled_fit.coef_ * s, b.coef_ * 1e10, rtol=1e-6)
     elif name in ("Ridge", "Lasso", "ElasticNet", "GridSearchCV", "RandomizedSearchCV",
                   "MLPRegressor"):
         # Penalties / learning rates are not scale free: close to the clean fit, not equal.
@@ -359,14 +382,14 @@ def test_very_large_values(name):
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
 @pytest.mark.parametrize("name", _value_checks(NAMES))
-def test_1d_and_3d_X(name, dask):
+def test_1d_and_3d_X(name, dask, clean):
     make, kind = _get(name)
     X, y = data(kind)
     with pytest.raises(ValueError, match="expected a 2-D X, got a 1-D array.*reshape"):
         fit(make(), kind, *wrap(X[:, 0], y, dask))
     with pytest.raises(ValueError, match="expected a 2-D X, got a 3-D array"):
         fit(make(), kind, *wrap(X.reshape(N, D, 1), y, dask))
-    est = fit(make(), kind, *wrap(X, y, dask))
+    est = clean(name, dask)[0]
     with pytest.raises(ValueError, match="expected a 2-D X, got a 1-D array"):
         output(est, kind, to_dask(X[0]) if dask else X[0])
 
@@ -392,17 +415,17 @@ def test_empty_X(name):
 
 
 @pytest.mark.parametrize("name", _value_checks(SUPERVISED))
-def test_y_chunked_differently_from_X(name):
+def test_y_chunked_differently_from_X(name, clean):
     """y partitions not aligned with X's are realigned: the same model as with aligned y."""
     make, kind = _get(name)
     X, y = data(kind)
-    ref = fit_output(make, kind, to_dask(X), to_dask(y))
+    ref = clean(name, True)[1]
     got = fit_output(make, kind, to_dask(X), da.from_array(y, chunks=15))
     np.testing.assert_allclose(got.astype(float), ref.astype(float))
 
 
 @pytest.mark.parametrize("name", _value_checks(NAMES))
-def test_empty_partition(name):
+def test_empty_partition(name, clean):
     """A zero-length chunk in X (and y) is skipped: same result as without it (for the exact
     estimators; a sane fit for the partition-dependent stochastic ones)."""
     make, kind = _get(name)
@@ -413,7 +436,7 @@ def test_empty_partition(name):
     got = fit_output(make, kind, Xd, yd, to_dask(X)).astype(float)
     assert got.shape[0] == N and np.isfinite(got).all()
     if name not in STOCHASTIC:
-        ref = fit_output(make, kind, to_dask(X), to_dask(y), to_dask(X)).astype(float)
+        ref = clean(name, True)[1].astype(float)
         np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
     # An all-empty Dask array with known chunks is refused like empty NumPy input.
     with pytest.raises(ValueError, match="0 sample|n_samples=0"):
@@ -440,12 +463,11 @@ def test_single_class(name, dask):
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
 @pytest.mark.parametrize("name", _value_checks(CLASSIFIERS))
-def test_unseen_label_in_score(name, dask):
+def test_unseen_label_in_score(name, dask, clean):
     """A label never seen in fit counts as an error in score (as scikit-learn), not a crash."""
     make, kind = _get(name)
     X, y = data(kind)
-    est = fit(make(), kind, *wrap(X, y, dask))
-    pred = output(est, kind, to_dask(X) if dask else X)
+    est, pred = clean(name, dask)
     y2 = y.copy()
     y2[:5] = 9
     expected = np.mean(pred == y2)
@@ -622,7 +644,11 @@ def test_mf_recommend_without_seen_pairs_and_out_of_core_options(tmp_path):
 def _fit_dense_output(make, kind, X, y):
     """The fitted model's output on X, dense: decision values or probabilities where the
     estimator has them (a class at a tie of the decision value would follow its rounding)."""
-    est = fit(make(), kind, X, y)
+    return _dense_output(fit(make(), kind, X, y), kind, X)
+
+
+def _dense_output(est, kind, X):
+    """:func:`_fit_dense_output` of an estimator already fitted."""
     if kind == "trans":
         return dense(est.transform(X))
     for method in ("decision_function", "predict_proba"):
@@ -633,7 +659,7 @@ def _fit_dense_output(make, kind, X, y):
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
 @pytest.mark.parametrize("name", _value_checks(NAMES))
-def test_sparse_X(name, dask):
+def test_sparse_X(name, dask, clean):
     """Sparse X works (same output as the densified X) or gives a TypeError saying what to do."""
     make, kind = _get(name)
     X, y = data(kind)
@@ -648,7 +674,7 @@ def test_sparse_X(name, dask):
             _fit_dense_output(make, kind, Xs, ys)
         return
     got = _fit_dense_output(make, kind, Xs, ys)
-    want = _fit_dense_output(make, kind, *wrap(X, y, dask))
+    want = _dense_output(clean(name, dask)[0], kind, wrap(X, y, dask)[0])
     np.testing.assert_allclose(got.astype(float), want.astype(float), rtol=1e-8, atol=1e-10)
 
 
