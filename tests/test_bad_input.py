@@ -7,9 +7,9 @@ cluster; NumPy input on the same cluster's scheduler (the code path of local inp
 whatever the scheduler). ``docs/bad_input.md`` publishes the table: keep both in step.
 
 The data is tiny (40 rows × 3 integer-valued features, valid for every estimator) and the
-iterative estimators run a few epochs only, so the file takes about 1.5 minutes on
-2 cores (``-m "not slow"``; NumPy variants of the heavier cases and RandomizedSearchCV are
-marked slow).
+iterative estimators run a few epochs only; each estimator's fit on the clean data, which many
+cases compare with or predict from, is made once per module (the ``clean`` fixture). NumPy
+variants of the heavier cases and RandomizedSearchCV are marked slow.
 """
 from __future__ import annotations
 
