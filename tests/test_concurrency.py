@@ -26,7 +26,10 @@ from distributed import Client, LocalCluster
 
 from conftest import ProcessCluster
 
-# Few epochs on purpose; warnings.catch_warnings inside the fits would not be thread-safe.
+# Few epochs on purpose (k-means stops after 5 of its ~12 iterations, the forest at depth 3,
+# matrix factorisation after 2 epochs: the models must be equal after any number of steps, and
+# these fits are repeated some 50 times here); warnings.catch_warnings inside the fits would not
+# be thread-safe.
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 
@@ -81,7 +84,7 @@ def fit_kmeans(seed):
     from dml.cluster import KMeans
 
     X, _ = _data(seed)
-    return KMeans(n_clusters=3, n_init=2, max_iter=20, random_state=seed).fit(
+    return KMeans(n_clusters=3, n_init=2, max_iter=5, random_state=seed).fit(
         da.from_array(X, chunks=(200, -1)))
 
 
@@ -94,7 +97,7 @@ def fit_gaussian_nb(seed):
 def fit_forest(seed):
     from dml.ensemble import RandomForestClassifier
 
-    return RandomForestClassifier(n_estimators=4, max_depth=4, trees_per_pass=2,
+    return RandomForestClassifier(n_estimators=4, max_depth=3, trees_per_pass=2,
                                   random_state=seed).fit(*_arrays(*_data(seed)))
 
 
@@ -102,7 +105,7 @@ def fit_mf(seed, solver="sgd"):
     from dml.recommender import MatrixFactorization
 
     R = _ratings(seed)
-    return MatrixFactorization(n_factors=3, n_epochs=3, n_blocks=2, solver=solver,
+    return MatrixFactorization(n_factors=3, n_epochs=2, n_blocks=2, solver=solver,
                                random_state=seed).fit(da.from_array(R, chunks=(700, -1)))
 
 
