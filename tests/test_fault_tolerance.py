@@ -157,7 +157,8 @@ def test_kmeans_survives_a_killed_worker(cluster, fclient):
     Xd = da.from_array(X, chunks=(300, -1))
 
     def make():
-        return KMeans(n_clusters=6, n_init=2, max_iter=60, tol=0.0, random_state=0)
+        # 2 x 20 iterations (tol=0: all of them): the kill lands a third of the way in.
+        return KMeans(n_clusters=6, n_init=2, max_iter=20, tol=0.0, random_state=0)
 
     reference, transitions = timed_fit(make, Xd)
     disturbed = disturbed_fit(cluster, make, Xd, None, transitions // 3)
@@ -172,7 +173,8 @@ def test_random_forest_survives_a_killed_worker(cluster, fclient):
     Xd, yd = da.from_array(X, chunks=(250, -1)), da.from_array(y, chunks=250)
 
     def make():
-        return ensemble.RandomForestClassifier(n_estimators=8, max_depth=6, random_state=0,
+        # Two passes of two trees, four levels each: the kill lands a third of the way in.
+        return ensemble.RandomForestClassifier(n_estimators=4, max_depth=4, random_state=0,
                                                trees_per_pass=2)
 
     reference, transitions = timed_fit(make, Xd, yd)
