@@ -345,7 +345,11 @@ def test_mlp_classifier_out_of_core(small_cluster, classification_data, inproces
     path, nbytes = classification_data
 
     def make():
-        return MLPClassifier(hidden_layer_sizes=(8,), max_iter=1, batch_size=1024, tol=0.0,
+        # Batches of 2,048: half the steps of 1,024, so half the rounds (32 steps in all each,
+        # every one re-reading the blocks it steps); still several streams of at least 1,024
+        # steps (three at the default scale, seven at 3x; six and 14 with 1,024), summed
+        # every round.
+        return MLPClassifier(hidden_layer_sizes=(8,), max_iter=1, batch_size=2048, tol=0.0,
                              random_state=0)
 
     columns, fit_on, fit = _supervised(make, path)
