@@ -39,9 +39,10 @@ RATIO = float(os.environ.get("DML_OOC_SCALE", "1.1"))
 
 #: The suite's per-test timeout (600 s, a hang detector) grown with the data: a fit's time grows
 #: with it. At 3x the MLP's out-of-core fit alone took 604 s on a quiet machine (its summed
-#: rounds of 32 steps re-read the blocks they step, about 440 rounds an epoch, when a round's
-#: blocks cannot stay in the 768 MiB worker: docs/partition_parallel_sgd.md, "What a round
-#: costs"), so the 600 s limit failed the full check there.
+#: rounds of 32 steps re-read the blocks they step, about 440 rounds an epoch with batches of
+#: 1,024 — half that with the 2,048 used now —, when a round's blocks cannot stay in the
+#: 768 MiB worker: docs/partition_parallel_sgd.md, "What a round costs"), so the 600 s limit
+#: failed the full check there.
 TIMEOUT = int(600 * max(1.0, RATIO / 1.1))
 
 pytestmark = [pytest.mark.out_of_core, pytest.mark.multiprocess, pytest.mark.slow,
