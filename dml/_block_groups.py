@@ -217,6 +217,13 @@ def _apply(kernel, with_index, part, index, args):
     return kernel(xb, yb, wb, *args)
 
 
+def subtree_levels(size: int, n_blocks: int) -> int:
+    """Levels of the fixed reduction tree (``tree_reduce``'s, fan-in :data:`FANIN`) that an
+    aligned group of ``size`` consecutive blocks out of ``n_blocks`` holds: its own subtree,
+    never more than the whole tree."""
+    return min(round(math.log(size, FANIN)), tree_depth(n_blocks))
+
+
 def group_reduce(group, start, kernel, with_index, combine, levels, *args):
     """The kernel over one group's blocks, reduced over the group's ``levels`` subtree levels."""
     vals = [_apply(kernel, with_index, part, start + j, args) for j, part in enumerate(group)]
@@ -347,8 +354,8 @@ class Groups:
 
     @property
     def levels(self) -> int:
-        """Levels of the reduction tree inside one group."""
-        return round(math.log(self.size, FANIN))
+        """Levels of the reduction tree inside one aligned group (:func:`subtree_levels`)."""
+        return subtree_levels(self.size, self.n_blocks)
 
     def owner(self, block: int) -> int:
         """The group holding ``block``."""
@@ -413,13 +420,12 @@ class Groups:
                                                    combine, *args),
                                deps)
             return dask.delayed(_finish_pieces, pure=True)(n, combine, *outs)
-        depth = tree_depth(self.n_blocks)
-        levels = min(self.levels, depth)
+        levels = self.levels
         outs = self._layer(prefix, len(self.objects),
                            lambda key, g: Task(key, group_reduce, self._ref(g), self.bounds[g],
                                                kernel, with_index, combine, levels, *args),
                            deps)
-        if levels == depth:  # one group held the whole tree
+        if levels == tree_depth(self.n_blocks):  # one group held the whole tree
             return outs[0]
         return tree_reduce(outs, combine, FANIN)
 

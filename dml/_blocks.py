@@ -22,7 +22,6 @@ scheduler); nothing here creates a client.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -364,13 +363,14 @@ class Blocks:
         >>> b.reduce_in_groups(lambda x, y, w: x.sum(axis=0))
         array([30., 36.])
         """
-        from dml._block_groups import FANIN, default_n_groups, group_reduce, group_size
+        from dml._block_groups import (FANIN, default_n_groups, group_reduce, group_size,
+                                       subtree_levels)
 
         n = len(self.parts)
         size = group_size(n, default_n_groups()) if self.groups is None else 1
         if size == 1 or self._realign is not None:
             return self.map_reduce(kernel, *args, combine=combine, compute_now=compute_now)
-        levels = round(math.log(size, FANIN))
+        levels = subtree_levels(size, n)
         _, layer, graph = self._group_layer(
             [*range(0, n, size), n], (group_reduce, (kernel, False, combine, levels, *args)))
         outs = [Delayed(key, graph, layer=key[0]) for key in layer]

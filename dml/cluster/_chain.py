@@ -126,7 +126,7 @@ def _link(n_own: int, levels: int, state0, config, groups, n_blocks, *args):
         return {"state": state, "halt": True, "sums": None}
     sums = [_lloyd.lloyd_block(p[0], p[1], p[2], active) for p in own]
     if levels:
-        sums = reduce_levels(sums, _lloyd.combine_lloyd, min(levels, tree_depth(n_blocks)))
+        sums = reduce_levels(sums, _lloyd.combine_lloyd, levels)
     return {"state": state, "halt": False, "sums": sums}
 
 
@@ -163,7 +163,8 @@ def run_chain(data: Prepared, runs, n_iters: int) -> list:
     groups = [list(g) for g in data.groups]
     n_blocks = len(data.parts)
     held = data.blocks.groups is not None
-    # Held groups (aligned, see dml._block_groups) reduce their own subtree of the fixed tree.
+    # Held groups (aligned, see dml._block_groups) reduce their own subtree of the fixed tree
+    # (``levels``: already capped at the whole tree's depth).
     levels = data.blocks.groups.levels if held else 0
     # A held group is one argument (the tuple of its blocks), else one argument per block.
     refs = [[chain.arg(inputs)] if held else [chain.arg(p) for p in inputs]

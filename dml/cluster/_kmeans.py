@@ -182,7 +182,8 @@ def finish(runs: list[Run], labels: bool = False) -> None:
     The inertia is ``Σ w‖x − c‖²`` from the differences, as scikit-learn computes it. With
     ``labels=True`` each run gets ``labels``: a Dask array of one label chunk per data block,
     read from the final tasks' results kept on the workers; without, only inertias and
-    cluster sizes travel. One task per placement group.
+    cluster sizes travel. One task per group of blocks (a held group, or a placement group of
+    blocks held one by one).
     """
     groups = _by_data(runs)
     if not labels:

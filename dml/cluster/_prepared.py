@@ -189,7 +189,7 @@ def map_combine(data_and_args, kernel, combine):
     """One scheduler call: ``kernel`` over every block of several data sets, combined per set.
 
     ``data_and_args`` is a list of ``(Prepared, args)``. Tasks carry their (small) arguments
-    inline and run one per placement group; the per-block results are combined on the client in
+    inline and run one per group of blocks (held group or placement group); the per-block results are combined on the client in
     :func:`tree_combine`'s fixed order.
     """
     tasks, layout = [], []
