@@ -189,8 +189,9 @@ def map_combine(data_and_args, kernel, combine):
     """One scheduler call: ``kernel`` over every block of several data sets, combined per set.
 
     ``data_and_args`` is a list of ``(Prepared, args)``. Tasks carry their (small) arguments
-    inline and run one per group of blocks (held group or placement group); the per-block results are combined on the client in
-    :func:`tree_combine`'s fixed order.
+    inline and run one per group of blocks (a held group, or a placement group of blocks held
+    one by one); the per-block results are combined on the client in :func:`tree_combine`'s
+    fixed order.
     """
     tasks, layout = [], []
     for data, args in data_and_args:
