@@ -181,7 +181,8 @@ def finish(runs: list[Run], labels: bool = False) -> None:
 
     The inertia is ``Σ w‖x − c‖²`` from the differences, as scikit-learn computes it. With
     ``labels=True`` each run gets ``labels``: a Dask array of one label chunk per data block,
-    read from the final tasks' results kept on the workers; without, only inertias and
+    read from the final tasks' results kept on the workers (a NumPy array for local data,
+    fetched with the statistics); without, only inertias and
     cluster sizes travel. One task per group of blocks (a held group, or a placement group of
     blocks held one by one).
     """
@@ -192,6 +193,9 @@ def finish(runs: list[Run], labels: bool = False) -> None:
         for (data, group), (inertia, counts) in zip(groups, results):
             for i, r in enumerate(group):
                 r.inertia, r.counts = float(inertia[i]), counts[i]
+        return
+    if all(data.blocks.local for data, _ in groups):
+        _finish_local(groups)
         return
     tasks, extracts = [], []
     for data, group in groups:
@@ -213,6 +217,26 @@ def finish(runs: list[Run], labels: bool = False) -> None:
         for r_idx, r in enumerate(group):
             r.inertia, r.counts = float(inertia[r_idx]), counts[r_idx]
             r.labels = _labels_array(where, r_idx, data.blocks.lengths)
+
+
+def _finish_local(groups) -> None:
+    """:func:`finish` with labels for local (NumPy) data: the labels come back with the
+    statistics in one computation, as NumPy arrays (a column of the data the client holds
+    anyway), instead of being kept on the workers and fetched by a second one."""
+    computed = compute(*[delayed(group_call, pure=False)(_lloyd.final_block, inputs,
+                                                         [r.centres for r in group])
+                         for data, group in groups for inputs in data.group_inputs()])
+    pos = 0
+    for data, group in groups:
+        per_block, labels = [None] * len(data.parts), [None] * len(data.parts)
+        for g, res in zip(data.groups, computed[pos:pos + len(data.groups)]):
+            for i, (lab, inertia, counts) in zip(g, res):
+                per_block[i], labels[i] = (inertia, counts), lab
+        pos += len(data.groups)
+        inertia, counts = tree_combine(per_block, _lloyd.combine_final)
+        for r_idx, r in enumerate(group):
+            r.inertia, r.counts = float(inertia[r_idx]), counts[r_idx]
+            r.labels = np.concatenate([lab[r_idx] for lab in labels])
 
 
 def _labels_array(where: dict, r_idx: int, lengths) -> da.Array:
@@ -488,7 +512,7 @@ default="k-means||"
         self._n_features_out = self.n_clusters
         labels = run.labels
         if data.blocks.local:
-            self.labels_ = labels.compute()
+            self.labels_ = labels  # NumPy already (_finish_local)
         else:
             (self.labels_,) = dask.persist(labels)
         if np.count_nonzero(run.counts) < self.n_clusters:
