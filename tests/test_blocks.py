@@ -407,9 +407,9 @@ def test_a_fit_runs_tasks_named_after_its_kernels(inprocess_client, data):
     from dml.naive_bayes import GaussianNB
 
     X, y, _ = data
-    # Keys of their own (name=False): with the content's token, an earlier test's prediction
-    # of the same data still in the cluster's memory is reused and its tasks never run here
-    # (seen once in CI: only the final 'concatenate' tasks in the stream).
+    # Keys of their own (name=False), not the content's token shared with earlier tests' blocks
+    # of the same data, which may still be in the cluster's memory (released asynchronously).
+    # Seen once in CI: only 'concatenate' tasks in the stream; the cause is not confirmed.
     Xd, yd = da.from_array(X, chunks=30, name=False), da.from_array(y, chunks=30, name=False)
     with get_task_stream(inprocess_client) as ts:
         model = GaussianNB().fit(Xd, yd)
