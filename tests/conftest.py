@@ -271,15 +271,15 @@ def _on_process_cluster(item) -> bool:
     return spec is not None and spec.params.get("client") == "multiprocess"
 
 
-def _first_case_quick(items, predicate):
-    """Of a test function's cases for which ``predicate`` holds, only the first (in collection
-    order: usually the smallest parameters) stays in the quick tier; the others are marked
-    slow. The full suite (CI) runs every case."""
+def _first_case_quick(items, predicate, per_file: bool = False):
+    """Of a test function's cases (or, with ``per_file``, a test file's cases) for which
+    ``predicate`` holds, only the first (in collection order: usually the smallest parameters)
+    stays in the quick tier; the others are marked slow. The full suite (CI) runs every case."""
     seen = set()
     for item in items:
         if not predicate(item) or item.get_closest_marker("slow"):
             continue
-        key = (str(item.fspath), item.originalname)
+        key = (str(item.fspath), None if per_file else item.originalname)
         if key in seen:
             item.add_marker(pytest.mark.slow)
         seen.add(key)
@@ -299,9 +299,10 @@ def _many_blocks(item) -> bool:
 def pytest_collection_modifyitems(config, items):
     rank = {name: k for k, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(LONG_FILES)))
-    # Every test function that runs on both clusters, or on 60+ blocks, still does so in a
-    # quick run, once; the repeated cases (about a second each on the process cluster) do not.
-    _first_case_quick(items, _on_process_cluster)
+    # Every test file with cases on the multi-process cluster still runs one of them in a quick
+    # run, and every test function on 60+ blocks one such case; the others (1-9 s each on the
+    # process cluster, 76 cases and 131 s of the quick tier when kept per function) do not.
+    _first_case_quick(items, _on_process_cluster, per_file=True)
     _first_case_quick(items, _many_blocks)
 
 
