@@ -511,6 +511,29 @@ def test_sklearn_estimator_checks():
                         expected_failed_checks=expected)
 
 
+@pytest.mark.parametrize("n_blocks", [1, 8, 64, 256])
+def test_numpy_input_cut_into_many_blocks_gives_the_dask_model(inprocess_client, monkeypatch,
+                                                               n_blocks):
+    """Local (NumPy) data cut by dml into 1-256 blocks (the block size shrunk to get them):
+    its labels come back with the final statistics as a NumPy array, Dask input's are read
+    from the workers; centres, inertia and labels are the same bit for bit."""
+    from dml import _blocks
+
+    X, _ = blobs(n=2048, centers=4, seed=3)
+    rows = len(X) // n_blocks
+    monkeypatch.setattr(_blocks, "BLOCK_BYTES", rows * X.shape[1] * X.itemsize)
+    # Random starts: k-means|| (the default) runs a task per block and round, ~3,100 tasks on
+    # 64 blocks, which is not what this test is about.
+    kw = dict(init="random", n_init=2, max_iter=4, tol=0, random_state=1)
+    local = KMeans(4, **kw).fit(X)
+    dask_fit = KMeans(4, **kw).fit(da.from_array(X, chunks=(rows, -1)))
+    assert isinstance(local.labels_, np.ndarray)
+    np.testing.assert_array_equal(local.cluster_centers_, dask_fit.cluster_centers_)
+    assert local.inertia_ == dask_fit.inertia_
+    np.testing.assert_array_equal(local.labels_, dask_fit.labels_.compute())
+    np.testing.assert_array_equal(local.labels_, local.predict(X))
+
+
 @pytest.mark.parametrize("n_blocks, n_groups", [(32, 2)])
 def test_same_model_with_prepared_blocks_held_in_groups_or_per_block(inprocess_client,
                                                                     monkeypatch, n_blocks,

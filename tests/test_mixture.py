@@ -203,7 +203,9 @@ def test_inference_equals_sklearn_with_the_same_parameters(inprocess_client, cov
 # Initialisation, n_init, warm start, determinism
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("init_params", ["kmeans", "k-means++", "random", "random_from_data"])
+# "kmeans" in the quick suite; the other initialisations (3-6 s each under load) in the full one.
+@pytest.mark.parametrize("init_params", ["kmeans"] + [
+    pytest.param(i, marks=pytest.mark.slow) for i in ("k-means++", "random", "random_from_data")])
 def test_initialisations_find_the_blobs_whatever_the_partitioning(inprocess_client,
                                                                   init_params):
     X, y = blobs(600, seed=5)

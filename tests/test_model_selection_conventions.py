@@ -182,7 +182,9 @@ def test_group_splitters_on_dask_equal_sklearn(grouped):
 
 # ---- sample_weight weights the scores too ------------------------------------------------------
 
-@pytest.mark.parametrize("scoring", [None, ["accuracy", "neg_log_loss"]])
+# Several metrics (9 s under load) in the full suite only; the default score in the quick one.
+@pytest.mark.parametrize("scoring", [None, pytest.param(["accuracy", "neg_log_loss"],
+                                                        marks=pytest.mark.slow)])
 def test_search_weights_its_scores_as_sklearn(inprocess_client, grouped, scoring):
     """scikit-learn's searches (1.7+) pass fit's sample_weight to the scorers, cut to each
     fold's rows (test and train scores): the same cv_results_ on both of dml's paths."""

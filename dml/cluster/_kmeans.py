@@ -182,9 +182,8 @@ def finish(runs: list[Run], labels: bool = False) -> None:
     The inertia is ``Σ w‖x − c‖²`` from the differences, as scikit-learn computes it. With
     ``labels=True`` each run gets ``labels``: a Dask array of one label chunk per data block,
     read from the final tasks' results kept on the workers (a NumPy array for local data,
-    fetched with the statistics); without, only inertias and
-    cluster sizes travel. One task per group of blocks (a held group, or a placement group of
-    blocks held one by one).
+    fetched with the statistics); without, only inertias and cluster sizes travel. One task
+    per group of blocks (a held group, or a placement group of blocks held one by one).
     """
     groups = _by_data(runs)
     if not labels:
@@ -207,15 +206,10 @@ def finish(runs: list[Run], labels: bool = False) -> None:
     computed = compute(*[e for ex in extracts for e in ex])
     pos = 0
     for (data, group), done in zip(groups, tasks):
-        per_block = [None] * len(data.parts)
-        for g, res in zip(data.groups, computed[pos:pos + len(done)]):
-            for i, r in zip(g, res):
-                per_block[i] = r
+        _set_final_stats(data, group, computed[pos:pos + len(done)], lambda r: r)
         pos += len(done)
-        inertia, counts = tree_combine(per_block, _lloyd.combine_final)
         where = {i: (t, j) for g, t in zip(data.groups, done) for j, i in enumerate(g)}
         for r_idx, r in enumerate(group):
-            r.inertia, r.counts = float(inertia[r_idx]), counts[r_idx]
             r.labels = _labels_array(where, r_idx, data.blocks.lengths)
 
 
@@ -228,15 +222,27 @@ def _finish_local(groups) -> None:
                          for data, group in groups for inputs in data.group_inputs()])
     pos = 0
     for data, group in groups:
-        per_block, labels = [None] * len(data.parts), [None] * len(data.parts)
-        for g, res in zip(data.groups, computed[pos:pos + len(data.groups)]):
-            for i, (lab, inertia, counts) in zip(g, res):
-                per_block[i], labels[i] = (inertia, counts), lab
+        # Per block: (labels, inertia, counts), as _lloyd.final_block returns them.
+        per_block = _set_final_stats(data, group, computed[pos:pos + len(data.groups)],
+                                     lambda r: r[1:])
         pos += len(data.groups)
-        inertia, counts = tree_combine(per_block, _lloyd.combine_final)
         for r_idx, r in enumerate(group):
-            r.inertia, r.counts = float(inertia[r_idx]), counts[r_idx]
-            r.labels = np.concatenate([lab[r_idx] for lab in labels])
+            r.labels = np.concatenate([res[0][r_idx] for res in per_block])
+
+
+def _set_final_stats(data, group, group_results, stats_of) -> list:
+    """Set the inertia and cluster sizes of each run in ``group`` from the final tasks'
+    results (``group_results``: one list of per-block results per group of blocks, in the
+    data's group order; ``stats_of`` picks a block's (inertia, counts) out of its result),
+    added in the fixed tree order; returns the per-block results in block order."""
+    per_block = [None] * len(data.parts)
+    for g, res in zip(data.groups, group_results):
+        for i, r in zip(g, res):
+            per_block[i] = r
+    inertia, counts = tree_combine([stats_of(r) for r in per_block], _lloyd.combine_final)
+    for r_idx, r in enumerate(group):
+        r.inertia, r.counts = float(inertia[r_idx]), counts[r_idx]
+    return per_block
 
 
 def _labels_array(where: dict, r_idx: int, lengths) -> da.Array:
