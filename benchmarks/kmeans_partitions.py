@@ -12,7 +12,10 @@ not grow with the block count has both columns flat.
 Usage (repository root, dev venv)::
 
     python -m benchmarks.kmeans_partitions [--rows 2048] [--blocks 1 8 64 256 1024]
-        [--iterations 20] [--repeat 2] [--output FILE]
+        [--iterations 20] [--repeat 2] [--init fixed|k-means|||k-means++|random] [--output FILE]
+
+``--init`` other than ``fixed`` draws the initial centres with that method (one
+run, ``n_init=1``), so the set-up column includes the initialisation.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ def _timed(fit, repeat):
     return statistics.median(times)
 
 
-def run(rows, blocks, iterations, repeat):
+def run(rows, blocks, iterations, repeat, init_method="fixed"):
     import dask.array as da
     from distributed import Client, LocalCluster, wait
     from sklearn.datasets import make_blobs
@@ -41,7 +44,7 @@ def run(rows, blocks, iterations, repeat):
     from dml.cluster import KMeans
 
     X, _ = make_blobs(n_samples=rows, n_features=4, centers=4, random_state=0)
-    init = X[[0, 1, 2, 3, 4, 5]]
+    init = X[[0, 1, 2, 3, 4, 5]] if init_method == "fixed" else init_method
     out = []
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as cluster, Client(cluster):
@@ -50,7 +53,8 @@ def run(rows, blocks, iterations, repeat):
             wait(Xd)
 
             def fit(max_iter, Xd=Xd):
-                return KMeans(6, init=init, n_init=1, tol=0.0, max_iter=max_iter).fit(Xd)
+                return KMeans(6, init=init, n_init=1, tol=0.0, max_iter=max_iter,
+                              random_state=0).fit(Xd)
 
             fit(2)  # warm-up: compiles, imports, first transfers
             one = _timed(lambda: fit(1), repeat)
@@ -76,9 +80,11 @@ def main(argv=None):
     p.add_argument("--blocks", nargs="+", type=int, default=list(BLOCKS))
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--init", default="fixed",
+                   choices=["fixed", "k-means||", "k-means++", "random"])
     p.add_argument("--output", default="")
     a = p.parse_args(argv)
-    rows = run(a.rows, a.blocks, a.iterations, a.repeat)
+    rows = run(a.rows, a.blocks, a.iterations, a.repeat, a.init)
     from benchmarks.report import emit
 
     emit(table(rows, a.iterations), a.output)

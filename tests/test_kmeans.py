@@ -511,6 +511,38 @@ def test_sklearn_estimator_checks():
                         expected_failed_checks=expected)
 
 
+@pytest.mark.parametrize("n_blocks", [8, 64, 256])
+def test_initialisations_on_groups_of_blocks_equal_the_per_block_graphs(inprocess_client,
+                                                                      n_blocks):
+    """k-means||, k-means++ and random starts run one task per group of blocks and step on
+    held data (:mod:`dml.cluster._init_groups`): the same rows, candidates and weights as the
+    per-block graphs, bit for bit, with far fewer tasks (a task per block and step before)."""
+    import dask
+
+    from dml._blocks import as_blocks
+    from dml.cluster._kmeans import _PartsView, init_graph, prepare
+
+    X, _ = blobs(n=2048, centers=4, seed=11)
+    data = prepare(as_blocks(chunked(X, n_blocks)))
+    groups = data.init_groups
+    assert groups is not None and len(groups) < n_blocks
+    per_block = _PartsView(data.parts, data.offsets)
+    for method in ("k-means||", "k-means++", "random"):
+        # Two k-means|| rounds: the per-block graphs being compared cost a task per block each.
+        grouped = init_graph(data, method, 3, 3, init_rounds=2)
+        plain = init_graph(per_block, method, 3, 3, init_rounds=2)
+        n_grouped, n_plain = (len(dict(g.__dask_graph__())) for g in (grouped, plain))
+        assert n_grouped < n_plain / 2, (method, n_grouped, n_plain)
+        got, want = dask.compute(grouped, plain)
+        if method == "k-means||":
+            for a, b in zip(got, want):  # candidates and their weights
+                np.testing.assert_array_equal(a, b, err_msg=method)
+            assert len(got[0]) > 3
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=method)
+            assert got.shape == (3, X.shape[1])
+
+
 @pytest.mark.parametrize("n_blocks", [1, 8, 64, 256])
 def test_numpy_input_cut_into_many_blocks_gives_the_dask_model(inprocess_client, monkeypatch,
                                                                n_blocks):

@@ -30,7 +30,7 @@ from dml._graph import layer_graph, new_name, task_ref
 from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOptions
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
-from dml.cluster import _chain, _init, _lloyd, _sparse
+from dml.cluster import _chain, _init, _init_groups, _lloyd, _sparse
 from dml.cluster._prepared import Prepared, group_call, map_combine, prepare, tree_combine
 from dml.optim.progress import make_progress
 
@@ -269,7 +269,19 @@ def run_seed(seed: int, purpose: str, *indices: int) -> int:
 
 def init_graph(data: Prepared, method: str, k: int, seed: int, *, oversampling_factor=2.0,
                init_rounds=5):
-    """Delayed initialisation of one run; k-means|| returns the candidates and their weights."""
+    """Delayed initialisation of one run; k-means|| returns the candidates and their weights.
+
+    On data held in groups of several blocks (``data.init_groups``) each step runs one task
+    per group (:mod:`._init_groups`), otherwise one per block (:mod:`._init`): the same
+    numbers either way."""
+    groups = data.init_groups
+    if groups is not None:
+        if method == "random":
+            return _init_groups.random_init(groups, data.offsets, k, seed)
+        if method == "k-means++":
+            return _init_groups.kmeans_plusplus_init(groups, data.offsets, k, seed)
+        return _init_groups.kmeans_parallel_candidates(groups, data.offsets,
+                                                       oversampling_factor * k, init_rounds, seed)
     if method == "random":
         return _init.random_init(data.parts, data.offsets, k, seed)
     if method == "k-means++":
@@ -290,10 +302,12 @@ def init_centres(method: str, result, k: int, seed: int, data: Prepared) -> np.n
 
 @dataclass
 class _PartsView:
-    """What :func:`init_graph` reads of a :class:`Prepared`: its parts and block offsets."""
+    """What :func:`init_graph` reads of a :class:`Prepared`: its parts, block offsets and
+    (held data) its groups of blocks."""
 
     parts: list
     offsets: np.ndarray
+    init_groups: list | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -527,9 +541,9 @@ default="k-means||"
                           "duplicate points in X.", ConvergenceWarning, stacklevel=2)
         return self
 
-    def _init_graphs(self, seeds, parts, offsets):
+    def _init_graphs(self, seeds, parts, offsets, init_groups=None):
         """Delayed initialisations, one per seed, on prepared parts (see :func:`init_graph`)."""
-        data = _PartsView(parts, offsets)
+        data = _PartsView(parts, offsets, init_groups)
         return [init_graph(data, self.init, self.n_clusters, s,
                            oversampling_factor=self.oversampling_factor,
                            init_rounds=self.init_rounds) for s in seeds]

@@ -81,6 +81,15 @@ class Prepared:
             return list(self.blocks.groups.objects)
         return [[self.parts[i] for i in g] for g in self.groups]
 
+    @property
+    def init_groups(self) -> list | None:
+        """``(group input, block indices)`` per group for the initialisations' group tasks
+        (:mod:`._init_groups`), or None: data read from storage at every pass (a group's
+        blocks would be in one task's memory at once) or every group a single block."""
+        if not self.persisted or all(len(g) == 1 for g in self.groups):
+            return None
+        return list(zip(self.group_inputs(), self.groups))
+
 
 def placement_groups(parts) -> list[list[int]]:
     """Blocks grouped by the worker (and thread) that holds them, in block order.
@@ -228,7 +237,8 @@ def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False,
             also=None) -> Prepared | tuple[Prepared, tuple]:
     """Centre, augment and persist the training blocks, then one statistics pass.
 
-    ``also`` (optional) is called with the prepared parts and the block offsets and returns
+    ``also`` (optional) is called with the prepared parts, the block offsets and the groups of
+    :attr:`Prepared.init_groups` (None when the blocks are not persisted) and returns
     Delayed objects of further kernels on the prepared blocks (the initial centres of
     :class:`~dml.cluster.KMeans`). When the data is too large to persist they are computed in
     the statistics pass (each prepared block read once for both), otherwise after it; either
@@ -303,7 +313,7 @@ def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False,
     # Read from storage, the blocks cost a pass per computation: the further kernels share
     # the statistics pass (Dask reads a block once for all the tasks of one computation).
     # Persisted, they run after the weight checks below, which they may rely on.
-    fused = also(list(parts), offsets) if also is not None and not persisted else ()
+    fused = also(list(parts), offsets, None) if also is not None and not persisted else ()
     first = (delayed(_group_dtype, pure=True)(grouped.groups.objects[0]) if grouped is not None
              else delayed(_dtype_of, pure=True)(parts[0]))
     mean, stats, dtype, *fused = compute(mean, stats_d, first, *fused)
@@ -316,7 +326,7 @@ def prepare(blocks: Blocks, name: str = "KMeans", sparse: bool = False,
     if also is None:
         return data
     if persisted:
-        fused = compute(*also(data.parts, offsets))
+        fused = compute(*also(data.parts, offsets, data.init_groups))
     return data, tuple(fused)
 
 
