@@ -274,14 +274,23 @@ def _on_process_cluster(item) -> bool:
 def _first_case_quick(items, predicate, per_file: bool = False):
     """Of a test function's cases (or, with ``per_file``, a test file's cases) for which
     ``predicate`` holds, only the first (in collection order: usually the smallest parameters)
-    stays in the quick tier; the others are marked slow. The full suite (CI) runs every case."""
+    stays in the quick tier; the others are marked slow. With ``per_file``, a function's only
+    quick case stays (e.g. :data:`QUICK_ON_PROCESS_CLUSTER`'s). The full suite (CI) runs every
+    case."""
+    quick_cases: dict = {}
+    for item in items:
+        if not item.get_closest_marker("slow"):
+            fn = (str(item.fspath), getattr(item, "originalname", item.name))
+            quick_cases[fn] = quick_cases.get(fn, 0) + 1
     seen = set()
     for item in items:
         if not predicate(item) or item.get_closest_marker("slow"):
             continue
-        key = (str(item.fspath), None if per_file else item.originalname)
-        if key in seen:
+        fn = (str(item.fspath), getattr(item, "originalname", item.name))
+        key = (str(item.fspath), None) if per_file else fn
+        if key in seen and not (per_file and quick_cases[fn] == 1):
             item.add_marker(pytest.mark.slow)
+            quick_cases[fn] -= 1
         seen.add(key)
 
 
