@@ -557,8 +557,8 @@ def test_numpy_input_cut_into_many_blocks_gives_the_dask_model(inprocess_client,
     X, _ = blobs(n=2048, centers=4, seed=3)
     rows = len(X) // n_blocks
     monkeypatch.setattr(_blocks, "BLOCK_BYTES", rows * X.shape[1] * X.itemsize)
-    # Random starts: k-means|| (the default) runs a task per block and round, ~3,100 tasks on
-    # 64 blocks, which is not what this test is about.
+    # Random starts: the cheapest initialisation (the starts are not what this test is about;
+    # the one above compares them with the per-block graphs).
     kw = dict(init="random", n_init=2, max_iter=4, tol=0, random_state=1)
     local = KMeans(4, **kw).fit(X)
     dask_fit = KMeans(4, **kw).fit(da.from_array(X, chunks=(rows, -1)))
