@@ -28,7 +28,7 @@ import numpy as np
 
 from dml._graph import LinkedTasks, broadcast, reduce_levels, tree_depth
 from dml.cluster import _lloyd, _sparse
-from dml.cluster._prepared import Prepared, tree_combine
+from dml.cluster._prepared import Prepared, in_block_order, tree_combine
 
 __all__ = ["ITERS_PER_SUBMIT", "max_links", "next_centres", "run_chain"]
 
@@ -80,10 +80,7 @@ def _reduced(previous, groups, n_blocks, levels=0):
         rest = tree_depth(n_blocks) - levels
         return _sparse.dense_sums(reduce_levels(vals, _lloyd.combine_lloyd, rest)[0]
                                   if rest > 0 else vals[0])
-    per_block = [None] * n_blocks
-    for g, res in zip(groups, previous):
-        for i, r in zip(g, res["sums"]):
-            per_block[i] = r
+    per_block = in_block_order(groups, [res["sums"] for res in previous])
     return _sparse.dense_sums(tree_combine(per_block, _lloyd.combine_lloyd))
 
 

@@ -61,13 +61,10 @@ def _potentials(parts, states, candidates):
 def _combined(combine, field, index, *group_results):
     """The per-block results of all groups (entry ``field`` of each, or the whole result),
     put back in block order and combined in :func:`~dml._blocks.tree_reduce`'s fixed tree."""
-    from dml.cluster._prepared import tree_combine
+    from dml.cluster._prepared import in_block_order, tree_combine
 
-    per_block = [None] * sum(len(g) for g in index)
-    for g, res in zip(index, group_results):
-        for i, r in zip(g, res):
-            per_block[i] = r if field is None else r[field]
-    return tree_combine(per_block, combine)
+    pick = None if field is None else (lambda r: r[field])
+    return tree_combine(in_block_order(index, group_results, pick), combine)
 
 
 # --------------------------------------------------------------------------------------------

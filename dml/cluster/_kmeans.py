@@ -31,7 +31,8 @@ from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOpt
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, TransformOutputMixin, check_is_fitted, fit_context
 from dml.cluster import _chain, _init, _init_groups, _lloyd, _sparse
-from dml.cluster._prepared import Prepared, group_call, map_combine, prepare, tree_combine
+from dml.cluster._prepared import (Prepared, group_call, in_block_order, map_combine, prepare,
+                                   tree_combine)
 from dml.optim.progress import make_progress
 
 __all__ = ["KMeans"]
@@ -235,10 +236,7 @@ def _set_final_stats(data, group, group_results, stats_of) -> list:
     results (``group_results``: one list of per-block results per group of blocks, in the
     data's group order; ``stats_of`` picks a block's (inertia, counts) out of its result),
     added in the fixed tree order; returns the per-block results in block order."""
-    per_block = [None] * len(data.parts)
-    for g, res in zip(data.groups, group_results):
-        for i, r in zip(g, res):
-            per_block[i] = r
+    per_block = in_block_order(data.groups, group_results)
     inertia, counts = tree_combine([stats_of(r) for r in per_block], _lloyd.combine_final)
     for r_idx, r in enumerate(group):
         r.inertia, r.counts = float(inertia[r_idx]), counts[r_idx]

@@ -189,6 +189,17 @@ def tree_combine(values: list, combine, split_every: int = 8):
                          split_every)[0]
 
 
+def in_block_order(groups, group_results, pick=None) -> list:
+    """The per-block results of one task per group of blocks (``group_results[g]``: group
+    ``groups[g]``'s results, in that group's block order) as one list in block order;
+    ``pick`` maps each result first (e.g. to one field)."""
+    per_block = [None] * sum(len(g) for g in groups)
+    for g, res in zip(groups, group_results):
+        for i, r in zip(g, res):
+            per_block[i] = r if pick is None else pick(r)
+    return per_block
+
+
 def group_call(kernel, parts, *args):
     """Run ``kernel`` on several blocks of one worker; per-block results in block order."""
     return [kernel(p[0], p[1], p[2], *args) for p in parts]
@@ -208,14 +219,9 @@ def map_combine(data_and_args, kernel, combine):
         tasks += [delayed(group_call, pure=False)(kernel, inputs, *args)
                   for inputs in data.group_inputs()]
     results = compute(*tasks)
-    out = []
-    for data, first in layout:
-        per_block = [None] * len(data.parts)
-        for g, res in zip(data.groups, results[first:first + len(data.groups)]):
-            for i, r in zip(g, res):
-                per_block[i] = r
-        out.append(tree_combine(per_block, combine))
-    return out
+    return [tree_combine(in_block_order(data.groups, results[first:first + len(data.groups)]),
+                         combine)
+            for data, first in layout]
 
 
 def _mean_of(stats, d):
