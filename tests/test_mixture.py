@@ -6,6 +6,7 @@ partitions.
 """
 from __future__ import annotations
 
+import re
 import warnings
 
 import dask
@@ -218,6 +219,50 @@ def test_initialisations_find_the_blobs_whatever_the_partitioning(inprocess_clie
     assert fits[0].n_iter_ == fits[1].n_iter_
     if init_params in ("kmeans", "k-means++"):  # the random starts may end in local optima
         assert adjusted_rand_score(y, fits[0].predict(X)) > 0.9
+
+
+@pytest.mark.parametrize("n_blocks", [pytest.param(1, marks=pytest.mark.slow), 8,
+                                      pytest.param(64, marks=pytest.mark.slow),
+                                      pytest.param(256, marks=pytest.mark.slow)])
+def test_chained_iterations_equal_one_pass_per_iteration(client, n_blocks, monkeypatch,
+                                                         capsys):
+    """On held blocks the EM iterations run chained on the workers, several per graph
+    submission; the model, its history and the verbose messages are those of one pass per
+    iteration, including runs that converge in the middle of a chain."""
+    from dml.mixture import _em
+    from dml.mixture import _gaussian_mixture as G
+
+    X, _ = blobs(1024, k=5, seed=4)
+    Xd = chunked(X, n_blocks).persist()
+    # Chains of 4: the runs (from different starts) converge in the middle of some chain.
+    monkeypatch.setattr(_em, "ITERS_PER_SUBMIT", 4)
+    chains = []
+    real_chain_steps = _em.chain_steps
+
+    def counting(*args, **kwargs):
+        chains.append(args[5])  # n_steps
+        return real_chain_steps(*args, **kwargs)
+
+    monkeypatch.setattr(_em, "chain_steps", counting)
+    kw = dict(n_init=3, init_params="random_from_data", random_state=2, tol=1e-4, max_iter=40,
+              verbose=2, verbose_interval=1)
+    chained = dml_fit(Xd, "full", **kw)
+    chained_log = capsys.readouterr().out
+    monkeypatch.setattr(G, "run_chained", _em.run_per_pass)
+    ref = dml_fit(Xd, "full", **kw)
+    ref_log = capsys.readouterr().out
+    for name in FITTED + ("lower_bounds_",):
+        np.testing.assert_array_equal(getattr(chained, name), getattr(ref, name), err_msg=name)
+    assert (chained.n_iter_, chained.converged_) == (ref.n_iter_, ref.converged_)
+    assert chained_log == ref_log
+    # The runs stopped at different iterations, the last one at ``slowest``: ceil(slowest / 4)
+    # submissions, not one per iteration.
+    stops = {}
+    for it in re.findall(r"Iteration (\d+)\t", ref_log):
+        stops[int(it)] = stops.get(int(it), 0) + 1
+    slowest = max(stops)
+    assert 8 < slowest < 40 and len(set(stops.values())) > 1, stops
+    assert chains == [4] * (-(-slowest // 4)), (chains, slowest)
 
 
 @pytest.mark.parametrize("init_params", ["kmeans", "random_from_data"])

@@ -1,12 +1,12 @@
 """Gaussian mixture models fitted by distributed EM: one pass over the blocks per EM step.
 
-The driver keeps the parameters (weights, means, Cholesky factors of the precisions) on the
-client. Each EM iteration maps :func:`~dml.mixture._gmm_kernels.em_block` over the row blocks
+Each EM iteration maps :func:`~dml.mixture._gmm_kernels.em_block` over the row blocks
 (persisted in worker memory when they fit): every block evaluates the responsibilities with the
 current parameters and returns the responsibility sums, weighted sums, centred scatter and its
-log-likelihood; the shared fixed-order tree reduction of :meth:`dml._blocks.Blocks.map_reduce`
-merges them and the client runs the M-step. The ``n_init`` runs advance in lockstep: one pass
-per iteration serves all of them.
+log-likelihood; they are merged in the shared fixed-order tree and the M-step makes the next
+parameters (:mod:`dml.mixture._em`: on held blocks many iterations per graph submission, the
+M-step made inside the chain). The ``n_init`` runs advance in lockstep: one pass per iteration
+serves all of them.
 """
 from __future__ import annotations
 
@@ -23,24 +23,13 @@ from dml._param_validation import RANDOM_STATE, Integral, Interval, Real, StrOpt
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
 from dml.mixture import _gmm_kernels as K
-from dml.optim.data import hold
+from dml.mixture._em import EMDriver, run_chained, run_per_pass
+from dml.mixture._em import Run as _Run
+from dml.optim.data import hold, should_persist
 
 __all__ = ["GaussianMixture"]
 
 _INITS = ("kmeans", "k-means++", "random", "random_from_data")
-
-
-class _Run:
-    """One EM run: its parameters and bookkeeping."""
-
-    def __init__(self, weights, means, covariances, prec_chol, lower_bound=-np.inf):
-        self.weights, self.means = weights, means
-        self.covariances, self.prec_chol = covariances, prec_chol
-        self.lower_bound = lower_bound
-        self.history: list[float] = []
-        self.n_iter = 0
-        self.converged = False
-        self.done = False
 
 
 class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
@@ -249,14 +238,15 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
                              f"n_components = {self.n_components}, n_samples = {n}; ask for "
                              "fewer components")
         given = self._initial_arrays(d)
-        blocks = hold(blocks, "auto")
+        held = should_persist(blocks, "auto")
+        blocks = hold(blocks, held)
         do_init = not (self.warm_start and hasattr(self, "converged_"))
         if do_init:
             runs = self._initial_runs(blocks, self.n_init, seed_from(self.random_state), given)
         else:
             runs = [_Run(self.weights_, self.means_, self.covariances_,
                          self.precisions_cholesky_, self.lower_bound_)]
-        self._em(blocks, runs, n)
+        self._em(blocks, runs, n, held)
         best = None
         if self.max_iter == 0:
             best = runs[-1]
@@ -280,29 +270,21 @@ class GaussianMixture(DaskEstimatorMixin, DensityMixin, BaseEstimator):
         self.lower_bounds_ = np.asarray(best.history, dtype=np.float64)
         return self
 
-    def _em(self, blocks, runs: list[_Run], n: int) -> None:
-        """Advance all runs to convergence or ``max_iter``: one pass per iteration."""
-        ct = self.covariance_type
-        for it in range(1, self.max_iter + 1):
-            active = [r for r in runs if not r.done]
-            if not active:
-                return
-            stats = blocks.map_reduce(K.em_block, [(r.weights, r.means, r.prec_chol)
-                                                   for r in active], ct,
-                                      combine=K.combine_stats)
-            for r, s in zip(active, stats):
-                previous = r.lower_bound
-                nk, r.means, r.covariances = K.m_step(s, self.reg_covar, ct)
-                r.weights = nk / nk.sum()
-                r.prec_chol = K.precision_cholesky(r.covariances, ct)
-                r.lower_bound = s["loglik"] / n
-                r.history.append(r.lower_bound)
-                r.n_iter = it
-                change = r.lower_bound - previous
-                if self.verbose and it % self.verbose_interval == 0:
+    def _em(self, blocks, runs: list[_Run], n: int, held: bool) -> None:
+        """Advance all runs to convergence or ``max_iter``: one pass per iteration, chained
+        on the workers when the blocks are held there (:mod:`dml.mixture._em`)."""
+        driver = EMDriver(runs, self.covariance_type, self.reg_covar, self.tol, n,
+                          self.max_iter)
+        driver = (run_chained if held else run_per_pass)(blocks, driver, self._report)
+        # The chained driver comes back from the cluster: its runs replace the client's.
+        runs[:] = driver.runs
+
+    def _report(self, driver: EMDriver) -> None:
+        if self.verbose:
+            for it, change in driver.changes:
+                if it % self.verbose_interval == 0:
                     print(f"  Iteration {it}\t lower bound change {change:.5f}")
-                if abs(change) < self.tol:
-                    r.converged = r.done = True
+        driver.changes = []
 
     # ---- initialisation ----
     def _initial_runs(self, blocks, n_init: int, seed: int, given) -> list[_Run]:
