@@ -435,6 +435,49 @@ def test_adaboost_equals_scikit_learns_samme_on_exact_bins(client, n_classes):
         dist.predict(da.from_array(X, chunks=(200, -1))).compute(), ours.predict(X))
 
 
+@pytest.mark.parametrize("n_blocks", [pytest.param(1, marks=pytest.mark.slow), 8,
+                                      pytest.param(64, marks=pytest.mark.slow)])
+def test_adaboost_bins_dask_data_once_and_grows_the_same_trees(inprocess_client, monkeypatch,
+                                                               n_blocks):
+    """With dml's tree on Dask input, the data is validated, sketched and binned once and each
+    round grows its tree on those bins with its own row weights: the same trees, learner
+    weights and errors as fitting every round's tree from X (a subclass of the tree takes that
+    path), with sample and class weights, three classes and depth-2 trees."""
+    from dml.ensemble import AdaBoostClassifier
+    from dml.tree import DecisionTreeClassifier
+    from dml.tree import _model
+
+    class RoundByRound(DecisionTreeClassifier):
+        pass
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(512, 5))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) > 0).astype(int) + (X[:, 2] > 1)
+    chunks = -(-len(X) // n_blocks)
+    Xd, yd = da.from_array(X, chunks=(chunks, -1)), da.from_array(y, chunks=chunks)
+    wd = da.from_array(rng.uniform(0.5, 2.0, len(y)), chunks=chunks)
+    sketches = []
+    real = _model.bin_data
+    monkeypatch.setattr(_model, "bin_data", lambda *a, **k: sketches.append(1) or real(*a, **k))
+    kw = dict(max_depth=2, class_weight={0: 1.0, 1: 2.0, 2: 0.5}, random_state=0)
+    # Two rounds at 64 blocks (one reweighted): a tree's level costs a task per block and
+    # ~0.5 s there, twice as many fits as rounds.
+    rounds = 2 if n_blocks >= 64 else 3
+    once = AdaBoostClassifier(DecisionTreeClassifier(**kw), n_estimators=rounds,
+                              random_state=1).fit(Xd, yd, sample_weight=wd)
+    assert len(once.estimators_) == rounds and len(sketches) == 1
+    each = AdaBoostClassifier(RoundByRound(**kw), n_estimators=rounds,
+                              random_state=1).fit(Xd, yd, sample_weight=wd)
+    assert len(sketches) == 1 + rounds  # every round of the subclass's fit bins X again
+    np.testing.assert_array_equal(once.estimator_weights_, each.estimator_weights_)
+    np.testing.assert_array_equal(once.estimator_errors_, each.estimator_errors_)
+    for a, b in zip(once.estimators_, each.estimators_):
+        assert a.n_features_in_ == 5
+        for key in a.nodes_:
+            np.testing.assert_array_equal(a.nodes_[key], b.nodes_[key], err_msg=key)
+
+
 @pytest.mark.parametrize("routed", [True, False])
 def test_grow_kernel_routes_and_counts_as_the_reference(routed):
     """The one-pass wave kernel equals routing with the trees' route kernel followed by a

@@ -145,13 +145,24 @@ class AdaBoostClassifier(ClassifierMixin, DaskEstimatorMixin, BaseEstimator):
         base = self.estimator if self.estimator is not None else DecisionTreeClassifier(
             max_depth=1)
         self.estimators_, weights, errors = [], [], []
+        # dml's own tree on Dask blocks: the data is validated, sketched and binned once and
+        # every round grows its tree on the same bins with its own weights (the bins do not
+        # depend on the weights), instead of three passes over X per round.
+        bins = None
+        # ("balanced" class weights are counted with each round's row weights: not reused.)
+        reuse_bins = (lazy and type(base) is DecisionTreeClassifier
+                      and not isinstance(base.class_weight, str))
         for i in range(self.n_estimators):
             est = clone(base)
             if "random_state" in est.get_params():
                 est.set_params(random_state=(seed + i) % (2**31))
             # dml's trees count min_samples_* in weighted rows: weights summing to the row
             # count keep those limits meaning rows (the error ratio does not change).
-            est.fit(X, y, sample_weight=w * n_rows)
+            if reuse_bins:
+                bins = self._fit_on_bins(est, X, y, w * n_rows, bins, chunks)
+                reuse_bins = bins is not None
+            if not reuse_bins:
+                est.fit(X, y, sample_weight=w * n_rows)
             pred = est.predict(X)
             if lazy and np.isnan(pred.shape[0]):
                 pred = with_known_rows(pred, chunks)
@@ -188,6 +199,29 @@ class AdaBoostClassifier(ClassifierMixin, DaskEstimatorMixin, BaseEstimator):
         self.estimator_weights_ = np.asarray(weights)
         self.estimator_errors_ = np.asarray(errors)
         return self
+
+    @staticmethod
+    def _fit_on_bins(est, X, y, weights, bins, chunks):
+        """Fit the round's dml tree ``est`` with row weights ``weights`` (a Dask vector in
+        X's row chunks) on the bins of the first round (``bins``; None in the first round:
+        made here). Returns the bins, or None when the validated blocks are not X's row
+        chunks (the round is then not fitted: the caller fits it from X)."""
+        from dml.tree._model import bin_data, grow_on_bins
+
+        fit = {"classify": True, "n_trees": 1, "max_features": est.max_features}
+        if bins is None:
+            bins = bin_data(est, X, y, weights, **fit)
+            lengths = bins.blocks.known_lengths
+            if lengths is None or tuple(int(n) for n in lengths) != tuple(chunks):
+                return None
+            round_bins = bins
+        else:
+            est._record_layout(bins.blocks, True)
+            # The weights follow y's chunks, which need not be X's (the blocks are X's).
+            weights = weights.rechunk((tuple(chunks),))
+            round_bins = bins.reweighted(list(weights.to_delayed().ravel()))
+        grow_on_bins(est, round_bins, bootstrap=False, **fit)
+        return bins
 
     def decision_function(self, X: ArrayLike) -> Any:
         """SAMME scores: shape (n,) for two classes (positive: ``classes_[1]``), else (n, K).

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import numbers
+from dataclasses import dataclass, replace
+from typing import Any
 
 import dask
 import numpy as np
@@ -171,6 +173,44 @@ def _prepare_kernels(classify, criterion, any_cat, subtract):
             local=entries("trees", lambda n, s: subtract and n == search))
 
 
+@dataclass
+class BinnedData:
+    """Training blocks validated, binned (``binned``: per block ``(uint8 bins, encoded y,
+    weights)``) and, when they fit, persisted: what growing trees needs of the data.
+    :func:`bin_data` makes it, :func:`grow_on_bins` grows trees on it, :meth:`reweighted`
+    gives it other row weights (AdaBoost's rounds: the bins do not depend on the weights)."""
+
+    blocks: Any
+    binned: list
+    edges: list
+    n_bins: np.ndarray
+    categorical: np.ndarray
+    categories: list
+    classes: np.ndarray | None
+    class_weight: np.ndarray | None
+    n_rows: int
+    keep: bool
+
+    def reweighted(self, weights: list) -> BinnedData:
+        """The same bins with row weights ``weights`` (one Delayed or array per block, the
+        blocks' row counts), times the class weights as :func:`bin_kernel` applies them."""
+        binned = [delayed(_with_weights, pure=True)(p, w, self.class_weight)
+                  for p, w in zip(self.binned, weights)]
+        if self.keep:
+            binned = list(dask.persist(*binned))
+        return replace(self, binned=binned)
+
+
+def _with_weights(part, w, class_weight):
+    bins, y, _ = part
+    w = np.asarray(w, dtype=np.float64).ravel()
+    if len(w) != len(y):
+        raise ValueError(f"weights of {len(w)} rows for a block of {len(y)}")
+    if class_weight is not None:
+        w = w * class_weight[y]
+    return bins, y, w
+
+
 def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_features,
               oob=False, progress=None):
     """Fit ``n_trees`` histogram trees on the estimator's behalf; sets the fitted attributes.
@@ -180,6 +220,15 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
     level) and after every group of trees; the levels are also logged at INFO on the
     ``dml.ensemble`` logger.
     """
+    data = bin_data(est, X, y, sample_weight, classify=classify, n_trees=n_trees,
+                    max_features=max_features)
+    return grow_on_bins(est, data, classify=classify, n_trees=n_trees, bootstrap=bootstrap,
+                        max_features=max_features, oob=oob, progress=progress)
+
+
+def bin_data(est, X, y, sample_weight, *, classify, n_trees, max_features) -> BinnedData:
+    """Validate the training data, sketch the feature quantiles (unweighted), bin every block
+    and persist the bins when they fit (``n_trees``: trees grown together, for that check)."""
     name = type(est).__name__
     blocks = est._fit_blocks(X, y, sample_weight, numeric=False, allow_nan=True,
                              y_numeric=not classify)
@@ -187,7 +236,6 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
     d = blocks.n_features
     _prepare_kernels(classify, _criterion(est, classify), bool(categorical.any()),
                      resolve_max_features(max_features, d) >= d)
-    seed = seed_from(est.random_state)
     # Pass 1: quantile sketch and labels.
     sk = blocks.map_reduce(sketch_kernel, categorical, categories, classify, name,
                            combine=combine_sketches)
@@ -227,6 +275,20 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
     keep = _fits_in_memory(int(n_rows), d, min(per_pass, n_trees))
     if keep:
         binned = list(dask.persist(*binned))
+    return BinnedData(blocks, binned, edges, n_bins, categorical, categories, classes, cw,
+                      int(n_rows), keep)
+
+
+def grow_on_bins(est, data: BinnedData, *, classify, n_trees, bootstrap, max_features,
+                 oob=False, progress=None):
+    """Grow ``n_trees`` trees on binned data (:func:`fit_trees` after :func:`bin_data`); sets
+    the estimator's fitted attributes and returns it."""
+    name = type(est).__name__
+    binned, edges, n_bins, keep = data.binned, data.edges, data.n_bins, data.keep
+    categorical, categories, classes = data.categorical, data.categories, data.classes
+    n_rows, d = data.n_rows, len(data.n_bins)
+    seed = seed_from(est.random_state)
+    per_pass = getattr(est, "trees_per_pass", None) or DEFAULT_TREES_PER_PASS
     mss = est.min_samples_split
     msl = est.min_samples_leaf
     spec = GrowSpec(
