@@ -8,7 +8,9 @@ sample weights, measures its weighted error ``err`` and gives it the weight
 then multiplies the weights of the misclassified rows by ``exp(α)`` and normalises them, as
 scikit-learn's ``AdaBoostClassifier`` (SAMME). For Dask input the weights are a Dask array
 beside the blocks of X, updated by blockwise tasks and persisted; only the tree and two sums
-per round come back to the client.
+per round come back to the client. With dml's own tree as the learner, X is binned once and
+every round grows its tree on those bins with its weights (docs/gradient_boosting.md,
+"AdaBoost").
 """
 from __future__ import annotations
 
