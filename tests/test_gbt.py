@@ -477,6 +477,25 @@ def test_adaboost_bins_dask_data_once_and_grows_the_same_trees(inprocess_client,
         assert a.n_features_in_ == 5
         for key in a.nodes_:
             np.testing.assert_array_equal(a.nodes_[key], b.nodes_[key], err_msg=key)
+    if n_blocks > 8:
+        return
+    # Blocks whose row counts are not known to be X's chunks: the first round still grows on
+    # its bins, the later rounds fit from X (one binning each), and the model is the same.
+    def unknown_lengths(*a, **k):
+        sketches.append(1)
+        data = real(*a, **k)
+        data.blocks.known_lengths = None
+        return data
+
+    monkeypatch.setattr(_model, "bin_data", unknown_lengths)
+    sketches.clear()
+    fallback = AdaBoostClassifier(DecisionTreeClassifier(**kw), n_estimators=rounds,
+                                  random_state=1).fit(Xd, yd, sample_weight=wd)
+    assert len(sketches) == rounds
+    np.testing.assert_array_equal(fallback.estimator_weights_, each.estimator_weights_)
+    for a, b in zip(fallback.estimators_, each.estimators_):
+        for key in a.nodes_:
+            np.testing.assert_array_equal(a.nodes_[key], b.nodes_[key], err_msg=key)
 
 
 @pytest.mark.parametrize("routed", [True, False])

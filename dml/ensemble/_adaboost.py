@@ -163,7 +163,7 @@ class AdaBoostClassifier(ClassifierMixin, DaskEstimatorMixin, BaseEstimator):
             if reuse_bins:
                 bins = self._fit_on_bins(est, X, y, w * n_rows, bins, chunks)
                 reuse_bins = bins is not None
-            if not reuse_bins:
+            else:
                 est.fit(X, y, sample_weight=w * n_rows)
             pred = est.predict(X)
             if lazy and np.isnan(pred.shape[0]):
@@ -206,17 +206,17 @@ class AdaBoostClassifier(ClassifierMixin, DaskEstimatorMixin, BaseEstimator):
     def _fit_on_bins(est, X, y, weights, bins, chunks):
         """Fit the round's dml tree ``est`` with row weights ``weights`` (a Dask vector in
         X's row chunks) on the bins of the first round (``bins``; None in the first round:
-        made here). Returns the bins, or None when the validated blocks are not X's row
-        chunks (the round is then not fitted: the caller fits it from X)."""
+        made here with this round's weights). Returns the bins for the next rounds, or None
+        when the blocks are not known to be X's row chunks (the later rounds' weights could
+        not be matched to them: those rounds fit from X)."""
         from dml.tree._model import bin_data, grow_on_bins
 
         fit = {"classify": True, "n_trees": 1, "max_features": est.max_features}
         if bins is None:
-            bins = bin_data(est, X, y, weights, **fit)
+            bins = round_bins = bin_data(est, X, y, weights, **fit)
             lengths = bins.blocks.known_lengths
             if lengths is None or tuple(int(n) for n in lengths) != tuple(chunks):
-                return None
-            round_bins = bins
+                bins = None
         else:
             est._record_layout(bins.blocks, True)
             # The weights follow y's chunks, which need not be X's (the blocks are X's).
