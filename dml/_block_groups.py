@@ -176,6 +176,26 @@ def persist_placed_where(objects: Sequence[Delayed], inputs: Sequence[Sequence])
     return out, where
 
 
+def task_inputs(part: Delayed) -> list:
+    """The keys the task of ``part`` reads (where they are held is where a group of such
+    parts would rather run: the ``inputs`` of :func:`persist_placed`), or its own key."""
+    task = part.__dask_graph__().get(part.key)
+    return list(getattr(task, "dependencies", ())) or [part.key]
+
+
+def hold_in_groups(parts: Sequence[Delayed], n_groups: int) -> tuple[list, list]:
+    """``parts`` (one per block) persisted as groups of consecutive blocks, each a tuple of its
+    blocks' parts (:func:`collect`), placed with :func:`persist_placed`; returns the groups and
+    their bounds (:func:`block_ranges`). The per-block results are not kept: once the groups
+    hold them they are released."""
+    bounds = block_ranges(len(parts), max(1, n_groups))
+    ranges = list(zip(bounds[:-1], bounds[1:]))
+    groups = persist_placed(
+        [dask.delayed(collect, pure=True)(*parts[lo:hi]) for lo, hi in ranges],
+        [[k for p in parts[lo:hi] for k in task_inputs(p)] for lo, hi in ranges])
+    return list(groups), bounds
+
+
 def _placed_layer(objects: Sequence[Delayed], where: Sequence[str]) -> list | None:
     """``objects`` over a copy of their graph whose layer carries each task's worker as a
     loose restriction (the scheduler's per-key ``workers`` and ``allow_other_workers``
@@ -235,11 +255,13 @@ def group_reduce(group, start, kernel, with_index, combine, levels, *args):
 def group_range_reduce(group, start, n_blocks, kernel, with_index, combine, *args):
     """The kernel over one group's blocks (a group of any consecutive blocks), as the pieces of
     the fixed reduction tree its blocks hold (:func:`range_reduce`)."""
-    vals = [_apply(kernel, with_index, part, start + j, args) for j, part in enumerate(group)]
-    return range_reduce(vals, start, n_blocks, combine, FANIN)
+    vals = (_apply(kernel, with_index, part, start + j, args) for j, part in enumerate(group))
+    return range_reduce(vals, start, n_blocks, combine, FANIN, count=len(group))
 
 
-def _finish_pieces(n_blocks, combine, *pieces):
+def finish_pieces(n_blocks, combine, *pieces):
+    """The root of the reduction tree over ``n_blocks`` blocks from every group's
+    :func:`range_reduce` pieces (as a task: the pieces are its arguments)."""
     return finish_tree(pieces, n_blocks, combine, FANIN)
 
 
@@ -419,7 +441,7 @@ class Groups:
                                                    self.bounds[g], n, kernel, with_index,
                                                    combine, *args),
                                deps)
-            return dask.delayed(_finish_pieces, pure=True)(n, combine, *outs)
+            return dask.delayed(finish_pieces, pure=True)(n, combine, *outs)
         levels = self.levels
         outs = self._layer(prefix, len(self.objects),
                            lambda key, g: Task(key, group_reduce, self._ref(g), self.bounds[g],
@@ -570,31 +592,44 @@ def _level_count(n: int, fanin: int, level: int) -> int:
     return -(-n // fanin ** level)
 
 
-def range_reduce(values: list, lo: int, n: int, combine: Callable, fanin: int) -> dict:
+def range_reduce(values, lo: int, n: int, combine: Callable, fanin: int,
+                 count: int | None = None) -> dict:
     """The nodes of the fixed reduction tree over ``n`` blocks (``tree_reduce``'s: consecutive
-    groups of ``fanin``, level by level) that lie wholly inside blocks ``lo .. lo + len(values)
-    - 1``, reduced from those blocks' ``values``; only the largest such nodes are kept, as
+    groups of ``fanin``, level by level) that lie wholly inside blocks ``lo .. lo + count - 1``,
+    reduced from those blocks' ``values``; only the largest such nodes are kept, as
     ``{(level, index): value}``. :func:`finish_tree` completes the tree from these pieces, so
-    blocks can be grouped in any consecutive ranges and the total is the same bit for bit."""
-    hi = lo + len(values)
-    level = {j: v for j, v in zip(range(lo, hi), values)}
-    out = {(0, j): v for j, v in level.items()}
+    blocks can be grouped in any consecutive ranges and the total is the same bit for bit.
+
+    ``values`` may be an iterator (``count`` then gives its length): each node is combined as
+    soon as its last child is made, so a group holds at most ``fanin`` values per tree level at
+    once, not one per block (per-block histograms can be many times a block's size).
+
+    Examples
+    --------
+    >>> add = lambda xs: "(" + "+".join(xs) + ")"
+    >>> pieces = range_reduce(iter(["b", "c"]), 1, 3, add, 2, count=2)  # blocks 1, 2 of 3
+    >>> pieces
+    {(0, 1): 'b', (1, 1): '(c)'}
+    >>> finish_tree([range_reduce(["a"], 0, 3, add, 2), pieces], 3, add, 2)
+    '((a+b)+(c))'
+    """
+    if count is None:
+        values = list(values)
+        count = len(values)
+    hi = lo + count
     depth = tree_depth(n, fanin)
-    for L in range(1, depth + 1):
-        size = fanin ** L
-        below = _level_count(n, fanin, L - 1)
-        nxt = {}
-        for j in range(-(-lo // size), _level_count(n, fanin, L)):
-            if j * size >= hi or min((j + 1) * size, n) > hi:
-                break
-            kids = range(j * fanin, min(j * fanin + fanin, below))
-            nxt[j] = combine([level[c] for c in kids])
-            for c in kids:
-                del out[(L - 1, c)]
-            out[(L, j)] = nxt[j]
-        if not nxt:
-            break
-        level = nxt
+    out: dict = {}
+    for j, v in zip(range(lo, hi), values):
+        out[(0, j)] = v
+        L, k = 0, j
+        while L < depth:
+            parent, size = k // fanin, fanin ** (L + 1)
+            last = min(parent * fanin + fanin, _level_count(n, fanin, L)) - 1
+            if k != last or parent * size < lo or min((parent + 1) * size, n) > hi:
+                break  # the parent still lacks children, or reaches outside the range
+            out[(L + 1, parent)] = combine([out.pop((L, c))
+                                            for c in range(parent * fanin, last + 1)])
+            L, k = L + 1, parent
     return out
 
 

@@ -233,3 +233,56 @@ def test_forest_from_rows_with_fractional_weights_is_the_same_on_any_cluster(cli
     with dask.config.set(scheduler="sync"):
         local = RandomForestClassifier(**params).fit(Xd, y_tr, sample_weight=w)
     _assert_same_nodes(ours.nodes_, local.nodes_)
+
+
+@pytest.mark.parametrize("n_blocks, client", [
+    (8, "inprocess"), pytest.param(8, "multiprocess", marks=pytest.mark.multiprocess),
+    (64, "inprocess"), (256, "inprocess")], indirect=["client"])
+def test_same_trees_however_the_binned_blocks_are_grouped(n_blocks, client, monkeypatch):
+    # The binned blocks are held in a few groups and every level is a task per group; the
+    # blocks' histograms are summed in the fixed tree over all blocks whatever the groups, so
+    # the default grouping (one group per worker thread), uneven groups and one block per group
+    # (every level a task per block; at 256 blocks groups of 8 instead, and no uneven groups,
+    # to keep the test short) grow the same trees bit for bit: with fractional weights,
+    # missing values, bootstrap counts, per-node feature draws, the rows form of deep levels,
+    # out-of-bag scores, and the single tree's sibling subtraction on the client.
+    from dml.tree import DecisionTreeRegressor, _model
+
+    rng = np.random.default_rng(n_blocks)
+    n = 1024
+    X = rng.normal(size=(n, 5))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) ** 2 + rng.normal(size=n) > 1)
+    y = y.astype(int) + (np.nan_to_num(X[:, 2]) > 1)
+    yr = np.nan_to_num(X[:, 0]) * 2 + np.nan_to_num(X[:, 3]) + rng.normal(size=n)
+    w = rng.random(n) + 0.5
+    Xd = da.from_array(X, chunks=(n // n_blocks, 5))
+    made = []
+    real_hold = _model.hold_in_groups
+
+    def hold(parts, n_groups):
+        groups, bounds = real_hold(parts, n_groups)
+        made.append(len(groups))
+        return groups, bounds
+
+    monkeypatch.setattr(_model, "hold_in_groups", hold)
+    fits = {}
+    many = n_blocks if n_blocks <= 64 else n_blocks // 8
+    layouts = (None, 3, many) if n_blocks <= 64 else (None, many)
+    for n_groups in layouts:
+        monkeypatch.setattr(_model, "N_GROUPS", n_groups)
+        fits[n_groups] = (
+            RandomForestClassifier(n_estimators=2, max_depth=6, oob_score=True,
+                                   class_weight={0: 1.0, 1: 2.0, 2: 0.5}, random_state=0,
+                                   trees_per_pass=1).fit(Xd, y, sample_weight=w),
+            RandomForestRegressor(n_estimators=2, max_depth=8, oob_score=True,
+                                  random_state=1).fit(Xd, yr),
+            DecisionTreeRegressor(max_depth=4).fit(Xd, yr, sample_weight=w))
+    threads = sum(client.nthreads().values())
+    assert made == [n_groups or threads for n_groups in layouts for _ in range(3)]
+    for got in (fits[n_groups] for n_groups in layouts[1:]):
+        for a, b in zip(got, fits[None]):
+            _assert_same_nodes(a.nodes_, b.nodes_)
+            np.testing.assert_array_equal(a.feature_importances_, b.feature_importances_)
+        for a, b in zip(got[:2], fits[None][:2]):
+            assert a.oob_score_ == b.oob_score_

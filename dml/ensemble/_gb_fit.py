@@ -17,7 +17,7 @@ import numpy as np
 from dask import delayed
 
 from dml._block_groups import (block_ranges, chain_steps, default_n_tasks, finish_tree,
-                               persist_placed, range_reduce)
+                               persist_placed, range_reduce, task_inputs)
 from dml._blocks import block_rng, broadcast, compute, seed_from, tree_reduce
 from dml._graph import tree_add
 from dml.base import check_weights_not_all_zero
@@ -500,15 +500,8 @@ def _prep_groups(binned, vf, seed, n_train, n_cells=None):
     groups = persist_placed(
         [delayed(_prep_group, pure=False)(lo, vf, seed, n_train, *binned[lo:hi])
          for lo, hi in ranges],
-        [[k for b in binned[lo:hi] for k in _inputs(b)] for lo, hi in ranges])
+        [[k for b in binned[lo:hi] for k in task_inputs(b)] for lo, hi in ranges])
     return list(groups), bounds[:-1]
-
-
-def _inputs(block):
-    """The keys a binned block's task reads (where they are held is where its group would
-    rather run)."""
-    task = block.__dask_graph__().get(block.key)
-    return list(getattr(task, "dependencies", ())) or [block.key]
 
 
 def _prep_group(start, vf, seed, n_train, *parts):

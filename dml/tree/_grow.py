@@ -1,14 +1,19 @@
 """Level-wise growth of many histogram trees at once over persisted, binned row blocks.
 
-Per level, for all open nodes of all trees being grown together:
+The binned blocks are held in groups of consecutive blocks (:func:`dml._block_groups.
+hold_in_groups`: a few per cluster, not one per block), and every step below is one task per
+group, so a level costs the same few tasks at 8 blocks as at 1,024. Per level, for all open
+nodes of all trees being grown together:
 
-1. *route* (one task per block): the rows of the nodes split at the previous level move to a
-   child; the per-block node assignment (rows × trees, int32) is a new persisted result, never a
-   mutated worker state, so a retried task computes the same thing;
-2. *histograms* (one map-reduce): each block counts, with ``np.bincount`` over combined
-   ``(slot, feature, bin, class)`` indices, the weighted class counts (classification) or
-   ``(w, w·y, w·y²)`` (regression) of its rows in every open node; the block results are summed
-   in the fixed tree order;
+1. *route* (a task per group): the rows of the nodes split at the previous level move to a
+   child; the node assignment of each of the group's blocks (rows × trees, int32) is a new
+   persisted result, never a mutated worker state, so a retried task computes the same thing;
+2. *histograms* (a task per group, then one per key range): each block counts the weighted
+   class counts (classification) or ``(w, w·y, w·y²)`` (regression) of its rows in every open
+   node, feature and bin; the blocks' results are summed in the fixed reduction tree over all
+   blocks (:func:`dml._block_groups.range_reduce` inside a group, :func:`dml._block_groups.
+   finish_tree` over the groups), so the sums, and the trees, are the same bit for bit however
+   the blocks are grouped;
 3. *split*: the best split of every open node, vectorised over nodes, features and bins.
 
 When every node sees every feature (``max_features`` = all, e.g. a single tree), only the smaller
@@ -30,7 +35,8 @@ from __future__ import annotations
 import numpy as np
 from dask import delayed, persist
 
-from dml._blocks import block_rng, broadcast, compute, tree_reduce
+from dml._block_groups import FANIN, finish_tree, range_reduce
+from dml._blocks import block_rng, broadcast, compute
 from dml.tree import _kernels
 
 _EPS = np.finfo(np.float64).eps
@@ -212,6 +218,50 @@ def combine_rows(parts):
     if len(parts) == 1:
         return parts[0]
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
+
+
+def route_group(group, assign, route, n_trees):
+    """:func:`route_kernel` on every block of a group (``assign`` None: the first level's, every
+    row at its trees' roots; ``route`` None: the assignments as they are)."""
+    if assign is None:
+        assign = [init_assign(part, n_trees) for part in group]
+    if route is None:  # nothing to move
+        return tuple(assign)
+    return tuple(route_kernel(part, a, route) for part, a in zip(group, assign))
+
+
+def boot_group(group, start, seed, tree_ids):
+    """:func:`boot_kernel` on every block of a group (its first block is block ``start``)."""
+    return tuple(boot_kernel(start + j, part, seed, tree_ids) for j, part in enumerate(group))
+
+
+def _combine_each(combine):
+    def combine_ranges(parts):
+        return tuple(combine([p[r] for p in parts]) for r in range(len(parts[0])))
+    return combine_ranges
+
+
+def ranges_group(group, assign, boot, start, n_blocks, n_trees, use_rows, bounds, *args):
+    """The group's blocks' histograms (or, ``use_rows``, rows) of the requested slots, cut into
+    ``len(bounds) - 1`` key ranges (:func:`_call_hist_ranges`, :func:`_call_rows_ranges`), each
+    range reduced over the group's blocks into the pieces of the fixed block tree
+    (:func:`dml._block_groups.range_reduce`; one dict per range). A block's results are
+    combined as soon as its siblings' are made, so the group never holds all of them."""
+    if assign is None:
+        assign = [None] * len(group)
+    boot = boot if boot is not None else [None] * len(group)
+    call, combine = ((_call_rows_ranges, combine_rows) if use_rows
+                     else (_call_hist_ranges, combine_sparse))
+    per_block = (call(part, a if a is not None else init_assign(part, n_trees), bt, bounds,
+                      *args) for part, a, bt in zip(group, assign, boot))
+    pieces = range_reduce(per_block, start, n_blocks, _combine_each(combine), FANIN,
+                          count=len(group))
+    return tuple({node: v[r] for node, v in pieces.items()} for r in range(len(bounds) - 1))
+
+
+def finish_ranges(n_blocks, use_rows, *pieces):
+    """One key range merged over all blocks from every group's pieces of it."""
+    return finish_tree(pieces, n_blocks, combine_rows if use_rows else combine_sparse, FANIN)
 
 
 def split_rows_kernel(merged, first_slot, feat_sel, depth, n_root, spec: GrowSpec):
@@ -582,9 +632,13 @@ def _minus(parent, child, crit):
     return pk[keep], v[keep]
 
 
-def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
+def grow_trees(groups, bounds, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
                need_assign=False, persist_assign=True, on_level=None):
     """Grow ``n_trees`` trees together; returns (trees, importances, final assignments).
+
+    ``groups`` hold the binned blocks (per group a tuple of blocks ``(bins, y, w)``; group
+    ``g`` holds blocks ``bounds[g] .. bounds[g + 1] - 1``), ``boot`` the blocks' bootstrap
+    counts in the same groups (or None); the final assignments are per group too.
 
     ``n_root`` is the weighted row count that ``min_impurity_decrease`` is relative to (per
     tree: its root weight when None). With ``persist_assign=False`` (data larger than the
@@ -597,7 +651,8 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
     d = len(spec.n_bins)
     all_feats = spec.max_features >= d
     subtract = all_feats
-    assign = [delayed(init_assign, pure=True)(p, n_trees) for p in binned]
+    n_blocks, starts = int(bounds[-1]), [int(b) for b in bounds[:-1]]
+    assign = [None] * len(groups)  # every row at its trees' roots
     C, nb = spec.n_channels, spec.nb
     B = nb + 1
     F = d if all_feats else spec.max_features
@@ -611,12 +666,12 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
     importances = np.zeros((n_trees, d))
     roots = np.zeros(n_trees)
     level = 0
-    boots = boot if boot is not None else [None] * len(binned)
+    boots = boot if boot is not None else [None] * len(groups)
     while pending:
         if route is not None:
             params = broadcast(_only_new_splits(route, new_split))
-            assign = [delayed(route_kernel, pure=True)(p, a, params)
-                      for p, a in zip(binned, assign)]
+            assign = [delayed(route_group, pure=True)(g, a, params, n_trees)
+                      for g, a in zip(groups, assign)]
             if persist_assign:
                 assign = list(persist(*assign))
         to_count = [key for key in pending if key not in derived]
@@ -644,19 +699,18 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
         args = [broadcast(slot_map), broadcast(feat_sel), nb, C, spec.classify]
         # Slot ranges: whole slots per range, so the concatenated ranges are the sorted result.
         R = MERGE_RANGES
-        bounds = np.linspace(0, len(to_count), R + 1).astype(np.int64)
-        key_bounds = bounds * (F * B)
+        bounds_s = np.linspace(0, len(to_count), R + 1).astype(np.int64)
+        key_bounds = bounds_s * (F * B)
         key_bounds[-1] = np.iinfo(np.int64).max
         use_rows = not subtract and level > 0 and _rows_are_smaller(
-            trees, pending, roots, spec, F, len(binned))
-        if use_rows:
-            parts = [delayed(_call_rows_ranges, pure=True, nout=R)(
-                p, a, bt, bounds, args[0], args[1]) for p, a, bt in zip(binned, assign, boots)]
-            merged = [tree_reduce([pt[r] for pt in parts], combine_rows) for r in range(R)]
-        else:
-            parts = [delayed(_call_hist_ranges, pure=True, nout=R)(p, a, bt, key_bounds, *args)
-                     for p, a, bt in zip(binned, assign, boots)]
-            merged = [tree_reduce([pt[r] for pt in parts], combine_sparse) for r in range(R)]
+            trees, pending, roots, spec, F, n_blocks)
+        cut, extra = (bounds_s, args[:2]) if use_rows else (key_bounds, args)
+        parts = [delayed(ranges_group, pure=True, nout=R)(
+            g, a, bt, lo, n_blocks, n_trees, use_rows, cut, *extra)
+            for g, a, bt, lo in zip(groups, assign, boots, starts)]
+        merged = [delayed(finish_ranges, pure=True)(n_blocks, use_rows,
+                                                    *[pt[r] for pt in parts])
+                  for r in range(R)]
         keys = pending
         P = len(keys)
         depth_p = np.array([trees[t].depth[n] for (t, n) in keys], dtype=np.int64)
@@ -684,13 +738,13 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
             # ranges: each range's splits are found on a worker, beside its merged histograms,
             # and only the chosen splits travel to the client.
             lite = broadcast(spec.lite())
-            offsets = bounds[:-1].tolist()
+            offsets = bounds_s[:-1].tolist()
             res = compute(*[
                 delayed(split_rows_kernel if use_rows else split_kernel, pure=True)(
-                    merged[r], int(bounds[r]) * (1 if use_rows else F * B),
-                                                 feat_sel[bounds[r]:bounds[r + 1]],
-                                                 depth_p[bounds[r]:bounds[r + 1]],
-                                                 nroot_p[bounds[r]:bounds[r + 1]], lite)
+                    merged[r], int(bounds_s[r]) * (1 if use_rows else F * B),
+                                                 feat_sel[bounds_s[r]:bounds_s[r + 1]],
+                                                 depth_p[bounds_s[r]:bounds_s[r + 1]],
+                                                 nroot_p[bounds_s[r]:bounds_s[r + 1]], lite)
                 for r in range(R)])
         tot = np.concatenate([r_[0] for r_ in res])
         if level == 0:
@@ -758,8 +812,11 @@ def grow_trees(binned, boot, n_trees, tree_ids, spec: GrowSpec, n_root=None,
         level += 1
     if need_assign and route is not None and new_split.any():
         params = broadcast(_only_new_splits(route, new_split))
-        assign = [delayed(route_kernel, pure=True)(p, a, params)
-                  for p, a in zip(binned, assign)]
+        assign = [delayed(route_group, pure=True)(g, a, params, n_trees)
+                  for g, a in zip(groups, assign)]
         if persist_assign:
             assign = list(persist(*assign))
+    if need_assign and any(a is None for a in assign):  # nothing was split: all at the roots
+        assign = [delayed(route_group, pure=True)(g, None, None, n_trees) if a is None else a
+                  for g, a in zip(groups, assign)]
     return trees, importances, assign

@@ -20,10 +20,11 @@ import numpy as np
 import pandas as pd
 from dask import delayed
 
+from dml._block_groups import collect, default_n_tasks, hold_in_groups
 from dml._blocks import seed_from, tree_reduce
 from dml.tree._binning import (as_float_block, bin_kernel, combine_sketches, edges_from_sketch,
                                sketch_kernel)
-from dml.tree._grow import GrowSpec, boot_kernel, grow_trees, node_weight
+from dml.tree._grow import GrowSpec, boot_group, grow_trees, node_weight
 from dml.worker_setup import entries, prepare
 
 #: Forests log every level they grow here (at INFO).
@@ -32,6 +33,11 @@ _logger = logging.getLogger("dml.ensemble")
 #: Trees grown together in one set of passes when ``trees_per_pass`` is None: bounded so that the
 #: per-block node assignments (rows × trees int32) and bootstrap counts stay small.
 DEFAULT_TREES_PER_PASS = 64
+
+#: Groups the binned blocks are held in (None: one per worker thread of the cluster). A level
+#: of the trees costs a few tasks per group, whatever the number of blocks; the trees do not
+#: depend on it (the blocks' histograms are summed in a fixed tree over the blocks).
+N_GROUPS = None
 
 
 def flatten(trees, classify: bool, criterion: str) -> dict:
@@ -175,13 +181,16 @@ def _prepare_kernels(classify, criterion, any_cat, subtract):
 
 @dataclass
 class BinnedData:
-    """Training blocks validated, binned (``binned``: per block ``(uint8 bins, encoded y,
-    weights)``) and, when they fit, persisted: what growing trees needs of the data.
+    """Training blocks validated, binned and, when they fit, persisted: what growing trees needs
+    of the data. ``groups`` hold the binned blocks in groups of consecutive blocks (a tuple of
+    ``(uint8 bins, encoded y, weights)`` per block; group ``g`` holds blocks ``bounds[g] ..
+    bounds[g + 1] - 1``); data that does not fit is not persisted and is one block a group.
     :func:`bin_data` makes it, :func:`grow_on_bins` grows trees on it, :meth:`reweighted`
     gives it other row weights (AdaBoost's rounds: the bins do not depend on the weights)."""
 
     blocks: Any
-    binned: list
+    groups: list
+    bounds: list
     edges: list
     n_bins: np.ndarray
     categorical: np.ndarray
@@ -194,21 +203,23 @@ class BinnedData:
     def reweighted(self, weights: list) -> BinnedData:
         """The same bins with row weights ``weights`` (one Delayed or array per block, the
         blocks' row counts), times the class weights as :func:`bin_kernel` applies them."""
-        binned = [delayed(_with_weights, pure=True)(p, w, self.class_weight)
-                  for p, w in zip(self.binned, weights)]
+        groups = [delayed(_with_weights, pure=True)(g, self.class_weight, *weights[lo:hi])
+                  for g, lo, hi in zip(self.groups, self.bounds[:-1], self.bounds[1:])]
         if self.keep:
-            binned = list(dask.persist(*binned))
-        return replace(self, binned=binned)
+            groups = list(dask.persist(*groups))
+        return replace(self, groups=groups)
 
 
-def _with_weights(part, w, class_weight):
-    bins, y, _ = part
-    w = np.asarray(w, dtype=np.float64).ravel()
-    if len(w) != len(y):
-        raise ValueError(f"weights of {len(w)} rows for a block of {len(y)}")
-    if class_weight is not None:
-        w = w * class_weight[y]
-    return bins, y, w
+def _with_weights(group, class_weight, *weights):
+    out = []
+    for (bins, y, _), w in zip(group, weights):
+        w = np.asarray(w, dtype=np.float64).ravel()
+        if len(w) != len(y):
+            raise ValueError(f"weights of {len(w)} rows for a block of {len(y)}")
+        if class_weight is not None:
+            w = w * class_weight[y]
+        out.append((bins, y, w))
+    return tuple(out)
 
 
 def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_features,
@@ -274,9 +285,12 @@ def bin_data(est, X, y, sample_weight, *, classify, n_trees, max_features) -> Bi
     # principle 3: data larger than the cluster streams instead of filling worker memory).
     keep = _fits_in_memory(int(n_rows), d, min(per_pass, n_trees))
     if keep:
-        binned = list(dask.persist(*binned))
-    return BinnedData(blocks, binned, edges, n_bins, categorical, categories, classes, cw,
-                      int(n_rows), keep)
+        groups, bounds = hold_in_groups(binned, N_GROUPS or default_n_tasks())
+    else:
+        groups = [delayed(collect, pure=True)(p) for p in binned]
+        bounds = list(range(len(binned) + 1))
+    return BinnedData(blocks, groups, bounds, edges, n_bins, categorical, categories, classes,
+                      cw, int(n_rows), keep)
 
 
 def grow_on_bins(est, data: BinnedData, *, classify, n_trees, bootstrap, max_features,
@@ -284,7 +298,8 @@ def grow_on_bins(est, data: BinnedData, *, classify, n_trees, bootstrap, max_fea
     """Grow ``n_trees`` trees on binned data (:func:`fit_trees` after :func:`bin_data`); sets
     the estimator's fitted attributes and returns it."""
     name = type(est).__name__
-    binned, edges, n_bins, keep = data.binned, data.edges, data.n_bins, data.keep
+    groups, bounds = data.groups, data.bounds
+    edges, n_bins, keep = data.edges, data.n_bins, data.keep
     categorical, categories, classes = data.categorical, data.categories, data.classes
     n_rows, d = data.n_rows, len(data.n_bins)
     seed = seed_from(est.random_state)
@@ -306,11 +321,12 @@ def grow_on_bins(est, data: BinnedData, *, classify, n_trees, bootstrap, max_fea
         ids = np.arange(start, min(n_trees, start + per_pass))
         boot = None
         if bootstrap:
-            boot = [delayed(boot_kernel, pure=True)(i, p, seed, ids)
-                    for i, p in enumerate(binned)]
+            boot = [delayed(boot_group, pure=True)(g, lo, seed, ids)
+                    for g, lo in zip(groups, bounds[:-1])]
             if keep:
                 boot = list(dask.persist(*boot))
-        trees, imp, assign = grow_trees(binned, boot, len(ids), ids, spec, need_assign=oob,
+        trees, imp, assign = grow_trees(groups, bounds, boot, len(ids), ids, spec,
+                                        need_assign=oob,
                                         persist_assign=keep,
                                         on_level=_level_reporter(name, ids, n_trees, progress))
         if progress is not None:
@@ -319,8 +335,8 @@ def grow_on_bins(est, data: BinnedData, *, classify, n_trees, bootstrap, max_fea
         importances.append(imp)
         if oob:
             nodes = flatten(trees, classify, spec.criterion)
-            oob_parts.append([delayed(_oob_kernel, pure=True)(p, a, bt, nodes, classify)
-                              for p, a, bt in zip(binned, assign, boot)])
+            oob_parts.append([delayed(_oob_group, pure=True)(g, a, bt, nodes, classify)
+                              for g, a, bt in zip(groups, assign, boot)])
     est.n_bins_ = n_bins
     est.bin_edges_ = edges
     est.categorical_ = categorical
@@ -337,10 +353,10 @@ def grow_on_bins(est, data: BinnedData, *, classify, n_trees, bootstrap, max_fea
     est.feature_importances_ = fi / s if s > 0 else fi
     est.max_features_ = spec.max_features
     if oob:
-        per_block = [tree_reduce(list(z), _concat_oob) for z in zip(*oob_parts)] \
+        per_group = [tree_reduce(list(z), _concat_oob) for z in zip(*oob_parts)] \
             if len(oob_parts) > 1 else oob_parts[0]
-        res = dask.compute(*[delayed(_oob_score, pure=True)(p, o, classify)
-                             for p, o in zip(binned, per_block)])
+        res = [r for rs in dask.compute(*[delayed(_oob_score_group, pure=True)(g, o, classify)
+                                          for g, o in zip(groups, per_group)]) for r in rs]
         num = sum(r[0] for r in res)
         den = sum(r[1] for r in res)
         sse = sum(r[2] for r in res)
@@ -415,8 +431,19 @@ def _oob_kernel(part, assign, boot, nodes, classify):
     return (np.einsum("nt,ntk->nk", out.astype(np.float64), val), out.sum(axis=1))
 
 
+def _oob_group(group, assign, boot, nodes, classify):
+    return tuple(_oob_kernel(p, a, bt, nodes, classify) for p, a, bt in zip(group, assign, boot))
+
+
 def _concat_oob(parts):
-    return (sum(p[0] for p in parts), sum(p[1] for p in parts))
+    """The out-of-bag sums of several passes of trees, block by block (parts: per pass, the
+    per-block results of one group)."""
+    return tuple((sum(p[j][0] for p in parts), sum(p[j][1] for p in parts))
+                 for j in range(len(parts[0])))
+
+
+def _oob_score_group(group, oob, classify):
+    return [_oob_score(p, o, classify) for p, o in zip(group, oob)]
 
 
 def _oob_score(part, oob, classify):
