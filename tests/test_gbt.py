@@ -440,10 +440,11 @@ def test_adaboost_equals_scikit_learns_samme_on_exact_bins(client, n_classes):
                                       pytest.param(64, marks=pytest.mark.slow)])
 def test_adaboost_bins_dask_data_once_and_grows_the_same_trees(inprocess_client, monkeypatch,
                                                                n_blocks):
-    """With dml's tree on Dask input, the data is validated, sketched and binned once and each
-    round grows its tree on those bins with its own row weights: the same trees, learner
-    weights and errors as fitting every round's tree from X (a subclass of the tree takes that
-    path), with sample and class weights, three classes and depth-2 trees."""
+    """With dml's tree on Dask input, the data is validated, sketched and binned once, each
+    round grows its tree on those bins with its own row weights, and the weights are updated
+    beside the bins from the rows' leaves: the same trees, learner weights and errors as
+    fitting every round's tree from X and predicting X (a subclass of the tree takes that path),
+    with sample and class weights, three classes and depth-2 trees."""
     from dml.ensemble import AdaBoostClassifier
     from dml.tree import DecisionTreeClassifier
     from dml.tree import _model
@@ -461,16 +462,22 @@ def test_adaboost_bins_dask_data_once_and_grows_the_same_trees(inprocess_client,
     sketches = []
     real = _model.bin_data
     monkeypatch.setattr(_model, "bin_data", lambda *a, **k: sketches.append(1) or real(*a, **k))
+    predicts = []
+    real_predict = DecisionTreeClassifier.predict
+    monkeypatch.setattr(DecisionTreeClassifier, "predict",
+                        lambda self, X: predicts.append(1) or real_predict(self, X))
     kw = dict(max_depth=2, class_weight={0: 1.0, 1: 2.0, 2: 0.5}, random_state=0)
-    # Two rounds at 64 blocks (one reweighted): a tree's level costs a task per block and
-    # ~0.5 s there, twice as many fits as rounds.
-    rounds = 2 if n_blocks >= 64 else 3
+    rounds = 3
     once = AdaBoostClassifier(DecisionTreeClassifier(**kw), n_estimators=rounds,
                               random_state=1).fit(Xd, yd, sample_weight=wd)
     assert len(once.estimators_) == rounds and len(sketches) == 1
+    # The rounds' errors and weights came from the leaves the rows reached while each tree
+    # grew, beside the bins: X was not read again to predict.
+    assert not predicts
     each = AdaBoostClassifier(RoundByRound(**kw), n_estimators=rounds,
                               random_state=1).fit(Xd, yd, sample_weight=wd)
     assert len(sketches) == 1 + rounds  # every round of the subclass's fit bins X again
+    assert len(predicts) == rounds  # and predicts X
     np.testing.assert_array_equal(once.estimator_weights_, each.estimator_weights_)
     np.testing.assert_array_equal(once.estimator_errors_, each.estimator_errors_)
     for a, b in zip(once.estimators_, each.estimators_):

@@ -8,8 +8,9 @@ sample weights, measures its weighted error ``err`` and gives it the weight
 then multiplies the weights of the misclassified rows by ``exp(α)`` and normalises them, as
 scikit-learn's ``AdaBoostClassifier`` (SAMME). For Dask input the weights are a Dask array
 beside the blocks of X, updated by blockwise tasks and persisted; only the tree and two sums
-per round come back to the client. With dml's own tree as the learner, X is binned once and
-every round grows its tree on those bins with its weights (docs/gradient_boosting.md,
+per round come back to the client. With dml's own tree as the learner, X is binned once,
+every round grows its tree on those bins with its weights, and the weights are held and
+updated beside the bins (:mod:`dml.ensemble._adaboost_rounds`; docs/gradient_boosting.md,
 "AdaBoost").
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dml._typing import Any, ArrayLike, Self
 from dml._blocks import BlockSpec, with_known_rows
 from dml._param_validation import RANDOM_STATE, HasMethods, Integral, Interval, Real
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
+from dml.ensemble._adaboost_rounds import HeldRounds, block_sums_total
 from dml.tree import DecisionTreeClassifier
 
 __all__ = ["AdaBoostClassifier"]
@@ -147,10 +149,11 @@ class AdaBoostClassifier(ClassifierMixin, DaskEstimatorMixin, BaseEstimator):
         base = self.estimator if self.estimator is not None else DecisionTreeClassifier(
             max_depth=1)
         self.estimators_, weights, errors = [], [], []
-        # dml's own tree on Dask blocks: the data is validated, sketched and binned once and
-        # every round grows its tree on the same bins with its own weights (the bins do not
-        # depend on the weights), instead of three passes over X per round.
-        bins = None
+        # dml's own tree on Dask blocks: the data is validated, sketched and binned once, every
+        # round grows its tree on the same bins with its own weights (the bins do not depend on
+        # the weights), and the weights live beside the bins: a round's error and reweighting
+        # come from the leaves the rows reached while the tree grew, with no pass over X.
+        held = None
         # ("balanced" class weights are counted with each round's row weights: not reused.)
         reuse_bins = (lazy and type(base) is DecisionTreeClassifier
                       and not isinstance(base.class_weight, str))
@@ -160,17 +163,22 @@ class AdaBoostClassifier(ClassifierMixin, DaskEstimatorMixin, BaseEstimator):
                 est.set_params(random_state=(seed + i) % (2**31))
             # dml's trees count min_samples_* in weighted rows: weights summing to the row
             # count keep those limits meaning rows (the error ratio does not change).
+            assign = None
             if reuse_bins:
-                bins = self._fit_on_bins(est, X, y, w * n_rows, bins, chunks)
-                reuse_bins = bins is not None
+                held, assign = self._fit_on_bins(est, X, y, w, n_rows, held, chunks)
+                reuse_bins = held is not None
             else:
                 est.fit(X, y, sample_weight=w * n_rows)
-            pred = est.predict(X)
-            if lazy and np.isnan(pred.shape[0]):
-                pred = with_known_rows(pred, chunks)
-            wrong = (pred != yv)
-            err_sum, w_sum = (dask.compute((w * wrong).sum(), w.sum()) if lazy
-                              else ((w * wrong).sum(), w.sum()))
+            if assign is not None:
+                node_class = est.nodes_["value"].argmax(axis=1)
+                err_sum, w_sum = held.error(assign, node_class)
+            else:
+                pred = est.predict(X)
+                if lazy and np.isnan(pred.shape[0]):
+                    pred = with_known_rows(pred, chunks)
+                wrong = (pred != yv)
+                err_sum, w_sum = (_sums_by_block([w * wrong, w], chunks) if lazy
+                                  else ((w * wrong).sum(), w.sum()))
             err = float(err_sum) / float(w_sum)
             if err <= 0:
                 self.estimators_.append(est)
@@ -189,13 +197,19 @@ class AdaBoostClassifier(ClassifierMixin, DaskEstimatorMixin, BaseEstimator):
             errors.append(err)
             if i == self.n_estimators - 1:
                 break
-            w = w * np.exp(alpha * wrong * (w > 0))
-            s = float(w.sum().compute() if lazy else w.sum())
+            if assign is not None:
+                s = held.reweight(assign, node_class, alpha)
+            else:
+                w = w * np.exp(alpha * wrong * (w > 0))
+                s = _sums_by_block([w], chunks)[0] if lazy else float(w.sum())
             if not np.isfinite(s) or s <= 0:
                 break
-            w = w / s
-            if lazy:
-                (w,) = dask.persist(w)
+            if assign is not None:
+                held.normalise(s)
+            else:
+                w = w / s
+                if lazy:
+                    (w,) = dask.persist(w)
         self.classes_ = classes
         self.n_classes_ = K
         self.estimator_weights_ = np.asarray(weights)
@@ -203,27 +217,27 @@ class AdaBoostClassifier(ClassifierMixin, DaskEstimatorMixin, BaseEstimator):
         return self
 
     @staticmethod
-    def _fit_on_bins(est, X, y, weights, bins, chunks):
-        """Fit the round's dml tree ``est`` with row weights ``weights`` (a Dask vector in
-        X's row chunks) on the bins of the first round (``bins``; None in the first round:
-        made here with this round's weights). Returns the bins for the next rounds, or None
-        when the blocks are not known to be X's row chunks (the later rounds' weights could
-        not be matched to them: those rounds fit from X)."""
+    def _fit_on_bins(est, X, y, w, n_rows, held, chunks):
+        """Fit the round's dml tree ``est`` on the bins of the first round with the weights
+        ``w`` (the normalised weights, a Dask vector; held beside the bins from the second
+        round on: ``held``, a :class:`~dml.ensemble._adaboost_rounds.HeldRounds`, None in the
+        first round, which makes the bins). Returns ``(held, node assignments)`` for the next
+        rounds and this round's error, or ``(None, None)`` when the blocks are not known to be
+        X's row chunks (the weights could not be matched to them: the rounds use X)."""
         from dml.tree._model import bin_data, grow_on_bins
 
         fit = {"classify": True, "n_trees": 1, "max_features": est.max_features}
-        if bins is None:
-            bins = round_bins = bin_data(est, X, y, weights, **fit)
+        if held is None:
+            bins = round_bins = bin_data(est, X, y, w * n_rows, **fit)
             lengths = bins.blocks.known_lengths
             if lengths is None or tuple(int(n) for n in lengths) != tuple(chunks):
-                bins = None
+                grow_on_bins(est, bins, bootstrap=False, **fit)
+                return None, None
+            held = HeldRounds(bins, w, chunks)
         else:
-            est._record_layout(bins.blocks, True)
-            # The weights follow y's chunks, which need not be X's (the blocks are X's).
-            weights = weights.rechunk((tuple(chunks),))
-            round_bins = bins.reweighted(list(weights.to_delayed().ravel()))
-        grow_on_bins(est, round_bins, bootstrap=False, **fit)
-        return bins
+            est._record_layout(held.bins.blocks, True)
+            round_bins = held.round_bins(n_rows)
+        return held, grow_on_bins(est, round_bins, bootstrap=False, need_assign=True, **fit)
 
     def decision_function(self, X: ArrayLike) -> Any:
         """SAMME scores: shape (n,) for two classes (positive: ``classes_[1]``), else (n, K).
@@ -312,3 +326,11 @@ class AdaBoostClassifier(ClassifierMixin, DaskEstimatorMixin, BaseEstimator):
         if isinstance(idx, np.ndarray):
             return self.classes_[idx]
         return idx.map_blocks(lambda i, c=self.classes_: c[i], dtype=self.classes_.dtype)
+
+
+def _sums_by_block(vectors, chunks):
+    """Each Dask vector's total as per-block sums in X's row blocks (``chunks``) added in
+    block order, as the rounds on the held bins total them."""
+    parts = [[dask.delayed(np.sum, pure=True)(b)
+              for b in v.rechunk((tuple(chunks),)).to_delayed().ravel()] for v in vectors]
+    return [block_sums_total(p) for p in dask.compute(*parts)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import numbers
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import dask
@@ -185,8 +185,8 @@ class BinnedData:
     of the data. ``groups`` hold the binned blocks in groups of consecutive blocks (a tuple of
     ``(uint8 bins, encoded y, weights)`` per block; group ``g`` holds blocks ``bounds[g] ..
     bounds[g + 1] - 1``); data that does not fit is not persisted and is one block a group.
-    :func:`bin_data` makes it, :func:`grow_on_bins` grows trees on it, :meth:`reweighted`
-    gives it other row weights (AdaBoost's rounds: the bins do not depend on the weights)."""
+    :func:`bin_data` makes it, :func:`grow_on_bins` grows trees on it (AdaBoost's rounds grow
+    on it with new row weights: :mod:`dml.ensemble._adaboost_rounds`)."""
 
     blocks: Any
     groups: list
@@ -200,27 +200,6 @@ class BinnedData:
     n_rows: int
     keep: bool
 
-    def reweighted(self, weights: list) -> BinnedData:
-        """The same bins with row weights ``weights`` (one Delayed or array per block, the
-        blocks' row counts), times the class weights as :func:`bin_kernel` applies them."""
-        groups = [delayed(_with_weights, pure=True)(g, self.class_weight, *weights[lo:hi])
-                  for g, lo, hi in zip(self.groups, self.bounds[:-1], self.bounds[1:])]
-        if self.keep:
-            groups = list(dask.persist(*groups))
-        return replace(self, groups=groups)
-
-
-def _with_weights(group, class_weight, *weights):
-    out = []
-    for (bins, y, _), w in zip(group, weights):
-        w = np.asarray(w, dtype=np.float64).ravel()
-        if len(w) != len(y):
-            raise ValueError(f"weights of {len(w)} rows for a block of {len(y)}")
-        if class_weight is not None:
-            w = w * class_weight[y]
-        out.append((bins, y, w))
-    return tuple(out)
-
 
 def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_features,
               oob=False, progress=None):
@@ -233,8 +212,9 @@ def fit_trees(est, X, y, sample_weight, *, classify, n_trees, bootstrap, max_fea
     """
     data = bin_data(est, X, y, sample_weight, classify=classify, n_trees=n_trees,
                     max_features=max_features)
-    return grow_on_bins(est, data, classify=classify, n_trees=n_trees, bootstrap=bootstrap,
-                        max_features=max_features, oob=oob, progress=progress)
+    grow_on_bins(est, data, classify=classify, n_trees=n_trees, bootstrap=bootstrap,
+                 max_features=max_features, oob=oob, progress=progress)
+    return est
 
 
 def bin_data(est, X, y, sample_weight, *, classify, n_trees, max_features) -> BinnedData:
@@ -294,9 +274,11 @@ def bin_data(est, X, y, sample_weight, *, classify, n_trees, max_features) -> Bi
 
 
 def grow_on_bins(est, data: BinnedData, *, classify, n_trees, bootstrap, max_features,
-                 oob=False, progress=None):
+                 oob=False, progress=None, need_assign=False):
     """Grow ``n_trees`` trees on binned data (:func:`fit_trees` after :func:`bin_data`); sets
-    the estimator's fitted attributes and returns it."""
+    the estimator's fitted attributes. With ``need_assign``, returns the node each row reached
+    in the trees of the last pass (per group of ``data.groups``, per block: rows × trees int32,
+    tree-local node indices; AdaBoost's rounds read the leaves from them)."""
     name = type(est).__name__
     groups, bounds = data.groups, data.bounds
     edges, n_bins, keep = data.edges, data.n_bins, data.keep
@@ -326,7 +308,7 @@ def grow_on_bins(est, data: BinnedData, *, classify, n_trees, bootstrap, max_fea
             if keep:
                 boot = list(dask.persist(*boot))
         trees, imp, assign = grow_trees(groups, bounds, boot, len(ids), ids, spec,
-                                        need_assign=oob,
+                                        need_assign=oob or need_assign,
                                         persist_assign=keep,
                                         on_level=_level_reporter(name, ids, n_trees, progress))
         if progress is not None:
@@ -369,7 +351,7 @@ def grow_on_bins(est, data: BinnedData, *, classify, n_trees, bootstrap, max_fea
             ys = np.concatenate([r[4] for r in res])
             est.oob_score_ = 1.0 - sse / float(((ys - ys.mean()) ** 2).sum()) \
                 if len(ys) > 1 else np.nan
-    return est
+    return assign if need_assign else None
 
 
 def _level_reporter(name, ids, n_trees, progress):
