@@ -41,6 +41,13 @@ def _clean_env(tmp_path: Path) -> dict:
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     # The user's kernel cache is kept (a cold one costs minutes of compiling on 2 cores): with
     # the cache misplaced again, the new package's empty cache would be filled, which is checked.
+    # Bytecode: pip's installs do not compile the ~5,800 installed modules (pip's own setting,
+    # as a user's pip.conf would set it; the commands stay word for word), and Python writes
+    # the .pyc of what it imports as it does by default, so the later processes (demo workers,
+    # notebook kernel) read them. pip's uninstall removes such .pyc files too, which the
+    # editable install's check below would see.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PIP_COMPILE"] = "0"
     return env
 
 
