@@ -486,6 +486,18 @@ def test_adaboost_bins_dask_data_once_and_grows_the_same_trees(inprocess_client,
             np.testing.assert_array_equal(a.nodes_[key], b.nodes_[key], err_msg=key)
     if n_blocks > 8:
         return
+    # Data larger than the persist budget: the bins, node assignments and round bins are
+    # streamed (re-read from X), the weights still held; the same model.
+    import dml.optim.data
+
+    with monkeypatch.context() as m:
+        m.setattr(dml.optim.data, "PERSIST_FRACTION", 0.0)
+        streamed = AdaBoostClassifier(DecisionTreeClassifier(**kw), n_estimators=rounds,
+                                      random_state=1).fit(Xd, yd, sample_weight=wd)
+    np.testing.assert_array_equal(streamed.estimator_weights_, each.estimator_weights_)
+    for a, b in zip(streamed.estimators_, each.estimators_):
+        for key in a.nodes_:
+            np.testing.assert_array_equal(a.nodes_[key], b.nodes_[key], err_msg=key)
     # Blocks whose row counts are not known to be X's chunks: the first round still grows on
     # its bins, the later rounds fit from X (one binning each), and the model is the same.
     def unknown_lengths(*a, **k):

@@ -71,7 +71,10 @@ class HeldRounds:
     (:class:`dml.tree._model.BinnedData`), and the round steps over them.
 
     ``w`` is the normalised weight vector as a Dask array (any row chunks); it is cut into
-    X's blocks (``chunks``) and grouped like the bins."""
+    X's blocks (``chunks``) and grouped like the bins. The weights (8 bytes a row) are always
+    persisted, as the other path persists its weight array: on data streamed from storage
+    (bins not held) a round's weights would otherwise be recomputed from every earlier
+    round's trees."""
 
     def __init__(self, bins, w, chunks):
         self.bins = bins
@@ -79,7 +82,7 @@ class HeldRounds:
         b = bins.bounds
         groups = [delayed(_pair_none, pure=True)(delayed(collect, pure=True)(*blocks[lo:hi]))
                   for lo, hi in zip(b[:-1], b[1:])]
-        self.weights = list(dask.persist(*groups)) if bins.keep else groups
+        self.weights = list(dask.persist(*groups))
 
     def round_bins(self, n_rows):
         """The bins with the current weights as the tree's row weights."""
@@ -104,17 +107,14 @@ class HeldRounds:
         then normalised (:meth:`normalise`)."""
         out = [delayed(boosted, pure=True, nout=2)(g, a, wg, node_class, alpha)
                for g, a, wg in zip(self.bins.groups, assign, self.weights)]
-        weights = [o[0] for o in out]
-        if self.bins.keep:
-            weights = list(dask.persist(*weights))
-        self.weights = weights
+        self.weights = list(dask.persist(*[o[0] for o in out]))
         sums = dask.compute(*[o[1] for o in out])
         return block_sums_total([s for ss in sums for s in ss])
 
     def normalise(self, s):
-        self.weights = [delayed(normalised, pure=True)(wg, s) for wg in self.weights]
-        if self.bins.keep:
-            self.weights = list(dask.persist(*self.weights))
+        """Divide the weights by ``s`` (where they are next read)."""
+        self.weights = list(dask.persist(*[delayed(normalised, pure=True)(wg, s)
+                                           for wg in self.weights]))
 
 
 def _pair_none(blocks):
