@@ -9,6 +9,8 @@ sums (in X's blocks) added in block order (:func:`block_sums_total`), on both pa
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import dask
 import numpy as np
 from dask import delayed
@@ -86,8 +88,6 @@ class HeldRounds:
 
     def round_bins(self, n_rows):
         """The bins with the current weights as the tree's row weights."""
-        from dataclasses import replace
-
         groups = [delayed(with_round_weights, pure=True)(g, self.bins.class_weight, wg, n_rows)
                   for g, wg in zip(self.bins.groups, self.weights)]
         if self.bins.keep:
