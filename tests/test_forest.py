@@ -241,11 +241,14 @@ def test_forest_from_rows_with_fractional_weights_is_the_same_on_any_cluster(cli
 def test_same_trees_however_the_binned_blocks_are_grouped(n_blocks, client, monkeypatch):
     # The binned blocks are held in a few groups and every level is a task per group; the
     # blocks' histograms are summed in the fixed tree over all blocks whatever the groups, so
-    # the default grouping (one group per worker thread), uneven groups and one block per group
-    # (every level a task per block; at 256 blocks groups of 8 instead, and no uneven groups,
-    # to keep the test short) grow the same trees bit for bit: with fractional weights,
-    # missing values, bootstrap counts, per-node feature draws, the rows form of deep levels,
-    # out-of-bag scores, and the single tree's sibling subtraction on the client.
+    # the default grouping (one group per worker thread), 3 uneven groups and a third layout
+    # (one block per group on 8 blocks: every level a task per block, the old layout; 13
+    # uneven groups on 64 and 256 blocks, to keep the test short) grow the same trees bit for
+    # bit: with fractional weights, missing values, bootstrap counts, per-node feature draws,
+    # the rows form of deep levels, out-of-bag scores, and the single tree's sibling
+    # subtraction on the client.
+    import dask
+
     from dml.tree import DecisionTreeRegressor, _model
 
     rng = np.random.default_rng(n_blocks)
@@ -256,19 +259,20 @@ def test_same_trees_however_the_binned_blocks_are_grouped(n_blocks, client, monk
     y = y.astype(int) + (np.nan_to_num(X[:, 2]) > 1)
     yr = np.nan_to_num(X[:, 0]) * 2 + np.nan_to_num(X[:, 3]) + rng.normal(size=n)
     w = rng.random(n) + 0.5
-    Xd = da.from_array(X, chunks=(n // n_blocks, 5))
+    # Persisted, as data read again and again would be: the fits below read it 9 times.
+    Xd, y, yr, w = dask.persist(*(da.from_array(a, chunks=(n // n_blocks,) + a.shape[1:])
+                                  for a in (X, y, yr, w)))
     made = []
-    real_hold = _model.hold_in_groups
+    real_hold = _model._binned_groups
 
-    def hold(parts, n_groups):
-        groups, bounds = real_hold(parts, n_groups)
+    def hold(blocks, n_groups, bin_args):
+        groups, bounds = real_hold(blocks, n_groups, bin_args)
         made.append(len(groups))
         return groups, bounds
 
-    monkeypatch.setattr(_model, "hold_in_groups", hold)
+    monkeypatch.setattr(_model, "_binned_groups", hold)
     fits = {}
-    many = n_blocks if n_blocks <= 64 else n_blocks // 8
-    layouts = (None, 3, many) if n_blocks <= 64 else (None, many)
+    layouts = (None, 3, 8) if n_blocks == 8 else (None, 3, 13)
     for n_groups in layouts:
         monkeypatch.setattr(_model, "N_GROUPS", n_groups)
         fits[n_groups] = (
@@ -286,3 +290,31 @@ def test_same_trees_however_the_binned_blocks_are_grouped(n_blocks, client, monk
             np.testing.assert_array_equal(a.feature_importances_, b.feature_importances_)
         for a, b in zip(got[:2], fits[None][:2]):
             assert a.oob_score_ == b.oob_score_
+
+
+@pytest.mark.parametrize("n_blocks", [128, 256])
+def test_trees_on_many_held_blocks_run_no_task_per_block(n_blocks, inprocess_client):
+    # Data that fits is validated, sketched and binned a group of consecutive blocks per task,
+    # and its trees grow a few tasks per group and level: no kind of task of a fit on hundreds
+    # of persisted blocks runs once per block (a task per block cost milliseconds each).
+    import collections
+
+    import dask
+    from distributed import get_task_stream, wait
+
+    from dml.tree import DecisionTreeClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4 * n_blocks, 4))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    Xd, yd = dask.persist(da.from_array(X, chunks=(4, 4)), da.from_array(y, chunks=4))
+    wait([Xd, yd])
+    for model in (RandomForestClassifier(n_estimators=2, max_depth=3, random_state=0),
+                  DecisionTreeClassifier(max_depth=3)):
+        with get_task_stream() as ts:
+            model.fit(Xd, yd)
+        kinds = collections.Counter(
+            (t["key"][0] if isinstance(t["key"], tuple) else t["key"]).rsplit("-", 1)[0]
+            for t in ts.data)
+        assert max(kinds.values()) < n_blocks // 2, kinds.most_common(3)
+        assert model.score(X, y) > 0.8

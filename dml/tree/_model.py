@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from dask import delayed
 
-from dml._block_groups import collect, default_n_tasks, hold_in_groups
+from dml._block_groups import block_ranges, collect, default_n_tasks, hold_in_groups
 from dml._blocks import seed_from, tree_reduce
 from dml.tree._binning import (as_float_block, bin_kernel, combine_sketches, edges_from_sketch,
                                sketch_kernel)
@@ -227,9 +227,20 @@ def bin_data(est, X, y, sample_weight, *, classify, n_trees, max_features) -> Bi
     d = blocks.n_features
     _prepare_kernels(classify, _criterion(est, classify), bool(categorical.any()),
                      resolve_max_features(max_features, d) >= d)
-    # Pass 1: quantile sketch and labels.
-    sk = blocks.map_reduce(sketch_kernel, categorical, categories, classify, name,
-                           combine=combine_sketches)
+    from dml.optim.data import should_persist
+
+    per_pass = getattr(est, "trees_per_pass", None) or DEFAULT_TREES_PER_PASS
+    # Data whose bins will be held (its length known, the raw blocks within the persist budget
+    # too) is read a group of consecutive blocks per task in both passes below, validation
+    # included: at hundreds of blocks the per-block tasks, not the arithmetic, set their time.
+    # Larger data streams a block per task (a group's blocks are in one task's memory).
+    grouped = (blocks.known_lengths is not None and blocks.groups is None
+               and should_persist(blocks, "auto")
+               and _fits_in_memory(blocks.n_samples, d, min(per_pass, n_trees)))
+    # Pass 1: quantile sketch and labels (the same fixed reduction tree either way).
+    reduce = blocks.reduce_in_groups if grouped else blocks.map_reduce
+    sk = reduce(sketch_kernel, categorical, categories, classify, name,
+                combine=combine_sketches)
     edges = []
     n_bins = np.zeros(d, dtype=np.int64)
     for j in range(d):
@@ -256,21 +267,39 @@ def bin_data(est, X, y, sample_weight, *, classify, n_trees, max_features) -> Bi
             raise ValueError(f"{name}: y has a single class (1 class: {classes[0]!r}); a "
                              "classifier needs at least two classes")
         cw = _class_weights(est.class_weight, classes, blocks, name)
-    binned = blocks.map_parts(bin_kernel, edges, categorical, categories, classes, cw, name)
+    bin_args = (edges, categorical, categories, classes, cw, name)
     n = blocks.n_samples if blocks.known_lengths is not None else None
     n_rows = n if n is not None else sk["n"]
-    per_pass = getattr(est, "trees_per_pass", None) or DEFAULT_TREES_PER_PASS
     # Persist the binned blocks (and per-pass node assignments, bootstrap counts) only when they
     # fit; otherwise every level re-reads and re-bins its blocks from the source (DESIGN
     # principle 3: data larger than the cluster streams instead of filling worker memory).
     keep = _fits_in_memory(int(n_rows), d, min(per_pass, n_trees))
-    if keep:
-        groups, bounds = hold_in_groups(binned, N_GROUPS or default_n_tasks())
+    n_groups = N_GROUPS or default_n_tasks()
+    if grouped:
+        groups, bounds = _binned_groups(blocks, n_groups, bin_args)
+    elif keep:
+        groups, bounds = hold_in_groups(blocks.map_parts(bin_kernel, *bin_args), n_groups)
     else:
-        groups = [delayed(collect, pure=True)(p) for p in binned]
-        bounds = list(range(len(binned) + 1))
+        groups = [delayed(collect, pure=True)(p)
+                  for p in blocks.map_parts(bin_kernel, *bin_args)]
+        bounds = list(range(len(groups) + 1))
     return BinnedData(blocks, groups, bounds, edges, n_bins, categorical, categories, classes,
                       cw, int(n_rows), keep)
+
+
+def _binned_groups(blocks, n_groups: int, bin_args: tuple) -> tuple[list, list]:
+    """The blocks binned and held in ``n_groups`` groups of consecutive blocks
+    (:func:`~dml._block_groups.block_ranges`), one task per group that validates and bins its
+    blocks (:meth:`dml._blocks.Blocks.persist` with ``then``): the groups and their bounds, as
+    :func:`~dml._block_groups.hold_in_groups` gives them for blocks binned one task each."""
+    bounds = block_ranges(len(blocks.parts), max(1, n_groups))
+    held = blocks.persist(bounds=bounds, then=(_bin_group, bin_args))
+    return list(held.groups.objects), list(held.groups.bounds)
+
+
+def _bin_group(group, start, *bin_args):
+    """A group's validated blocks binned (:func:`bin_kernel` on each)."""
+    return tuple(bin_kernel(xb, yb, wb, *bin_args) for xb, yb, wb in group)
 
 
 def grow_on_bins(est, data: BinnedData, *, classify, n_trees, bootstrap, max_features,
