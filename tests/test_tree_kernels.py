@@ -163,7 +163,7 @@ def test_combine_sparse_equals_numpy():
 
 @pytest.mark.parametrize("crit", ["gini", "squared_error"])
 def test_split_scores_equal_numpy(crit):
-    from dml.tree._grow import node_weight, weighted_impurity
+    from dml.tree._split import node_weight, weighted_impurity
     from dml.tree._kernels import split_scores
 
     rng = np.random.default_rng(3)
@@ -196,7 +196,7 @@ def test_split_scores_equal_numpy(crit):
 def test_fused_best_splits_equal_numpy_path(crit):
     # The NumPy path runs when some feature is categorical; marking one that no node uses
     # categorical leaves the arithmetic unchanged, so both paths must agree bit for bit.
-    from dml.tree._grow import GrowSpec, _best_splits
+    from dml.tree._split import GrowSpec, _best_splits
 
     rng = np.random.default_rng(4)
     S, d, F, nb = 300, 9, 3, 12
@@ -238,7 +238,8 @@ def test_split_from_rows_equals_histogram_path(crit):
     # split must give what counting their histograms and scanning them gives (integer weights:
     # every sum is exact, so bit for bit). The histogram path runs when some feature is
     # categorical; marking one that no node uses changes nothing else.
-    from dml.tree._grow import GrowSpec, split_rows_kernel
+    from dml.tree._grow import split_rows_kernel
+    from dml.tree._split import GrowSpec
 
     rng = np.random.default_rng(7)
     S, d, F, nb, m = 40, 9, 3, 12, 3000

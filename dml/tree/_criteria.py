@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dml.tree._grow import weighted_impurity
+from dml.tree._split import weighted_impurity
 
 __all__ = ["impurity", "information_gain"]
 

@@ -375,7 +375,7 @@ def split_scores(L, T_, Mv, has_m, parent, msl, squared_error):
     Row ``i``: the left statistics ``L[i]`` (non-missing rows up to the threshold), the node's
     total ``T_[i]``, its missing-bin statistics ``Mv[i]`` and weighted impurity ``parent[i]``.
     A side lighter than ``msl`` or empty gives ``-inf``; ``g2`` is ``-inf`` without missing
-    values. Equal, bit for bit, to the NumPy formulation in :func:`dml.tree._grow._best_splits`
+    values. Equal, bit for bit, to the NumPy formulation in :func:`dml.tree._split._best_splits`
     (no fused multiply-adds: numba does not contract without ``fastmath``).
     """
     N = L.shape[0]

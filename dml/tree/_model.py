@@ -24,7 +24,8 @@ from dml._block_groups import block_ranges, collect, default_n_tasks, hold_in_gr
 from dml._blocks import seed_from, tree_reduce
 from dml.tree._binning import (as_float_block, bin_kernel, combine_sketches, edges_from_sketch,
                                sketch_kernel)
-from dml.tree._grow import GrowSpec, boot_group, grow_trees, node_weight
+from dml.tree._grow import boot_group, grow_trees
+from dml.tree._split import GrowSpec, node_weight
 from dml.worker_setup import entries, prepare
 
 #: Forests log every level they grow here (at INFO).
