@@ -249,11 +249,15 @@ def test_same_model_however_the_blocks_are_grouped(monkeypatch, loss):
     Xd, yd = da.from_array(X, chunks=(20, -1)), da.from_array(y, chunks=20)
     kw = dict(loss=loss, max_iter=3, max_leaf_nodes=5, subsample=0.8, early_stopping=True,
               n_iter_no_change=1, random_state=0)
+    from dml.optim.data import cluster_memory, smallest_worker_memory
+
+    state = len(y) * _gb_fit._row_bytes(X.shape[1], 1)
+    limit = smallest_worker_memory() or cluster_memory()
     models = []
-    for n_groups, cap in ((64, 64), (3, 64), (1, 64), (1, 16)):
-        # one per thread: 64, 3 and 1 groups; at most 16 blocks per group: 4 groups
+    for n_groups, share in ((64, 1.0), (3, 1.0), (1, 1.0), (1, state / (3.5 * limit))):
+        # one per thread: 64, 3 and 1 groups; a group's state at most 1/3.5 of it: 4 groups
         monkeypatch.setattr(_gb_fit, "default_n_tasks", lambda n=n_groups: n)
-        monkeypatch.setattr(_gb_fit, "MAX_GROUP_BLOCKS", cap)
+        monkeypatch.setattr(_gb_fit, "GROUP_MEMORY_SHARE", share)
         with dask.config.set(scheduler="sync"):
             models.append(GradientBoostingRegressor(**kw).fit(Xd, yd))
     assert [m._fit_stats["groups"] for m in models] == [64, 3, 1, 4]
@@ -262,6 +266,26 @@ def test_same_model_however_the_blocks_are_grouped(monkeypatch, loss):
             np.testing.assert_array_equal(m.nodes_[k], models[0].nodes_[k])
         np.testing.assert_array_equal(m.validation_score_, models[0].validation_score_)
 
+
+
+def test_groups_follow_the_memory_a_group_holds_not_the_block_count(monkeypatch):
+    """Hundreds of small blocks make no more groups than the worker threads (every extra group
+    costs every growth wave a wait); data whose per-row state would take more than
+    GROUP_MEMORY_SHARE of a worker makes as many groups as that needs; data of unknown length
+    keeps at most MAX_GROUP_BLOCKS blocks a group."""
+    from dml.ensemble import _gb_fit
+    from dml.optim import data
+
+    monkeypatch.setattr(_gb_fit, "default_n_tasks", lambda: 2)
+    monkeypatch.setattr(data, "smallest_worker_memory", lambda: 2**30)
+    monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 0)
+    assert _gb_fit._n_groups(256, 160_000, 30, 1) == 2
+    assert _gb_fit._n_groups(1024, 200_000, 30, 1) == 2
+    rows = 100 * 2**30 // _gb_fit._row_bytes(30, 3)  # 100 workers' memory of state
+    assert _gb_fit._n_groups(256, rows, 30, 3) == 1600  # a sixteenth of a worker each
+    assert _gb_fit._n_groups(256, None, 30, 1) == 16
+    monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 2_000_000)
+    assert _gb_fit._n_groups(256, 100_000, 30, 1) == 1  # 3 million cells: one group
 
 
 def test_speculation_changes_only_the_waves(monkeypatch):

@@ -300,9 +300,17 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
         edges, classes = est.bin_edges_, getattr(est, "classes_", None)
         is_cat, categories = est.is_categorical_, est.categories_
     else:
+        from dml.optim.data import should_persist
+
         seed = seed_from(est.random_state)
-        sk = blocks.map_reduce(sketch_kernel, categorical, categories, classify, name,
-                               combine=combine_sketches)
+        # Data of known length that fits is sketched a group of consecutive blocks per task
+        # (validation included; the same fixed reduction tree, so the same sketch): at hundreds
+        # of blocks a task per block costs more than the sketch. Larger data streams a block
+        # per task (a group's float blocks are in one task's memory).
+        grouped = blocks.known_lengths is not None and should_persist(blocks, "auto")
+        reduce = blocks.reduce_in_groups if grouped else blocks.map_reduce
+        sk = reduce(sketch_kernel, categorical, categories, classify, name,
+                    combine=combine_sketches)
         edges = []
         for j in range(d):
             if categorical[j]:  # pandas categories: the codes are the bins
@@ -346,7 +354,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
             val_bin_kernel, edges, categorical, categories, is_cat, classes, name))
     n_blocks = len(binned)
     prep, starts = _prep_groups(binned, vf, seed, n_train,
-                                None if n_known is None else n_known * len(edges))
+                                _n_groups(n_blocks, n_known, d, loss.n_outputs))
     base = compute(*[delayed(_base_group, pure=False)(p, loss, start, n_blocks, n_train, is_cat)
                      for p, start in zip(prep, starts)])
     base = finish_tree(base, n_blocks, combine_base, _gb_chain._FANIN)
@@ -467,10 +475,15 @@ def _chain_length(driver, loss, early_stopping):
     return int(min(MAX_STEPS, max(2, math.ceil(rounds * per_round) + 1)))
 
 
-#: Most blocks in one group. A group's step holds its blocks' old and new per-row state at once
-#: (raw scores, gradients, rows grouped by node), so on data near the workers' memory one group of
-#: every block would need that state twice; bounded groups need it once plus a group's share.
-#: The model does not depend on the grouping (the block tree is fixed).
+#: Most of the smallest worker's memory limit one group's per-row state may take (bins, target,
+#: weight, validation flag and a round's raw scores, gradients, hessians, subsample flag and
+#: node index: :func:`_row_bytes`). A step replaces a group's per-row state, so for a moment
+#: it exists twice; on data near the workers' memory a bounded group keeps that doubling a
+#: small share instead of the whole data. The model does not depend on the grouping.
+GROUP_MEMORY_SHARE = 1 / 16
+
+#: Most blocks in one group when the data's length is not known before the groups are made
+#: (the rows per block, and so the memory a group holds, are then unknown).
 MAX_GROUP_BLOCKS = 16
 
 #: Fewest binned cells (rows × features) worth a group of their own. On a cluster every
@@ -482,16 +495,36 @@ MAX_GROUP_BLOCKS = 16
 MIN_GROUP_CELLS = 2_000_000
 
 
-def _prep_groups(binned, vf, seed, n_train, n_cells=None):
-    """The binned blocks with their validation masks, held as groups of consecutive blocks,
-    one group per worker thread (every group runs the split search in every step; see
-    :mod:`dml.ensemble._gb_chain`). Blocks from ``n_train`` on are the user's validation set:
-    they are carried like the others (their raw predictions follow the rounds) but hold only
-    validation rows. Returns the persisted groups and their first blocks."""
+def _row_bytes(n_features: int, n_outputs: int) -> int:
+    """Bytes a group holds per row: uint8 bins, float64 target and weight, a validation flag,
+    and per round float64 raw scores and float32 gradients and hessians per output, a
+    subsample flag and an int32 node index."""
+    return n_features + 8 + 8 + 1 + n_outputs * (8 + 4 + 4) + 1 + 4
+
+
+def _n_groups(n_blocks: int, n_rows: int | None, n_features: int, n_outputs: int) -> int:
+    """Groups to hold the binned blocks in: one per worker thread, fewer on small data
+    (:data:`MIN_GROUP_CELLS`), more when a group's per-row state would exceed
+    :data:`GROUP_MEMORY_SHARE` of the smallest worker (by bytes, not blocks: hundreds of small
+    blocks are no reason for many groups, and every extra group costs every wave a wait)."""
+    from dml.optim.data import cluster_memory, smallest_worker_memory
+
     n_groups = default_n_tasks()
-    if n_cells is not None and MIN_GROUP_CELLS > 0:
-        n_groups = min(n_groups, n_cells // MIN_GROUP_CELLS)
-    n_groups = max(n_groups, -(-len(binned) // MAX_GROUP_BLOCKS))
+    if n_rows is None:
+        return max(n_groups, -(-n_blocks // MAX_GROUP_BLOCKS))
+    if MIN_GROUP_CELLS > 0:
+        n_groups = min(n_groups, n_rows * n_features // MIN_GROUP_CELLS)
+    limit = smallest_worker_memory() or cluster_memory()
+    state = n_rows * _row_bytes(n_features, n_outputs)
+    return max(1, n_groups, math.ceil(state / (GROUP_MEMORY_SHARE * limit)))
+
+
+def _prep_groups(binned, vf, seed, n_train, n_groups):
+    """The binned blocks with their validation masks, held as ``n_groups`` groups of
+    consecutive blocks (:func:`_n_groups`; every group runs the split search in every step;
+    see :mod:`dml.ensemble._gb_chain`). Blocks from ``n_train`` on are the user's validation
+    set: they are carried like the others (their raw predictions follow the rounds) but hold
+    only validation rows. Returns the persisted groups and their first blocks."""
     bounds = block_ranges(len(binned), max(1, n_groups))
     ranges = list(zip(bounds[:-1], bounds[1:]))
     # Each group on a worker of its own (consecutive groups together, near the blocks they
