@@ -250,18 +250,21 @@ class Driver:
             nodes = [n for n, src in r if src is None]
             hi = lo + len(nodes)
             counted = total[lo:hi]
-            slot = {n: i for i, n in enumerate(nodes)}
-            found += [(t, f) for f in tr.set_hists(list(zip(nodes, counted)), counted, own)]
             lo = hi
             derived = [(n, src) for n, src in r if src is not None]
             if derived:
                 # Sibling subtraction: the parent's histogram minus the counted child's,
-                # written straight into the array the split search reads.
-                out = np.empty((len(derived),) + total.shape[1:])
+                # written after a copy of the counted ones, so that one call of the split
+                # search takes both (each node's result is its own: the same splits as two).
+                k = len(nodes)
+                both = np.empty((k + len(derived),) + total.shape[1:])
+                both[:k] = counted
+                slot = {n: i for i, n in enumerate(nodes)}
                 for i, (n, (parent, small)) in enumerate(derived):
-                    np.subtract(tr.hist[parent], counted[slot[small]], out=out[i])
-                found += [(t, f) for f in tr.set_hists(
-                    [(n, out[i]) for i, (n, _) in enumerate(derived)], out, own)]
+                    np.subtract(tr.hist[parent], counted[slot[small]], out=both[k + i])
+                nodes = nodes + [n for n, _ in derived]
+                counted = both
+            found += [(t, f) for f in tr.set_hists(list(zip(nodes, counted)), counted, own)]
         if own is None:
             return self._grow()
         # The group's best splits over its features, for the other groups (:meth:`merge`).

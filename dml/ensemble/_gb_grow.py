@@ -292,7 +292,7 @@ class _Tree:
             p.n_bins[lo:hi], p.has_missing[lo:hi], (mask & ~p.is_cat)[:, lo:hi],
             float(p.min_samples_leaf), MIN_HESSIAN, float(p.l2_regularization))
         # One conversion to Python floats for all slots, not one per value (the same floats).
-        rows = np.array(res, dtype=np.float64).T.tolist()
+        rows = res.tolist()
         found = []
         for i, (node, hist) in enumerate(todo):
             r = rows[i]

@@ -206,27 +206,19 @@ def best_splits(hist, G, H, N, n_bins, has_missing, feat_mask, min_samples_leaf,
                 l2):
     """Best split of each slot (scikit-learn's scan; ties keep the first feature, then bin).
 
-    Returns ``gain`` (-1 when no valid split), ``feature``, ``bin``, ``missing_left``, and the
-    left child's ``G_L, H_L, N_L``.
+    Returns an (S, 7) float64 array, per slot: ``gain`` (-1 when no valid split),
+    ``feature``, ``bin``, ``missing_left`` (0 or 1) and the left child's ``G_L, H_L, N_L``
+    (one array, not seven: the caller reads them as Python floats, and a kernel returning
+    seven arrays paid for boxing each of them, twice a wave).
     """
     S, d, _, _ = hist.shape
     # np.empty and a loop, not np.full/np.zeros: numba compiles each of those (per dtype) on a
     # fresh worker's first fit, about 0.4 CPU s here.
-    out_gain = np.empty(S)
-    out_f = np.empty(S, dtype=np.int64)
-    out_b = np.empty(S, dtype=np.int64)
-    out_ml = np.empty(S, dtype=np.bool_)
-    out_gl = np.empty(S)
-    out_hl = np.empty(S)
-    out_nl = np.empty(S)
+    out = np.empty((S, 7))
     for s in range(S):
-        out_gain[s] = -1.0
-        out_f[s] = 0
-        out_b[s] = 0
-        out_ml[s] = False
-        out_gl[s] = 0.0
-        out_hl[s] = 0.0
-        out_nl[s] = 0.0
+        out[s, 0] = -1.0
+        for c in range(1, 7):
+            out[s, c] = 0.0
     for s in range(S):
         Gs, Hs, Ns = G[s], H[s], N[s]
         loss_node = Gs * _value(Gs, Hs, l2)
@@ -285,15 +277,15 @@ def best_splits(hist, G, H, N, n_bins, has_missing, feat_mask, min_samples_leaf,
                         found = True
                         best = gain
                         bb, bml, bgl, bhl, bnl = b, True, gl, hl, nl
-            if found and best > out_gain[s]:
-                out_gain[s] = best
-                out_f[s] = f
-                out_b[s] = bb
-                out_ml[s] = bml
-                out_gl[s] = bgl
-                out_hl[s] = bhl
-                out_nl[s] = bnl
-    return out_gain, out_f, out_b, out_ml, out_gl, out_hl, out_nl
+            if found and best > out[s, 0]:
+                out[s, 0] = best
+                out[s, 1] = f
+                out[s, 2] = bb
+                out[s, 3] = 1.0 if bml else 0.0
+                out[s, 4] = bgl
+                out[s, 5] = bhl
+                out[s, 6] = bnl
+    return out
 
 
 #: A category (or the missing values) takes part in a categorical split only with at least this
