@@ -176,6 +176,29 @@ def test_kernel_refuses_a_cache_option():
         kernel(cache=True)
 
 
+def test_prefetch_is_only_a_hint():
+    """dml._numba.prefetch (used by the boosting kernel) changes no value, on any memory
+    layout, and an index past the array does not fault."""
+    import numpy as np
+
+    from dml._numba import kernel, prefetch
+
+    @kernel
+    def gather_sum(x, rows, ahead):
+        s = 0.0
+        for k in range(rows.shape[0]):
+            prefetch(x, rows[k] + ahead, x.shape[1] - 1)  # past the end near the last rows
+            s += x[rows[k], 0] + x[rows[k], x.shape[1] - 1]
+        return s
+
+    base = np.arange(600.0).reshape(40, 15)
+    rows = np.array([3, 39, 0, 17, 17, 8])
+    for x in (base, np.asfortranarray(base), base[::2, 1::3], base.T.copy().T):
+        want = float(x[rows % x.shape[0], 0].sum() + x[rows % x.shape[0], -1].sum())
+        for ahead in (0, 5, 10_000):
+            assert gather_sum(x, rows % x.shape[0], ahead) == want
+
+
 def test_worker_side_modules_do_not_import_scikit_learn():
     """Importing scikit-learn (with SciPy's statistics) costs a fresh worker about half a second
     of CPU in its first task: the packages import their estimators on first use and the modules
