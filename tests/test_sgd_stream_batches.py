@@ -196,3 +196,22 @@ def test_joined_streams_equal_the_walk_over_blocks(client, model, monkeypatch):
         assert [h["objective"] for h in joined.history_] == \
                [h["objective"] for h in other.history_]
         assert joined.t_ == other.t_
+
+
+def test_a_streams_targets_are_made_once_per_array():
+    """The compiled steps take a stream's targets from :func:`stream_targets`: made once for
+    a held ``Y`` (every round of the stream passes the same array), the same values as the
+    problem makes, and made again for another array."""
+    from dml.linear_model import SGDClassifier
+    from dml.optim.dense_steps import stream_targets
+
+    problem = SGDClassifier()._problem(3, np.array([0, 1]), None)
+    calls = []
+    make = problem.sparse_kernel_terms
+    problem.sparse_kernel_terms = lambda Y: calls.append(1) or make(Y)
+    Y = np.arange(40) % 2
+    first = stream_targets(problem, Y)
+    assert stream_targets(problem, Y) is first and len(calls) == 1
+    np.testing.assert_array_equal(first, make(Y)[2][:, 0])
+    other = Y.copy()
+    assert stream_targets(problem, other) is not first and len(calls) == 2
