@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 import dask
 import numpy as np
 from dask._task_spec import Task, TaskRef
+from dask.sizeof import sizeof
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
@@ -259,6 +260,53 @@ def group_range_reduce(group, start, n_blocks, kernel, with_index, combine, *arg
     return range_reduce(vals, start, n_blocks, combine, FANIN, count=len(group))
 
 
+class Held(Sequence):
+    """A group's blocks (read as the group's tuple is: by index, slice, length, iteration)
+    and the :func:`range_reduce` pieces of one reduction its task made from them while
+    holding them (``pieces``): a pass that needs only that reduction then reads the pieces
+    (:func:`held_pieces`), not the blocks. Not a tuple subclass: Dask's local schedulers
+    rebuild a tuple held in a graph as a plain tuple, which would drop the pieces."""
+
+    __slots__ = ("blocks", "pieces")
+
+    def __init__(self, blocks: tuple, pieces: dict):
+        self.blocks = tuple(blocks)
+        self.pieces = pieces
+
+    def __getitem__(self, index):
+        return self.blocks[index]
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    def __iter__(self):
+        return iter(self.blocks)
+
+    def __reduce__(self):
+        return Held, (self.blocks, self.pieces)
+
+
+@sizeof.register(Held)
+def _sizeof_held(held: Held) -> int:
+    # The scheduler's memory accounting and transfer decisions need the blocks' bytes.
+    return sizeof(held.blocks) + sizeof(held.pieces)
+
+
+def hold_reducing(group, start, n_blocks, kernel, combine, then, then_args):
+    """The group's task with a reduction on the way (``Blocks.persist(reduce=...)``): the
+    pieces of the fixed reduction tree ``kernel(X, y, w)`` over its blocks make
+    (:func:`range_reduce`, as :func:`group_range_reduce` would make them in a task of its
+    own), and the group itself, or ``then(group, start, *then_args)``."""
+    pieces = range_reduce((kernel(*part) for part in group), start, n_blocks, combine, FANIN,
+                          count=len(group))
+    return Held(group if then is None else then(group, start, *then_args), pieces)
+
+
+def held_pieces(group: Held) -> dict:
+    """The pieces a group's task reduced on the way (:func:`hold_reducing`)."""
+    return group.pieces
+
+
 def finish_pieces(n_blocks, combine, *pieces):
     """The root of the reduction tree over ``n_blocks`` blocks from every group's
     :func:`range_reduce` pieces (as a task: the pieces are its arguments)."""
@@ -353,12 +401,18 @@ class Groups:
         applied to them), or None when unknown. The objects' keys are fresh for every persist
         (see :func:`dml._graph.new_name`), so results cached per data set (the curvature of
         summed SGD rounds) are keyed by this instead.
+    reduced : tuple or None
+        ``(kernel, combine)`` of a reduction the groups' own tasks already made on the way
+        (each object a :class:`Held` carrying its pieces; ``Blocks.persist(reduce=...)``):
+        :meth:`reduce` of that kernel then reads the pieces instead of the blocks.
     """
 
     fanin = FANIN
 
     def __init__(self, objects: Sequence[Delayed], bounds: Sequence[int], size: int,
-                 token: str | None = None, workers: Sequence[str] | None = None):
+                 token: str | None = None, workers: Sequence[str] | None = None,
+                 reduced: tuple | None = None):
+        self.reduced = reduced
         self.objects = list(objects)
         self.bounds = tuple(int(b) for b in bounds)
         self.size = int(size)
@@ -433,7 +487,17 @@ class Groups:
         in the group's task, the rest of the tree over the group results. Groups of any
         consecutive blocks reduce their blocks into the pieces of the tree they hold
         (:func:`range_reduce`), which one task finishes (:func:`finish_tree`): the same tree,
-        the same numbers."""
+        the same numbers.
+
+        When the groups' tasks made this very reduction while holding the blocks
+        (:attr:`reduced`), each group gives its pieces (:func:`held_pieces`, a small task
+        where the group is) and one task finishes the tree: the same pieces of the same tree,
+        so the same numbers, without reading a block again."""
+        if (self.reduced is not None and self.reduced[0] is kernel
+                and self.reduced[1] is combine and not with_index and not args):
+            outs = self._layer(f"{prefix}-held", len(self.objects),
+                               lambda key, g: Task(key, held_pieces, self._ref(g)))
+            return dask.delayed(finish_pieces, pure=True)(self.n_blocks, combine, *outs)
         if not self.aligned:
             n = self.n_blocks
             outs = self._layer(prefix, len(self.objects),

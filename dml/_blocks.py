@@ -263,7 +263,7 @@ class Blocks:
         return int(self.lengths.sum())
 
     def persist(self, n_groups: int | None = None, then: tuple | None = None,
-                bounds: Sequence[int] | None = None) -> Blocks:
+                bounds: Sequence[int] | None = None, reduce: tuple | None = None) -> Blocks:
         """Keep the validated blocks in worker memory (for estimators that make several passes).
 
         Many blocks are held as groups of consecutive blocks, at least ``n_groups`` of them
@@ -282,8 +282,14 @@ class Blocks:
         ``bounds`` (``[0, ..., n_blocks]``) holds the blocks in groups of any consecutive
         blocks instead: group ``g`` holds blocks ``bounds[g] .. bounds[g + 1] - 1`` (the blocks
         a pass reads together, such as a task group of SGD's streams), whatever their number.
+
+        ``reduce = (kernel, combine)`` makes the group's pieces of the reduction
+        ``map_reduce(kernel, combine=combine)`` in the group's task too, from the validated
+        blocks (before ``then``): that pass (a classifier's classes) then reads the pieces, a
+        small task per group, instead of the blocks (:meth:`Groups.reduce`), and its result is
+        the same bit for bit. Ignored when the blocks are too few to group.
         """
-        from dml._block_groups import (Groups, default_n_groups, group_size,
+        from dml._block_groups import (Groups, default_n_groups, group_size, hold_reducing,
                                        persist_placed_where)
 
         if self.groups is not None:
@@ -303,7 +309,12 @@ class Blocks:
                     return None
                 return replace(self, parts=list(dask.persist(*self.parts)))
             bounds = [*range(0, n, size), n]
-        name, layer, graph = self._group_layer(bounds, then)
+        prefix = "group-blocks" if then is None else f"{task_prefix(then[0])}-group"
+        applied = then
+        if reduce is not None:
+            applied = (hold_reducing, (n, reduce[0], reduce[1], None if then is None else then[0],
+                                       () if then is None else tuple(then[1])))
+        name, layer, graph = self._group_layer(bounds, applied, prefix)
         # Consecutive groups on one worker (where most of their blocks already are): the passes
         # that read runs of groups (SGD's streams) then find them there.
         objects, where = persist_placed_where(
@@ -313,15 +324,17 @@ class Blocks:
         # input) and what was applied to them: a cache key across persists of the same data.
         token = tokenize("group-blocks", key_runs([p.key for p in self.parts]), bounds,
                          None if then is None else then)
-        groups = Groups(objects, bounds, size, token=token, workers=where)
+        groups = Groups(objects, bounds, size, token=token, workers=where, reduced=reduce)
         return replace(self, parts=groups.block_parts(), groups=groups)
 
-    def _group_layer(self, bounds: Sequence[int], then: tuple | None):
+    def _group_layer(self, bounds: Sequence[int], then: tuple | None, prefix: str | None = None):
         """(name, layer, graph) of one task per group ``bounds[g] .. bounds[g + 1] - 1`` of
-        the blocks: the group's blocks as a tuple, or ``then[0](tuple, start, *then[1])``."""
+        the blocks: the group's blocks as a tuple, or ``then[0](tuple, start, *then[1])``
+        (tasks named ``prefix``, by default after ``then[0]``)."""
         from dml._block_groups import collect
 
-        prefix = "group-blocks" if then is None else f"{task_prefix(then[0])}-group"
+        if prefix is None:
+            prefix = "group-blocks" if then is None else f"{task_prefix(then[0])}-group"
         name = new_name(prefix)
         deps: list = []
         extra = () if then is None else tuple(task_argument(broadcast(a), deps)

@@ -200,3 +200,59 @@ def _dask(X, y, n_blocks):
 
     rows = len(X) // n_blocks
     return da.from_array(X, chunks=(rows, X.shape[1])), da.from_array(y, chunks=rows)
+
+
+@pytest.mark.parametrize("n_blocks", [1, 9, 64])
+def test_a_reduction_made_while_holding_reads_no_block_again(inprocess_client, n_blocks):
+    """Blocks held with ``reduce=(kernel, combine)``: the groups' tasks make the reduction's
+    pieces on the way, so the pass of that kernel is one small task per group (reading the
+    pieces, never the kernel again) plus one that finishes the tree, and it gives the result
+    of the pass over blocks held without it, bit for bit (any consecutive groups, aligned or
+    not). Another kernel still reads the blocks."""
+    from dml._block_groups import held_pieces
+    from dml.linear_model._base import LABELS, discover_classes
+
+    X, y = _data(n_blocks)
+    bounds = sorted({0, n_blocks, *range(0, n_blocks, 7), *range(0, n_blocks, 5)})
+    plain = _blocks(X, y, n_blocks).persist(bounds=bounds)
+    held = _blocks(X, y, n_blocks).persist(bounds=bounds, reduce=LABELS)
+    out = held.map_reduce(*LABELS[:1], combine=LABELS[1], compute_now=False)
+    graph = out.__dask_graph__()
+    new = [k for k in graph.keys() if k not in {o.key for o in held.groups.objects}]
+    funcs = [graph[k].func for k in new]
+    assert funcs.count(held_pieces) == len(bounds) - 1 and len(new) == len(bounds), funcs
+    a, b = discover_classes(plain), discover_classes(held)
+    for f in ("classes", "counts", "wsum"):
+        assert getattr(a, f).tobytes() == getattr(b, f).tobytes()
+    assert held.map_reduce(_stats)["n"] == len(X)  # another kernel: the blocks, as before
+
+
+def test_stream_rows_joined_when_held_are_not_copied_again(inprocess_client):
+    """An SGD classifier's blocks held with each stream's rows X joined (``hold(...,
+    join_rows=True)``): preparing them for training (labels encoded, streams joined in
+    place) keeps those very rows, no second copy, and gives the blocks and joined streams of
+    blocks held without it."""
+    from dml.linear_model._base import LABELS
+    from dml.optim.data import hold, stream_groups
+
+    X, y = _data(64, rows=20, d=4)
+    model = SGDClassifier(random_state=0, stream_steps=8)
+    problem = model._problem(X.shape[1], np.unique(y), None)
+    cfg = model._sgd_config(problem, problem.loss)
+    shape = model._stream_shape()
+    starts = stream_groups(np.full(64, 20), X.shape[1], *shape, join=True)[1]
+    assert starts is not None and np.diff(starts).max() > 1  # streams of several blocks
+    out = []
+    for join in (False, True):
+        held = hold(_blocks(X, y, 64), True, shape, reduce=LABELS, join_rows=join)
+        data = prepare(problem, held, seed=0, persist=True, config=cfg)
+        out.append((dask.compute(*held.groups.objects), dask.compute(*data.train.groups.objects)))
+    (_, before), (held_groups, after) = out
+    for hg, pa, pb in zip(held_groups, before, after):
+        assert len(pa) == len(pb) == len(hg)
+        for h, a, b in zip(hg, pa, pb):
+            assert b[0].base is not None and b[0].base is h[0].base  # the rows held, not a copy
+            for u, v in zip(a, b):
+                assert (u is None) == (v is None)
+                if u is not None:
+                    assert u.dtype == v.dtype and u.tobytes() == v.tobytes()

@@ -62,8 +62,14 @@ class LabelStats:
         return float(self.wsum.sum())
 
 
+#: The classes pass's reduction (:func:`discover_classes`): given to ``hold(reduce=...)``, the
+#: groups' tasks make it while they hold the blocks, and the pass then reads what they made.
+LABELS = (_label_kernel, _merge_labels)
+
+
 def discover_classes(blocks: Blocks) -> LabelStats:
-    """One pass over y: the sorted labels, how often each occurs, their summed sample weights."""
+    """One pass over y: the sorted labels, how often each occurs, their summed sample weights
+    (made by the tasks holding the blocks when they were held with ``reduce=LABELS``)."""
     out = blocks.map_reduce(_label_kernel, combine=_merge_labels)
     return LabelStats(out["labels"], out["counts"], out["wsum"])
 

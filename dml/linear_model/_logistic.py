@@ -28,7 +28,7 @@ from dml._blocks import BlockSpec
 from dml._param_validation import Integral, Interval, Real, StrOptions, invalid_parameter
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, fit_context
-from dml.linear_model._base import (LinearClassifierMixin, SGDMixin, check_classes,
+from dml.linear_model._base import (LABELS, LinearClassifierMixin, SGDMixin, check_classes,
                                     compute_class_weight, discover_classes, run_exact)
 from dml.linear_model._problem import LinearProblem
 from dml.optim.data import hold
@@ -162,7 +162,7 @@ class LogisticRegression(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
         array([[0.715]])
         """
         name = type(self).__name__
-        blocks = hold(self._fit_blocks(X, y, sample_weight), self.persist)
+        blocks = hold(self._fit_blocks(X, y, sample_weight), self.persist, reduce=LABELS)
         stats = discover_classes(blocks)
         check_classes(stats, name)
         classes = stats.classes

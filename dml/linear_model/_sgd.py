@@ -28,7 +28,8 @@ from dml._blocks import BlockSpec
 from dml._param_validation import Interval, Real, StrOptions
 from dml._typing import ArrayLike, Self
 from dml.base import DaskEstimatorMixin, fit_context
-from dml.linear_model._base import (LabelStats, LinearClassifierMixin, LinearRegressorMixin,
+from dml.linear_model._base import (LABELS, LabelStats, LinearClassifierMixin,
+                                    LinearRegressorMixin,
                                     SGDMixin, check_classes, check_weights,
                                     compute_class_weight, discover_classes)
 from dml.linear_model._problem import LinearProblem
@@ -119,7 +120,12 @@ class _SGDClassifierBase(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, Cl
     def _fit_setup(self, X, y, sample_weight):
         """Validate the data, find the classes and build the problem (``fit`` before training)."""
         blocks = self._fit_blocks(X, y, sample_weight)
-        blocks = hold(blocks, self.persist, self._stream_shape())
+        # The classes are counted while the blocks are held, and each stream's rows joined
+        # there (the linear problem's preparation gives X back as it is): the preparation
+        # then joins only the encoded labels. Not with a validation split, whose training
+        # rows are taken out of every block.
+        blocks = hold(blocks, self.persist, self._stream_shape(), reduce=LABELS,
+                      join_rows=not self.early_stopping)
         stats = discover_classes(blocks)
         check_classes(stats, type(self).__name__)
         cw = compute_class_weight(self.class_weight, stats.classes, stats.counts,

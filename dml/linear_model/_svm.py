@@ -28,7 +28,7 @@ from dml._blocks import BlockSpec
 from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
 from dml._typing import ArrayLike, Self
 from dml.base import DaskEstimatorMixin, fit_context
-from dml.linear_model._base import (LinearClassifierMixin, SGDMixin, check_classes,
+from dml.linear_model._base import (LABELS, LinearClassifierMixin, SGDMixin, check_classes,
                                     compute_class_weight, discover_classes, run_exact)
 from dml.linear_model._problem import LinearProblem
 from dml.optim.data import hold
@@ -156,7 +156,7 @@ class LinearSVC(SGDMixin, LinearClassifierMixin, DaskEstimatorMixin, ClassifierM
         """
         name = type(self).__name__
         blocks = self._fit_blocks(X, y, sample_weight)
-        blocks = hold(blocks, self.persist)
+        blocks = hold(blocks, self.persist, reduce=LABELS)
         stats = discover_classes(blocks)
         check_classes(stats, name)
         classes = stats.classes

@@ -36,7 +36,7 @@ from dml._blocks import BlockSpec, seed_from
 from dml._param_validation import Interval, Real, StrOptions, invalid_parameter
 from dml._typing import Any, ArrayLike, Self
 from dml.base import DaskEstimatorMixin, check_is_fitted, fit_context
-from dml.linear_model._base import check_classes, discover_classes, LabelStats
+from dml.linear_model._base import LABELS, check_classes, discover_classes, LabelStats
 from dml.neural_network._problem import ACTIVATIONS, MLPProblem, forward
 from dml.optim import checkpoint as ckpt
 from dml.optim.data import hold, prepare
@@ -373,7 +373,8 @@ class MLPClassifier(ClassifierMixin, _BaseMLP):
         blocks = self._fit_blocks(X, y, sample_weight)
         # Held in the SGD fit's task groups (its stream layout needs only the lengths).
         n = None if blocks.known_lengths is None else int(np.sum(blocks.known_lengths))
-        blocks = hold(blocks, self.persist, None if n is None else self._stream_shape(n))
+        blocks = hold(blocks, self.persist, None if n is None else self._stream_shape(n),
+                      reduce=LABELS)
         stats = discover_classes(blocks)
         check_classes(stats, type(self).__name__)
         problem = self._problem(blocks.n_features, stats.classes)

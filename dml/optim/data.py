@@ -24,7 +24,7 @@ from dask.base import tokenize
 from dml._block_groups import Groups, ask_scheduler_workers, scheduler_workers
 from dml._blocks import Blocks, block_rng, map_delayed
 from dml._graph import fit_memo
-from dml.optim.streams import join_in_place
+from dml.optim.streams import join_in_place, join_rows_in_place
 
 __all__ = ["TrainingData", "prepare", "hold", "should_persist", "cluster_memory", "worker_limits",
            "n_validation", "join_fits", "stream_groups", "JOIN_FRACTION"]
@@ -104,20 +104,34 @@ def should_persist(blocks: Blocks, persist) -> bool:
     return fits_persist_budget(blocks.n_samples * (blocks.n_features + 2) * itemsize)
 
 
-def hold(blocks: Blocks, persist, streams: tuple | None = None) -> Blocks:
+def hold(blocks: Blocks, persist, streams: tuple | None = None, reduce: tuple | None = None,
+         join_rows: bool = False) -> Blocks:
     """``blocks`` persisted (held in groups, see :meth:`Blocks.persist`) when ``persist``
     resolves to True: for fits that read the data again after a first pass (classes, then
     training), so that the blocks are validated once and every pass is cheap.
 
     With ``streams = (batch_size, stream_steps)`` of the SGD fit to come and the blocks'
     lengths known, the groups are that fit's task groups (:func:`stream_groups`): its tasks
-    then read one group each, where it is, and no row moves again."""
+    then read one group each, where it is, and no row moves again. With ``join_rows`` too
+    (a problem whose preparation gives X back as it is, without per-block noise), each
+    stream's rows X are joined in place while the groups are made
+    (:func:`dml.optim.streams.join_rows_in_place`), so the preparation, once the first pass
+    has told what it needs (the classes), joins only y and the weights: one copy of the rows
+    fewer for the blocks that crossed from another worker (copied once more to be aligned),
+    and the copy made while rows still arrive for other groups instead of after the round
+    trip of the first pass.
+
+    ``reduce = (kernel, combine)``: the first pass's reduction, made in the groups' tasks
+    (:meth:`Blocks.persist`): ``blocks.map_reduce(kernel, combine=combine)`` then reads what
+    they made, the same result bit for bit."""
     if not should_persist(blocks, persist):
         return blocks
     if streams is not None and blocks.known_lengths is not None:
-        return blocks.persist(bounds=stream_groups(blocks.known_lengths, blocks.n_features,
-                                                   *streams)[0])
-    return blocks.persist()
+        bounds, starts = stream_groups(blocks.known_lengths, blocks.n_features, *streams,
+                                       join=join_rows)
+        then = None if starts is None else (join_rows_in_place, (starts,))
+        return blocks.persist(bounds=bounds, then=then, reduce=reduce)
+    return blocks.persist(reduce=reduce)
 
 
 def n_validation(n_rows: int, fraction: float) -> int:
@@ -181,13 +195,14 @@ def join_fits(problem, n_rows: int, n_features: int) -> bool:
 
 
 def stream_groups(lengths, n_features: int, batch_size: int, stream_steps: int | None,
-                  problem=None):
+                  problem=None, join: bool = False):
     """(block bounds, stream starts or None) of groups to hold the blocks in for the task
     groups SGD will walk ``lengths`` in (:func:`dml.optim.streams.task_groups`, as
     :class:`dml.optim.engine.StreamRunner` groups them): a task group's blocks are a run of
     whole held groups, so its task reads them where they are, with no slice. The stream
     starts are given when the streams will be joined (:func:`join_fits`; ``problem`` None:
-    never)."""
+    never, unless ``join`` says that the problem to come will join them, whose memory is
+    then checked the same way)."""
     from dml._block_groups import default_n_groups, default_n_tasks, group_size
     from dml.optim.streams import stream_layout, task_groups
 
@@ -203,7 +218,8 @@ def stream_groups(lengths, n_features: int, batch_size: int, stream_steps: int |
     for r in groups:
         m = min(len(r), per)
         bounds.extend(layout.starts[r.start + len(r) * k // m] for k in range(1, m + 1))
-    join = problem is not None and join_fits(problem, int(np.sum(lengths)), n_features)
+    join = ((problem is not None or join)
+            and join_fits(problem, int(np.sum(lengths)), n_features))
     return bounds, (layout.starts if join else None)
 
 

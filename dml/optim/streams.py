@@ -45,7 +45,7 @@ from dml._random import block_rng
 __all__ = ["StreamLayout", "make_streams", "RoundSpec", "round_plans", "group_size",
            "subtree_reduce", "tree_levels", "SPLIT_EVERY", "JOINED", "round_order", "EqualShares",
            "StreamRanges", "spread_order", "join_streams", "block_order", "task_groups",
-           "join_in_place", "stream_layout"]
+           "join_in_place", "join_rows_in_place", "stream_layout"]
 
 #: Fan-in of the reduction tree over the streams: binary, so task groups can be any power of two
 #: (finer than powers of 8 for balancing a few dozen streams over a cluster's threads).
@@ -499,12 +499,17 @@ def join_streams(parts: dict, streams) -> dict:
     return out
 
 
-def join_in_place(blocks, start: int, starts) -> tuple:
+def join_in_place(blocks, start: int, starts, rows_only: bool = False) -> tuple:
     """``blocks`` (consecutive blocks, the first block ``start``; ``starts``: the streams'
     first blocks, :attr:`StreamLayout.starts`) with the dense blocks of every stream joined
     into one array and given back as consecutive views of it: the same blocks, and
     :func:`join_streams` then takes the stream's rows without copying them. Held this way,
     a group of streams is both its blocks and its joined streams, in one copy of the rows.
+
+    With ``rows_only`` only X is joined (y and w stay as they are): a classifier's validated
+    blocks are held so while its classes are found, before y can be encoded. Rows that are
+    already one array's consecutive views (joined so when held) are not copied again: the
+    preparation then joins only the encoded y and the weights.
 
     Examples
     --------
@@ -524,14 +529,25 @@ def join_in_place(blocks, start: int, starts) -> tuple:
         pieces = blocks[lo - start:hi - start]
         if hi - lo < 2 or not all(isinstance(p[0], np.ndarray) for p in pieces):
             continue
-        X, Y, w = _join_rows(pieces)
+        Xs, Ys, ws = zip(*pieces)
+        X = _whole(Xs)
+        if X is None:
+            X = np.concatenate(Xs)
+        if not rows_only:
+            Y, w = np.concatenate(Ys), None if ws[0] is None else np.concatenate(ws)
         offset = 0
         for j, p in enumerate(pieces):
             n = p[0].shape[0]
-            out[lo - start + j] = (X[offset:offset + n], Y[offset:offset + n],
-                                   None if w is None else w[offset:offset + n])
+            out[lo - start + j] = ((X[offset:offset + n], p[1], p[2]) if rows_only else
+                                   (X[offset:offset + n], Y[offset:offset + n],
+                                    None if w is None else w[offset:offset + n]))
             offset += n
     return tuple(out)
+
+
+def join_rows_in_place(blocks, start: int, starts) -> tuple:
+    """:func:`join_in_place` of the rows X only (a group task's ``then``)."""
+    return join_in_place(blocks, start, starts, rows_only=True)
 
 
 def _whole(arrays):
