@@ -202,25 +202,30 @@ def _dask(X, y, n_blocks):
     return da.from_array(X, chunks=(rows, X.shape[1])), da.from_array(y, chunks=rows)
 
 
-@pytest.mark.parametrize("n_blocks", [1, 9, 64])
-def test_a_reduction_made_while_holding_reads_no_block_again(inprocess_client, n_blocks):
+@pytest.mark.parametrize("n_blocks,aligned", [(1, False), (9, False), (64, False), (64, True)])
+def test_a_reduction_made_while_holding_reads_no_block_again(inprocess_client, n_blocks,
+                                                             aligned):
     """Blocks held with ``reduce=(kernel, combine)``: the groups' tasks make the reduction's
     pieces on the way, so the pass of that kernel is one small task per group (reading the
     pieces, never the kernel again) plus one that finishes the tree, and it gives the result
-    of the pass over blocks held without it, bit for bit (any consecutive groups, aligned or
-    not). Another kernel still reads the blocks."""
+    of the pass over blocks held without it, bit for bit (any consecutive groups, or the
+    default aligned ones). Another kernel still reads the blocks."""
     from dml._block_groups import held_pieces
     from dml.linear_model._base import LABELS, discover_classes
 
     X, y = _data(n_blocks)
-    bounds = sorted({0, n_blocks, *range(0, n_blocks, 7), *range(0, n_blocks, 5)})
-    plain = _blocks(X, y, n_blocks).persist(bounds=bounds)
-    held = _blocks(X, y, n_blocks).persist(bounds=bounds, reduce=LABELS)
+    bounds = (None if aligned else
+              sorted({0, n_blocks, *range(0, n_blocks, 7), *range(0, n_blocks, 5)}))
+    plain = _blocks(X, y, n_blocks).persist(4 if aligned else None, bounds=bounds)
+    held = _blocks(X, y, n_blocks).persist(4 if aligned else None, bounds=bounds,
+                                           reduce=LABELS)
+    assert held.groups.aligned == plain.groups.aligned and (held.groups.aligned or not aligned)
+    n_groups = len(held.groups.objects)
     out = held.map_reduce(*LABELS[:1], combine=LABELS[1], compute_now=False)
     graph = out.__dask_graph__()
     new = [k for k in graph.keys() if k not in {o.key for o in held.groups.objects}]
     funcs = [graph[k].func for k in new]
-    assert funcs.count(held_pieces) == len(bounds) - 1 and len(new) == len(bounds), funcs
+    assert funcs.count(held_pieces) == n_groups and len(new) == n_groups + 1, funcs
     a, b = discover_classes(plain), discover_classes(held)
     for f in ("classes", "counts", "wsum"):
         assert getattr(a, f).tobytes() == getattr(b, f).tobytes()
