@@ -187,6 +187,7 @@ def test_gradient_boosting_survives_a_killed_worker(cluster, fclient, monkeypatc
     from dml.ensemble import _gb_fit
 
     monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 0)  # several groups, on both workers
+    monkeypatch.setattr(_gb_fit, "RUN_ROWS", 500)  # blocks counted in runs of two
 
     X, y = classification(n=2000, d=6)
     Xd, yd = da.from_array(X, chunks=(250, -1)), da.from_array(y, chunks=250)
@@ -217,6 +218,7 @@ def test_gradient_boosting_survives_a_worker_killed_inside_a_run(cluster, fclien
     from dml.ensemble import _gb_fit
 
     monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 0)  # several groups, on both workers
+    monkeypatch.setattr(_gb_fit, "RUN_ROWS", 400)  # blocks counted in runs of two
 
     X, y = classification(n=2400, d=6)
     Xd, yd = da.from_array(X, chunks=(200, -1)), da.from_array(y, chunks=200)

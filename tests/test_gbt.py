@@ -21,6 +21,9 @@ def _a_group_per_thread(monkeypatch):
     from dml.ensemble import _gb_fit
 
     monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 0)
+    # Every block counted on its own (small blocks are otherwise joined into runs of
+    # RUN_ROWS rows, tested on their own in tests/test_gbt.py).
+    monkeypatch.setattr(_gb_fit, "RUN_ROWS", 0)
 
 
 def _exact_data(n=1500, d=5, seed=0, nan=0.0):
@@ -216,6 +219,73 @@ def test_same_model_with_and_without_a_cluster(client):
     for k in a.nodes_:
         np.testing.assert_array_equal(a.nodes_[k], b.nodes_[k])
     np.testing.assert_array_equal(a.validation_score_, b.validation_score_)
+
+
+def test_small_blocks_are_counted_in_runs_as_one_block_of_their_rows(client, monkeypatch):
+    """Blocks of fewer than ``RUN_ROWS`` rows are joined into runs of consecutive blocks, each
+    counted as one block of its rows: 64 blocks of 20 rows with ``RUN_ROWS`` 100 make 8 runs
+    of 160 rows (a power of two of equal runs) and grow, bit for bit, the model 8 blocks of 160
+    rows grow block by block, subsampling included, in any number of groups, on a cluster and
+    without one."""
+    import dask
+
+    from dml.ensemble import _gb_fit
+
+    X, y = _exact_data(n=1280, seed=3)
+    small = da.from_array(X, chunks=(20, -1)), da.from_array(y, chunks=20)
+    kw = dict(max_iter=3, max_leaf_nodes=5, subsample=0.8, early_stopping=False,
+              random_state=0)
+    monkeypatch.setattr(_gb_fit, "RUN_ROWS", 100)
+    models = []
+    for n_groups, sync in ((8, True), (3, True), (1, True), (2, False)):
+        monkeypatch.setattr(_gb_fit, "default_n_tasks", lambda n=n_groups: n)
+        with dask.config.set(scheduler="sync") if sync else client.as_current():
+            models.append(GradientBoostingRegressor(**kw).fit(*small))
+    assert [(m._fit_stats["runs"], m._fit_stats["groups"]) for m in models] == [
+        (8, 8), (8, 3), (8, 1), (8, 2)]
+    monkeypatch.setattr(_gb_fit, "RUN_ROWS", 0)
+    monkeypatch.setattr(_gb_fit, "default_n_tasks", lambda: 3)
+    with dask.config.set(scheduler="sync"):
+        ref = GradientBoostingRegressor(**kw).fit(da.from_array(X, chunks=(160, -1)),
+                                                  da.from_array(y, chunks=160))
+    assert ref._fit_stats["runs"] == 8
+    for m in models:
+        for k in ref.nodes_:
+            np.testing.assert_array_equal(m.nodes_[k], ref.nodes_[k], err_msg=k)
+        np.testing.assert_array_equal(m.train_score_, ref.train_score_)
+
+
+def test_runs_keep_validation_blocks_apart_and_the_model_whatever_the_grouping(monkeypatch):
+    """Runs never join training and validation blocks (``X_val``; the validation rows drawn
+    from the training blocks are drawn per block, before the join): the same model in 1, 2 or
+    5 groups."""
+    import dask
+
+    from dml.ensemble import _gb_fit
+
+    X, y = _exact_data(n=900, seed=5)
+    Xv, yv = _exact_data(n=300, seed=6)
+    monkeypatch.setattr(_gb_fit, "RUN_ROWS", 90)
+    fits = []
+    for n_groups in (1, 2, 5):
+        monkeypatch.setattr(_gb_fit, "default_n_tasks", lambda n=n_groups: n)
+        with dask.config.set(scheduler="sync"):
+            for given in (True, False):
+                kw = dict(max_iter=6, max_leaf_nodes=5, early_stopping=True, n_iter_no_change=2,
+                          random_state=0, validation_fraction=None if given else 0.2)
+                val = dict(X_val=da.from_array(Xv, chunks=(30, -1)),
+                           y_val=da.from_array(yv, chunks=30)) if given else {}
+                fits.append(GradientBoostingRegressor(**kw).fit(
+                    da.from_array(X, chunks=(30, -1)), da.from_array(y, chunks=30), **val))
+    # 900 training rows in blocks of 30 with RUN_ROWS 90: 8 runs of 3 or 4 blocks; 300
+    # validation rows: 2 more runs.
+    assert [m._fit_stats["runs"] for m in fits] == [10, 8] * 3
+    assert [m._fit_stats["groups"] for m in fits] == [1, 1, 2, 2, 5, 5]
+    for m in fits[2:]:
+        ref = fits[0] if m._fit_stats["runs"] == 10 else fits[1]
+        for k in ref.nodes_:
+            np.testing.assert_array_equal(m.nodes_[k], ref.nodes_[k], err_msg=k)
+        np.testing.assert_array_equal(m.validation_score_, ref.validation_score_)
 
 
 def test_small_fit_is_the_same_on_a_cluster(client):

@@ -21,6 +21,9 @@ def _a_group_per_thread(monkeypatch):
     from dml.ensemble import _gb_fit
 
     monkeypatch.setattr(_gb_fit, "MIN_GROUP_CELLS", 0)
+    # Every block counted on its own (small blocks are otherwise joined into runs of
+    # RUN_ROWS rows, tested on their own in tests/test_gbt.py).
+    monkeypatch.setattr(_gb_fit, "RUN_ROWS", 0)
 
 
 def _assert_same(a, b):

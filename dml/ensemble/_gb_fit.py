@@ -353,8 +353,14 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
         binned = list(binned) + list(val_blocks.map_parts(
             val_bin_kernel, edges, categorical, categories, is_cat, classes, name))
     n_blocks = len(binned)
+    # Small blocks are counted in runs of at least RUN_ROWS rows; from here on a run is what
+    # the fit calls a block (its random draws, its place in the fixed tree of sums).
+    row_run_bounds = _run_bounds(blocks.known_lengths, val_blocks.known_lengths
+                                 if n_blocks > n_train else None, n_train, n_blocks)
     prep, starts = _prep_groups(binned, vf, seed, n_train,
-                                _n_groups(n_blocks, n_known, d, loss.n_outputs))
+                                _n_groups(n_blocks, n_known, d, loss.n_outputs), row_run_bounds)
+    n_train = row_run_bounds.index(n_train)
+    n_blocks = len(row_run_bounds) - 1
     base = compute(*[delayed(_base_group, pure=False)(p, loss, start, n_blocks, n_train, is_cat)
                      for p, start in zip(prep, starts)])
     base = finish_tree(base, n_blocks, combine_base, _gb_chain._FANIN)
@@ -412,7 +418,8 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
     val_scores = (driver.val_scores if use_val else train_scores) if es else []
     # Growth statistics (waves per round, graph submissions) for benchmarks and docs.
     est._fit_stats = {"waves": list(driver.waves), "submissions": submissions,
-                      "groups": len(prep), "lost_runs": lost, "collective": collective}
+                      "groups": len(prep), "runs": n_blocks, "lost_runs": lost,
+                      "collective": collective}
     new_nodes = _flatten(all_trees, edges) if all_trees else None
     est.nodes_ = _concat_nodes(nodes, new_nodes) if new_nodes is not None else (
         nodes if nodes is not None else _flatten([], edges))
@@ -494,6 +501,16 @@ MAX_GROUP_BLOCKS = 16
 #: depend on the grouping.
 MIN_GROUP_CELLS = 2_000_000
 
+#: Rows of a *run*: consecutive blocks whose rows are counted into one histogram, in row
+#: order, as if they were one block (:func:`row_runs`). Every block counted on its own costs
+#: every wave the zeroing and adding of a whole histogram array (nodes × features × bins),
+#: whatever its rows; hundreds of small blocks made that the fit's main cost
+#: (docs/gradient_boosting.md, "Small blocks are counted in runs"). Blocks of at least this
+#: many rows on average are runs of their own, counted as before. The runs follow from the
+#: blocks' lengths alone, so the model still depends only on the data and its partitioning.
+#: 0: every block a run.
+RUN_ROWS = 16_384
+
 
 def _row_bytes(n_features: int, n_outputs: int) -> int:
     """Bytes a group holds per row: uint8 bins, float64 target and weight, a validation flag,
@@ -519,27 +536,82 @@ def _n_groups(n_blocks: int, n_rows: int | None, n_features: int, n_outputs: int
     return max(1, n_groups, math.ceil(state / (GROUP_MEMORY_SHARE * limit)))
 
 
-def _prep_groups(binned, vf, seed, n_train, n_groups):
+def row_runs(lengths, min_rows: int) -> list:
+    """The blocks (of ``lengths`` rows) cut into runs of consecutive blocks whose rows are
+    counted into one histogram (:data:`RUN_ROWS`). Blocks of ``min_rows`` rows or more on
+    average are runs of their own. Smaller ones make a power of two of runs, as many as
+    ``min_rows`` rows each allow, cut at the block boundaries nearest to equal shares of the
+    rows: groups of whole runs then hold equal rows on 2, 4, 8 ... threads. Returns the runs'
+    bounds ``[0, ..., len(lengths)]``; ``lengths`` None (unknown) gives None.
+
+    Examples
+    --------
+    >>> row_runs([20, 20, 20], 8)
+    [0, 1, 2, 3]
+    >>> row_runs([5] * 10, 8)               # 50 rows: 4 runs of about 12 rows
+    [0, 2, 5, 7, 10]
+    >>> row_runs([5, 5], 0), row_runs([5, 5], 100), row_runs(None, 8)
+    ([0, 1, 2], [0, 2], None)
+    """
+    if lengths is None:
+        return None
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n, total = len(lengths), int(lengths.sum())
+    if n == 0 or min_rows <= 0 or total >= min_rows * n:
+        return list(range(n + 1))
+    k = min(n, 1 << max(0, (total // min_rows).bit_length() - 1))
+    cum = np.concatenate([[0], np.cumsum(lengths)])
+    bounds = [0]
+    for i in range(1, k):
+        target = total * i / k
+        j = int(np.searchsorted(cum, target))
+        if j > 0 and target - cum[j - 1] <= cum[j] - target:
+            j -= 1
+        bounds.append(min(max(j, bounds[-1] + 1), n - (k - i)))
+    return bounds + [n]
+
+
+def _run_bounds(train_lengths, val_lengths, n_train, n_blocks):
+    """Run bounds over all blocks: the training blocks' runs, then the validation blocks'
+    (never one run of both); blocks of unknown length are runs of their own."""
+    train = row_runs(train_lengths, RUN_ROWS) or list(range(n_train + 1))
+    val = row_runs(val_lengths, RUN_ROWS) if n_blocks > n_train else [0]
+    val = val or list(range(n_blocks - n_train + 1))
+    return train + [n_train + b for b in val[1:]]
+
+
+def _prep_groups(binned, vf, seed, n_train, n_groups, runs=None):
     """The binned blocks with their validation masks, held as ``n_groups`` groups of
     consecutive blocks (:func:`_n_groups`; every group runs the split search in every step;
     see :mod:`dml.ensemble._gb_chain`). Blocks from ``n_train`` on are the user's validation
     set: they are carried like the others (their raw predictions follow the rounds) but hold
-    only validation rows. Returns the persisted groups and their first blocks."""
-    bounds = block_ranges(len(binned), max(1, n_groups))
-    ranges = list(zip(bounds[:-1], bounds[1:]))
+    only validation rows. ``runs`` (bounds, :func:`row_runs`; None: every block a run) join
+    consecutive blocks into one part each, and a group holds whole runs. Returns the persisted
+    groups (a tuple of parts, one per run) and their first runs."""
+    runs = list(range(len(binned) + 1)) if runs is None else list(runs)
+    bounds = block_ranges(len(runs) - 1, max(1, n_groups))
+    ranges = [(runs[a], runs[b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    sizes = [tuple(np.diff(runs[a:b + 1]).tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
     # Each group on a worker of its own (consecutive groups together, near the blocks they
     # read): a plain persist may put two groups on one worker, whose run then does the work of
     # both while the other worker idles (every group's run is pinned to its group's worker).
     groups = persist_placed(
-        [delayed(_prep_group, pure=False)(lo, vf, seed, n_train, *binned[lo:hi])
-         for lo, hi in ranges],
+        [delayed(_prep_group, pure=False)(lo, vf, seed, n_train, sz, *binned[lo:hi])
+         for (lo, hi), sz in zip(ranges, sizes)],
         [[k for b in binned[lo:hi] for k in task_inputs(b)] for lo, hi in ranges])
     return list(groups), bounds[:-1]
 
 
-def _prep_group(start, vf, seed, n_train, *parts):
-    return tuple(prep_kernel(start + j, p, vf, seed, start + j >= n_train)
-                 for j, p in enumerate(parts))
+def _prep_group(start, vf, seed, n_train, sizes, *parts):
+    # Validation rows are drawn per block (keyed by the block), then a run's blocks are one part.
+    prepped = [prep_kernel(start + j, p, vf, seed, start + j >= n_train)
+               for j, p in enumerate(parts)]
+    out, at = [], 0
+    for size in sizes:
+        run = prepped[at:at + size]
+        at += size
+        out.append(run[0] if size == 1 else tuple(np.concatenate(c) for c in zip(*run)))
+    return tuple(out)
 
 
 def _base_group(prep, loss, start, n_blocks, n_train, is_cat):

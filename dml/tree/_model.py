@@ -274,7 +274,7 @@ def bin_data(est, X, y, sample_weight, *, classify, n_trees, max_features) -> Bi
     # Persist the binned blocks (and per-pass node assignments, bootstrap counts) only when they
     # fit; otherwise every level re-reads and re-bins its blocks from the source (DESIGN
     # principle 3: data larger than the cluster streams instead of filling worker memory).
-    keep = _fits_in_memory(int(n_rows), d, min(per_pass, n_trees))
+    keep = grouped or _fits_in_memory(int(n_rows), d, min(per_pass, n_trees))
     n_groups = N_GROUPS or default_n_tasks()
     if grouped:
         groups, bounds = _binned_groups(blocks, n_groups, bin_args)
