@@ -327,6 +327,26 @@ class Blocks:
         groups = Groups(objects, bounds, size, token=token, workers=where, reduced=reduce)
         return replace(self, parts=groups.block_parts(), groups=groups)
 
+    def map_groups(self, bounds: Sequence[int], func: Callable, *args) -> list:
+        """``func(group, start, *args)`` held in worker memory for every group of consecutive
+        blocks ``bounds[g] .. bounds[g + 1] - 1`` (``group`` the tuple of those blocks,
+        validated inside the group's task; ``start`` its first block), placed as
+        :meth:`persist` places its groups: one task per group, whatever it returns (unlike
+        ``persist(then=...)``, not necessarily a block per block). Returns the persisted
+        results as Delayed objects, in group order."""
+        from dml._block_groups import persist_placed_where
+
+        if self.groups is not None:
+            raise ValueError("Blocks.map_groups needs blocks not yet persisted")
+        bounds = [int(b) for b in bounds]
+        if bounds[0] != 0 or bounds[-1] != len(self.parts) or any(np.diff(bounds) < 1):
+            raise ValueError(f"bounds must rise from 0 to {len(self.parts)}, got {bounds}")
+        name, layer, graph = self._group_layer(bounds, (func, args))
+        objects, _ = persist_placed_where(
+            [Delayed((name, g), graph, layer=name) for g in range(len(layer))],
+            [layer[(name, g)].dependencies for g in range(len(layer))])
+        return list(objects)
+
     def _group_layer(self, bounds: Sequence[int], then: tuple | None, prefix: str | None = None):
         """(name, layer, graph) of one task per group ``bounds[g] .. bounds[g + 1] - 1`` of
         the blocks: the group's blocks as a tuple, or ``then[0](tuple, start, *then[1])``

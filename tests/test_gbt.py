@@ -288,6 +288,42 @@ def test_runs_keep_validation_blocks_apart_and_the_model_whatever_the_grouping(m
         np.testing.assert_array_equal(m.validation_score_, ref.validation_score_)
 
 
+@pytest.mark.parametrize("n_blocks", [64, 256])
+def test_many_persisted_blocks_run_no_task_per_block(n_blocks, inprocess_client, monkeypatch):
+    """Data that fits is sketched, validated, binned and joined into runs a group of blocks per
+    task: no kind of task of a fit on hundreds of persisted blocks runs once per block, and the
+    model is the one of the per-block tasks (used for data larger than memory), bit for bit."""
+    import collections
+
+    import dask
+    from distributed import get_task_stream, wait
+
+    import dml.optim.data
+    from dml.ensemble import _gb_fit
+
+    monkeypatch.setattr(_gb_fit, "RUN_ROWS", 64)
+    X, y = make_classification(n_samples=8 * n_blocks, n_features=5, random_state=0)
+    Xd, yd = dask.persist(da.from_array(X, chunks=(8, -1)), da.from_array(y, chunks=8))
+    wait([Xd, yd])
+    kw = dict(max_iter=3, max_leaf_nodes=6, subsample=0.8, early_stopping=True,
+              validation_fraction=0.2, n_iter_no_change=5, random_state=0)
+    with get_task_stream() as ts:
+        grouped = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    kinds = collections.Counter(
+        (t["key"][0] if isinstance(t["key"], tuple) else t["key"]).rsplit("-", 1)[0]
+        for t in ts.data)
+    assert max(kinds.values()) < n_blocks // 2, kinds.most_common(3)
+    assert grouped._fit_stats["runs"] == n_blocks // 8
+    monkeypatch.setattr(dml.optim.data, "should_persist", lambda *a, **k: False)
+    with get_task_stream() as ts:
+        per_block = GradientBoostingClassifier(**kw).fit(Xd, yd)
+    assert max(collections.Counter(t["key"][0] for t in ts.data
+                                   if isinstance(t["key"], tuple)).values()) >= n_blocks
+    for k in grouped.nodes_:
+        np.testing.assert_array_equal(grouped.nodes_[k], per_block.nodes_[k], err_msg=k)
+    np.testing.assert_array_equal(grouped.validation_score_, per_block.validation_score_)
+
+
 def test_small_fit_is_the_same_on_a_cluster(client):
     """The chained growth on a real cluster (threads or worker processes) gives the model of
     the single-process scheduler, bit for bit (a quick check; the slow test above is bigger)."""

@@ -292,6 +292,13 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
     # needs them (docs/cold_start.md): a fresh worker would otherwise compile both on the
     # fit's critical path.
     prepare(entries("gbt"))
+    from dml.optim.data import should_persist
+
+    # Data of known length that fits is read a group of consecutive blocks per task (sketch,
+    # validation and binning; the same fixed reduction tree, so the same sketch): at hundreds
+    # of blocks a task per block costs more than the work. Larger data streams a block per
+    # task (a group's float blocks are in one task's memory).
+    grouped = blocks.known_lengths is not None and should_persist(blocks, "auto")
     if warm:
         if est.max_iter < est.n_iter_:
             raise ValueError(f"{name}: max_iter={est.max_iter} must be at least the "
@@ -300,14 +307,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
         edges, classes = est.bin_edges_, getattr(est, "classes_", None)
         is_cat, categories = est.is_categorical_, est.categories_
     else:
-        from dml.optim.data import should_persist
-
         seed = seed_from(est.random_state)
-        # Data of known length that fits is sketched a group of consecutive blocks per task
-        # (validation included; the same fixed reduction tree, so the same sketch): at hundreds
-        # of blocks a task per block costs more than the sketch. Larger data streams a block
-        # per task (a group's float blocks are in one task's memory).
-        grouped = blocks.known_lengths is not None and should_persist(blocks, "auto")
         reduce = blocks.reduce_in_groups if grouped else blocks.map_reduce
         sk = reduce(sketch_kernel, categorical, categories, classify, name,
                     combine=combine_sketches)
@@ -335,10 +335,13 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
         total = blocks.map_reduce(_check_poisson_y, name)
         if not total[0] > 0:
             raise ValueError(f"{name}: loss='poisson' needs sum(y) > 0; y is all zeros")
-    binned = blocks.map_parts(bin_kernel, edges, categorical, categories, classes, cw, name)
+    bin_args = (edges, categorical, categories, classes, cw, name)
+    binned = None
     n_known = blocks.n_samples if blocks.known_lengths is not None else None
     es = est.early_stopping
     if es == "auto":
+        if n_known is None:
+            binned = blocks.map_parts(bin_kernel, *bin_args)
         n_rows = n_known if n_known is not None else compute(
             tree_reduce([delayed(lambda p: p[0].shape[0])(p) for p in binned], sum))[0]
         es = n_rows > 10000
@@ -346,19 +349,26 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
     # used at all without early stopping, as scikit-learn's "auto" below 10,000 rows).
     use_val = bool(es) and (has_val or est.validation_fraction is not None)
     vf = est.validation_fraction if es and not has_val else None
-    n_train = len(binned)
+    n_train = len(blocks.parts)
+    val_binned = []
     if es and has_val:
         val_blocks = est._fit_blocks(X_val, y_val, sample_weight_val, numeric=False,
                                      allow_nan=True, y_numeric=not classify, reset=False)
-        binned = list(binned) + list(val_blocks.map_parts(
+        val_binned = list(val_blocks.map_parts(
             val_bin_kernel, edges, categorical, categories, is_cat, classes, name))
-    n_blocks = len(binned)
+    n_blocks = n_train + len(val_binned)
     # Small blocks are counted in runs of at least RUN_ROWS rows; from here on a run is what
     # the fit calls a block (its random draws, its place in the fixed tree of sums).
     row_run_bounds = _run_bounds(blocks.known_lengths, val_blocks.known_lengths
-                                 if n_blocks > n_train else None, n_train, n_blocks)
-    prep, starts = _prep_groups(binned, vf, seed, n_train,
-                                _n_groups(n_blocks, n_known, d, loss.n_outputs), row_run_bounds)
+                                 if val_binned else None, n_train, n_blocks)
+    n_groups = _n_groups(n_blocks, n_known, d, loss.n_outputs)
+    if grouped and blocks.groups is None and not val_binned:
+        # Data that fits is binned in the tasks that hold its groups: no task per block.
+        prep, starts = _prep_held_groups(blocks, bin_args, vf, seed, n_groups, row_run_bounds)
+    else:
+        binned = blocks.map_parts(bin_kernel, *bin_args) if binned is None else binned
+        prep, starts = _prep_groups(list(binned) + val_binned, vf, seed, n_train, n_groups,
+                                    row_run_bounds)
     n_train = row_run_bounds.index(n_train)
     n_blocks = len(row_run_bounds) - 1
     base = compute(*[delayed(_base_group, pure=False)(p, loss, start, n_blocks, n_train, is_cat)
@@ -600,6 +610,23 @@ def _prep_groups(binned, vf, seed, n_train, n_groups, runs=None):
          for (lo, hi), sz in zip(ranges, sizes)],
         [[k for b in binned[lo:hi] for k in task_inputs(b)] for lo, hi in ranges])
     return list(groups), bounds[:-1]
+
+
+def _prep_held_groups(blocks, bin_args, vf, seed, n_groups, runs):
+    """:func:`_prep_groups` for data of known length that fits and has no separate validation
+    set: each group's task validates and bins its blocks and joins its runs
+    (:meth:`dml._blocks.Blocks.map_groups`), where a task per block binned them before."""
+    bounds = block_ranges(len(runs) - 1, max(1, n_groups))
+    prep = blocks.map_groups([runs[b] for b in bounds], _bin_prep_group, bin_args, vf, seed,
+                             tuple(runs))
+    return prep, bounds[:-1]
+
+
+def _bin_prep_group(group, start, bin_args, vf, seed, runs):
+    end = start + len(group)
+    sizes = np.diff([b for b in runs if start <= b <= end]).tolist()
+    return _prep_group(start, vf, seed, runs[-1], sizes,
+                       *[bin_kernel(xb, yb, wb, *bin_args) for xb, yb, wb in group])
 
 
 def _prep_group(start, vf, seed, n_train, sizes, *parts):
