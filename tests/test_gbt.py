@@ -288,6 +288,33 @@ def test_runs_keep_validation_blocks_apart_and_the_model_whatever_the_grouping(m
         np.testing.assert_array_equal(m.validation_score_, ref.validation_score_)
 
 
+def test_runs_do_not_depend_on_whether_the_input_states_its_lengths(monkeypatch):
+    """A persisted Dask DataFrame does not state its partitions' lengths (an array's chunks
+    do): they are counted, so the same rows in the same partitions make the same runs and the
+    same model."""
+    import dask
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from dml.ensemble import _gb_fit
+
+    monkeypatch.setattr(_gb_fit, "RUN_ROWS", 100)
+    X, y = _exact_data(n=1280, seed=7)
+    frame = dd.from_pandas(pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+                           .assign(y=y), npartitions=64, sort=False).persist()
+    lengths = frame.map_partitions(len).compute().tolist()
+    chunks = (tuple(lengths), (X.shape[1],))
+    kw = dict(max_iter=3, max_leaf_nodes=5, subsample=0.8, early_stopping=False,
+              random_state=0)
+    with dask.config.set(scheduler="sync"):
+        a = GradientBoostingRegressor(**kw).fit(frame, "y")
+        b = GradientBoostingRegressor(**kw).fit(da.from_array(X, chunks=chunks),
+                                                da.from_array(y, chunks=chunks[0]))
+    assert a._fit_stats["runs"] == b._fit_stats["runs"] == 8
+    for k in a.nodes_:
+        np.testing.assert_array_equal(a.nodes_[k], b.nodes_[k], err_msg=k)
+
+
 @pytest.mark.parametrize("n_blocks", [64, 256])
 def test_many_persisted_blocks_run_no_task_per_block(n_blocks, inprocess_client, monkeypatch):
     """Data that fits is sketched, validated, binned and joined into runs a group of blocks per

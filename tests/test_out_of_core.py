@@ -423,13 +423,19 @@ def test_random_forest_out_of_core(small_cluster, classification_data, inprocess
 
 
 def test_gradient_boosting_out_of_core(small_cluster, classification_data, inprocess_client,
-                                       in_memory):
+                                       in_memory, monkeypatch):
     """The boosting keeps its binned blocks (uint8, an eighth of the float features) with the
     targets, weights and per-round state on the workers, about a third of the float data; the
-    float blocks stream from the Parquet parts once for the sketch and once for the binning."""
-    from dml.ensemble import GradientBoostingClassifier
+    float blocks stream from the Parquet parts once for the sketch and once for the binning.
+
+    The parts are counted in runs of two or more (``RUN_ROWS``: the parts here are as large as
+    the runs it would make by default), so the runs are joined from blocks binned one by one
+    out of core and from blocks binned in their groups' tasks in memory: the same model."""
+    from dml.ensemble import GradientBoostingClassifier, _gb_fit
 
     path, nbytes = classification_data
+    rows_per_part = PART_BYTES // (8 * (N_FEATURES + 1))
+    monkeypatch.setattr(_gb_fit, "RUN_ROWS", 2 * rows_per_part)
 
     def make():
         # Two small rounds keep CI time down; the data is read twice whatever the rounds.
@@ -440,6 +446,8 @@ def test_gradient_boosting_out_of_core(small_cluster, classification_data, inpro
     got, _ = fit_out_of_core(small_cluster, nbytes, fit)
     ref = fit_in_memory(inprocess_client, fit_on, in_memory(path, columns))
     assert got.n_iter_ == ref.n_iter_ == 2
+    n_parts = -(-nbytes // (rows_per_part * 8 * (N_FEATURES + 1)))
+    assert 1 < got._fit_stats["runs"] == ref._fit_stats["runs"] <= n_parts // 2
     for key in got.nodes_:
         np.testing.assert_array_equal(got.nodes_[key], ref.nodes_[key], err_msg=key)
     X = _classification_part(10**6, 2000).to_pandas()[FEATURES]

@@ -359,8 +359,8 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
     n_blocks = n_train + len(val_binned)
     # Small blocks are counted in runs of at least RUN_ROWS rows; from here on a run is what
     # the fit calls a block (its random draws, its place in the fixed tree of sums).
-    row_run_bounds = _run_bounds(blocks.known_lengths, val_blocks.known_lengths
-                                 if val_binned else None, n_train, n_blocks)
+    row_run_bounds = _run_bounds(blocks, val_blocks if val_binned else None,
+                                 None if warm else sk["n"])
     n_groups = _n_groups(n_blocks, n_known, d, loss.n_outputs)
     if grouped and blocks.groups is None and not val_binned:
         # Data that fits is binned in the tasks that hold its groups: no task per block.
@@ -581,13 +581,31 @@ def row_runs(lengths, min_rows: int) -> list:
     return bounds + [n]
 
 
-def _run_bounds(train_lengths, val_lengths, n_train, n_blocks):
+def _run_bounds(blocks, val_blocks, n_rows=None):
     """Run bounds over all blocks: the training blocks' runs, then the validation blocks'
-    (never one run of both); blocks of unknown length are runs of their own."""
-    train = row_runs(train_lengths, RUN_ROWS) or list(range(n_train + 1))
-    val = row_runs(val_lengths, RUN_ROWS) if n_blocks > n_train else [0]
-    val = val or list(range(n_blocks - n_train + 1))
-    return train + [n_train + b for b in val[1:]]
+    (``val_blocks``, or None; never one run of both)."""
+    train = row_runs(_lengths(blocks, n_rows), RUN_ROWS)
+    if val_blocks is None:
+        return train
+    n = train[-1]
+    return train + [n + b for b in row_runs(_lengths(val_blocks), RUN_ROWS)[1:]]
+
+
+def _lengths(blocks, n_rows=None):
+    """The rows of every block. Counted when the input does not state them (the runs, and so
+    the model, must not depend on whether it does: a persisted Dask DataFrame does not, the
+    Parquet files it was read from do), unless ``n_rows`` (the total, known from the sketch)
+    already shows blocks of ``RUN_ROWS`` rows on average, which are runs of their own."""
+    n = len(blocks.parts)
+    if blocks.known_lengths is not None:
+        return blocks.known_lengths
+    if RUN_ROWS <= 0 or (n_rows is not None and n_rows >= RUN_ROWS * n):
+        return [RUN_ROWS] * n  # the same runs: a block each
+    return compute(*blocks.map_parts(_block_rows))
+
+
+def _block_rows(xb, yb, wb):
+    return xb.shape[0]
 
 
 def _prep_groups(binned, vf, seed, n_train, n_groups, runs=None):
