@@ -298,9 +298,7 @@ class Blocks:
             return self
         n = len(self.parts)
         if bounds is not None:
-            bounds = [int(b) for b in bounds]
-            if bounds[0] != 0 or bounds[-1] != n or any(np.diff(bounds) < 1):
-                raise ValueError(f"bounds must rise from 0 to {n}, got {bounds}")
+            bounds = self._checked_bounds(bounds)
             size = int(np.diff(bounds).max())
         else:
             size = group_size(n, default_n_groups() if n_groups is None else n_groups)
@@ -338,14 +336,18 @@ class Blocks:
 
         if self.groups is not None:
             raise ValueError("Blocks.map_groups needs blocks not yet persisted")
-        bounds = [int(b) for b in bounds]
-        if bounds[0] != 0 or bounds[-1] != len(self.parts) or any(np.diff(bounds) < 1):
-            raise ValueError(f"bounds must rise from 0 to {len(self.parts)}, got {bounds}")
-        name, layer, graph = self._group_layer(bounds, (func, args))
+        name, layer, graph = self._group_layer(self._checked_bounds(bounds), (func, args))
         objects, _ = persist_placed_where(
             [Delayed((name, g), graph, layer=name) for g in range(len(layer))],
             [layer[(name, g)].dependencies for g in range(len(layer))])
         return list(objects)
+
+    def _checked_bounds(self, bounds: Sequence[int]) -> list:
+        n = len(self.parts)
+        bounds = [int(b) for b in bounds]
+        if bounds[0] != 0 or bounds[-1] != n or any(np.diff(bounds) < 1):
+            raise ValueError(f"bounds must rise from 0 to {n}, got {bounds}")
+        return bounds
 
     def _group_layer(self, bounds: Sequence[int], then: tuple | None, prefix: str | None = None):
         """(name, layer, graph) of one task per group ``bounds[g] .. bounds[g + 1] - 1`` of

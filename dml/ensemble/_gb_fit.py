@@ -18,7 +18,7 @@ from dask import delayed
 
 from dml._block_groups import (block_ranges, chain_steps, default_n_tasks, finish_tree,
                                persist_placed, range_reduce, task_inputs)
-from dml._blocks import block_rng, broadcast, compute, seed_from, tree_reduce
+from dml._blocks import block_rng, broadcast, compute, seed_from
 from dml._graph import tree_add
 from dml.base import check_weights_not_all_zero
 from dml.ensemble import _gb_categorical, _gb_chain, _gb_collective, _gb_grow
@@ -336,15 +336,11 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
         if not total[0] > 0:
             raise ValueError(f"{name}: loss='poisson' needs sum(y) > 0; y is all zeros")
     bin_args = (edges, categorical, categories, classes, cw, name)
-    binned = None
     n_known = blocks.n_samples if blocks.known_lengths is not None else None
     es = est.early_stopping
     if es == "auto":
-        if n_known is None:
-            binned = blocks.map_parts(bin_kernel, *bin_args)
-        n_rows = n_known if n_known is not None else compute(
-            tree_reduce([delayed(lambda p: p[0].shape[0])(p) for p in binned], sum))[0]
-        es = n_rows > 10000
+        # (Counting the rows of blocks of unknown length keeps them for the runs below.)
+        es = blocks.n_samples > 10000
     # A given validation set replaces the held-out share of the training rows (and is not
     # used at all without early stopping, as scikit-learn's "auto" below 10,000 rows).
     use_val = bool(es) and (has_val or est.validation_fraction is not None)
@@ -366,7 +362,7 @@ def fit_boosting(est, X, y, sample_weight, *, classify, X_val=None, y_val=None,
         # Data that fits is binned in the tasks that hold its groups: no task per block.
         prep, starts = _prep_held_groups(blocks, bin_args, vf, seed, n_groups, row_run_bounds)
     else:
-        binned = blocks.map_parts(bin_kernel, *bin_args) if binned is None else binned
+        binned = blocks.map_parts(bin_kernel, *bin_args)
         prep, starts = _prep_groups(list(binned) + val_binned, vf, seed, n_train, n_groups,
                                     row_run_bounds)
     n_train = row_run_bounds.index(n_train)
@@ -552,7 +548,7 @@ def row_runs(lengths, min_rows: int) -> list:
     average are runs of their own. Smaller ones make a power of two of runs, as many as
     ``min_rows`` rows each allow, cut at the block boundaries nearest to equal shares of the
     rows: groups of whole runs then hold equal rows on 2, 4, 8 ... threads. Returns the runs'
-    bounds ``[0, ..., len(lengths)]``; ``lengths`` None (unknown) gives None.
+    bounds ``[0, ..., len(lengths)]``.
 
     Examples
     --------
@@ -560,11 +556,9 @@ def row_runs(lengths, min_rows: int) -> list:
     [0, 1, 2, 3]
     >>> row_runs([5] * 10, 8)               # 50 rows: 4 runs of about 12 rows
     [0, 2, 5, 7, 10]
-    >>> row_runs([5, 5], 0), row_runs([5, 5], 100), row_runs(None, 8)
-    ([0, 1, 2], [0, 2], None)
+    >>> row_runs([5, 5], 0), row_runs([5, 5], 100)
+    ([0, 1, 2], [0, 2])
     """
-    if lengths is None:
-        return None
     lengths = np.asarray(lengths, dtype=np.int64)
     n, total = len(lengths), int(lengths.sum())
     if n == 0 or min_rows <= 0 or total >= min_rows * n:
@@ -597,26 +591,20 @@ def _lengths(blocks, n_rows=None):
     Parquet files it was read from do), unless ``n_rows`` (the total, known from the sketch)
     already shows blocks of ``RUN_ROWS`` rows on average, which are runs of their own."""
     n = len(blocks.parts)
-    if blocks.known_lengths is not None:
-        return blocks.known_lengths
-    if RUN_ROWS <= 0 or (n_rows is not None and n_rows >= RUN_ROWS * n):
-        return [RUN_ROWS] * n  # the same runs: a block each
-    return compute(*blocks.map_parts(_block_rows))
+    if blocks.known_lengths is None and (
+            RUN_ROWS <= 0 or (n_rows is not None and n_rows >= RUN_ROWS * n)):
+        return [RUN_ROWS] * n  # the same runs without counting: a block each
+    return blocks.lengths
 
 
-def _block_rows(xb, yb, wb):
-    return xb.shape[0]
-
-
-def _prep_groups(binned, vf, seed, n_train, n_groups, runs=None):
+def _prep_groups(binned, vf, seed, n_train, n_groups, runs):
     """The binned blocks with their validation masks, held as ``n_groups`` groups of
     consecutive blocks (:func:`_n_groups`; every group runs the split search in every step;
     see :mod:`dml.ensemble._gb_chain`). Blocks from ``n_train`` on are the user's validation
     set: they are carried like the others (their raw predictions follow the rounds) but hold
-    only validation rows. ``runs`` (bounds, :func:`row_runs`; None: every block a run) join
-    consecutive blocks into one part each, and a group holds whole runs. Returns the persisted
-    groups (a tuple of parts, one per run) and their first runs."""
-    runs = list(range(len(binned) + 1)) if runs is None else list(runs)
+    only validation rows. ``runs`` (bounds, :func:`row_runs`) join consecutive blocks into one
+    part each, and a group holds whole runs. Returns the persisted groups (a tuple of parts,
+    one per run) and their first runs."""
     bounds = block_ranges(len(runs) - 1, max(1, n_groups))
     ranges = [(runs[a], runs[b]) for a, b in zip(bounds[:-1], bounds[1:])]
     sizes = [tuple(np.diff(runs[a:b + 1]).tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
