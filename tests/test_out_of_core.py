@@ -22,6 +22,7 @@ the test process never holds more than one part.
 """
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from pathlib import Path
@@ -475,13 +476,15 @@ def test_matrix_factorization_out_of_core(small_cluster, ratings_data, inprocess
         client.restart()
     chosen = []
     # Where each fit's cells went (spilled to files or persisted) and whether it kept the seen
-    # pairs: build_cells is called on the client with (..., spill, remember).
+    # pairs: build_cells' ``spill`` and ``remember`` arguments (read by name, wherever passed).
     paths = []
     real_build_cells = _mf.build_cells
+    signature = inspect.signature(real_build_cells)
 
-    def build_cells(*args):
-        paths.append((args[6] is not None, args[7]))
-        return real_build_cells(*args)
+    def build_cells(*args, **kwargs):
+        given = signature.bind(*args, **kwargs).arguments
+        paths.append((given["spill"] is not None, given["remember"]))
+        return real_build_cells(*args, **kwargs)
 
     monkeypatch.setattr(_mf, "build_cells", build_cells)
 
