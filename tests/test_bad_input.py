@@ -679,10 +679,19 @@ def test_sparse_X(name, dask, clean):
 
 
 SPARSE_NAMES = sorted(SPARSE_OK)
+#: The sparse estimators whose stored-value and shape checks run in the quick tier: those of
+#: :data:`QUICK_VALUE_CHECKS`, and for the families that have another estimator there (naive
+#: Bayes, scalers, decomposition) their sparse code path's: MultinomialNB, MaxAbsScaler (NaN
+#: kept, its own case), TruncatedSVD. The others, RandomizedSearchCV (:data:`SLOW_NAMES`)
+#: included, run with the slow tests, as in the value checks.
+QUICK_SPARSE = (QUICK_VALUE_CHECKS - SLOW_NAMES) | {"MultinomialNB", "MaxAbsScaler",
+                                                    "TruncatedSVD"}
+SPARSE_CASES = [n if n in QUICK_SPARSE else pytest.param(n, marks=pytest.mark.slow)
+                for n in SPARSE_NAMES]
 
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
-@pytest.mark.parametrize("name", SPARSE_NAMES)
+@pytest.mark.parametrize("name", SPARSE_CASES)
 def test_sparse_nan_and_inf_in_the_stored_values(name, dask):
     make, kind = _get(name)
     X, y = data(kind)
@@ -711,7 +720,7 @@ def test_sparse_negative_counts(name, dask):
 
 
 @pytest.mark.parametrize("dask", ON_HEAVY)
-@pytest.mark.parametrize("name", SPARSE_NAMES)
+@pytest.mark.parametrize("name", SPARSE_CASES)
 def test_sparse_wrong_shape(name, dask):
     """Another number of columns at predict time, or a y of another length, named clearly."""
     make, kind = _get(name)
