@@ -8,6 +8,7 @@ import pytest
 from sklearn.datasets import make_classification, make_regression
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
+from conftest import QUICK_ON_PROCESS_CLUSTER
 import dml
 from dml.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 from dml.ensemble._gb_fit import _should_stop
@@ -221,6 +222,8 @@ def test_same_model_with_and_without_a_cluster(client):
     np.testing.assert_array_equal(a.validation_score_, b.validation_score_)
 
 
+# Quick tier: the process cluster; the in-process cluster with the slow tests.
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
 def test_small_blocks_are_counted_in_runs_as_one_block_of_their_rows(client, monkeypatch):
     """Blocks of fewer than ``RUN_ROWS`` rows are joined into runs of consecutive blocks, each
     counted as one block of its rows: 64 blocks of 20 rows with ``RUN_ROWS`` 100 make 8 runs

@@ -9,6 +9,7 @@ import pytest
 import sklearn.metrics as skm
 from sklearn.exceptions import UndefinedMetricWarning
 
+from conftest import QUICK_ON_PROCESS_CLUSTER
 import dml.metrics as M
 
 TOL = dict(rtol=1e-12, atol=1e-12)
@@ -487,6 +488,8 @@ def test_classification_input_errors():
 # On real clusters (in-process and multi-process)
 # --------------------------------------------------------------------------------------------
 
+# Quick tier: the process cluster; the in-process cluster with the slow tests.
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
 def test_metrics_on_cluster(client, multiclass, binary, regression):
     yt, yp, w = multiclass
     df = frame(t=yt, p=yp, w=w)

@@ -213,7 +213,13 @@ def test_dsgd_solver_adapt_rule():
         assert off.step_size(st) == 0.1
 
 
-@pytest.mark.parametrize("solver", ["sgd", "als"])
+# Quick tier: SGD on the process cluster and ALS on the in-process one; the two other pairs
+# with the slow tests.
+@pytest.mark.parametrize("client, solver", [
+    pytest.param("inprocess", "sgd", marks=pytest.mark.slow), ("inprocess", "als"),
+    pytest.param("multiprocess", "sgd", marks=pytest.mark.multiprocess),
+    pytest.param("multiprocess", "als", marks=[pytest.mark.multiprocess, pytest.mark.slow])],
+    indirect=["client"])
 def test_same_model_on_both_clusters_and_partitionings(client, solver):
     pdf = make_ratings(60, 30, 900, rank=3, noise=0.2, random_state=3).compute()
     pdf["user"] = "u" + pdf["user"].astype(str)  # string ids

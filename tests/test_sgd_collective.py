@@ -6,8 +6,10 @@ from __future__ import annotations
 import dask
 import dask.array as da
 import numpy as np
+import pytest
 from distributed import get_task_stream
 
+from conftest import QUICK_ON_PROCESS_CLUSTER
 from dml import _collective
 from dml.linear_model import SGDClassifier, SGDRegressor
 from dml.optim import collective_rounds
@@ -45,6 +47,9 @@ def _same(a, b):
     assert a.n_iter_ == b.n_iter_
 
 
+# Quick tier: the process cluster (runs exchanging over TCP); the in-process cluster with the
+# slow tests.
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
 def test_collective_runs_are_used_and_equal_the_chained_graphs(client, monkeypatch):
     """Summed rounds (invscaling) on 1, 8 and 64 blocks: one run task per group for the whole
     fit (the run spans the epochs), no chained round task, and the chained graphs' model bit

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dask.array as da
 import numpy as np
+import pytest
 from distributed import get_task_stream
 
+from conftest import QUICK_ON_PROCESS_CLUSTER
 from dml.linear_model import SGDRegressor
 from dml.optim import engine
 
@@ -28,6 +30,9 @@ def _fit(client, persist):
     return model, prepared
 
 
+# Quick tier: the process cluster (the blocks held by worker processes, read over TCP); the
+# in-process cluster with the slow tests.
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
 def test_rounds_read_each_block_once_per_epoch(client, monkeypatch):
     held, held_reads = _fit(client, False)
     with monkeypatch.context() as mp:
