@@ -243,8 +243,8 @@ def test_same_trees_however_the_binned_blocks_are_grouped(n_blocks, client, monk
     # blocks' histograms are summed in the fixed tree over all blocks whatever the groups, so
     # the default grouping (one group per worker thread) and other layouts grow the same trees
     # bit for bit: on 8 blocks one block per group (every level a task per block, the old
-    # layout); on 64 and 256 blocks 3 and 13 uneven groups (no per-block layout, to keep the
-    # test short; nor 3 groups on 8 blocks: uneven groups are the 64- and 256-block cases').
+    # layout); on 64 blocks 13 uneven groups, on 256 blocks 3 and 13 (no per-block layout
+    # there, to keep the test short; each extra layout is 3 more fits).
     # With fractional weights, missing values, bootstrap counts, per-node feature draws, the
     # rows form of deep levels, out-of-bag scores, and the single tree's sibling subtraction
     # on the client.
@@ -273,7 +273,7 @@ def test_same_trees_however_the_binned_blocks_are_grouped(n_blocks, client, monk
 
     monkeypatch.setattr(_model, "_binned_groups", hold)
     fits = {}
-    layouts = (None, 8) if n_blocks == 8 else (None, 3, 13)
+    layouts = {8: (None, 8), 64: (None, 13)}.get(n_blocks, (None, 3, 13))
     for n_groups in layouts:
         monkeypatch.setattr(_model, "N_GROUPS", n_groups)
         fits[n_groups] = (
