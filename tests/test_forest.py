@@ -71,6 +71,8 @@ def test_bootstrap_unique_fraction():
     np.testing.assert_array_equal(again, counts[:, 5:8])
 
 
+# Quick tier: the process cluster; the in-process cluster with the slow tests.
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
 def test_same_forest_on_both_clusters_and_in_rounds(client):
     X_tr, _, y_tr, _ = _data(n=800)
     params = dict(n_estimators=6, max_depth=5, random_state=3)

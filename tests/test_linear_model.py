@@ -16,6 +16,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import log_loss, r2_score
 from sklearn.svm import LinearSVC as SkLinearSVC
 
+from conftest import QUICK_ON_PROCESS_CLUSTER
+
 from dml.linear_model import (ElasticNet, Lasso, LinearRegression, LinearSVC,
                               LogisticRegression, Perceptron, Ridge, SGDClassifier,
                               SGDRegressor)
@@ -485,6 +487,8 @@ def test_same_model_for_1_2_3_workers(binary):
         np.testing.assert_array_equal(svc, results[0][1])
 
 
+# Quick tier: the process cluster; the in-process cluster with the slow tests.
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
 def test_main_fits_on_both_clusters(client, binary, multiclass):
     X, y = multiclass
     Xd = da.from_array(X, chunks=130)

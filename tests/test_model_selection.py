@@ -16,6 +16,8 @@ from sklearn.naive_bayes import GaussianNB as SkGaussianNB
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
+from conftest import QUICK_ON_PROCESS_CLUSTER
+
 from dml.linear_model import Ridge, SGDClassifier
 from dml.model_selection import (GridSearchCV, KFold, RandomizedSearchCV, ShuffleSplit,
                                  StratifiedKFold, cross_val_score, cross_validate, take_rows,
@@ -164,6 +166,8 @@ def _check_like_sklearn(ours, ref, score_keys):
     np.testing.assert_allclose(ours.best_score_, ref.best_score_, rtol=1e-12)
 
 
+# Quick tier: the process cluster; the in-process cluster with the slow tests.
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
 def test_grid_search_gaussian_nb_equals_sklearn_on_both_clusters(client, clf_data):
     X, y = clf_data
     grid = {"var_smoothing": [1e-9, 1.0]}

@@ -12,6 +12,8 @@ import pytest
 from sklearn.base import clone
 from sklearn.naive_bayes import GaussianNB as SkGaussianNB
 
+from conftest import QUICK_ON_PROCESS_CLUSTER
+
 from dml.ensemble import (BaggingClassifier, BaggingRegressor, RandomForestClassifier,
                           RandomForestRegressor)
 from dml.model_selection import GridSearchCV, RandomizedSearchCV
@@ -25,6 +27,8 @@ def data():
     return X, y, da.from_array(X, chunks=(100, 4)), da.from_array(y, chunks=100)
 
 
+# Quick tier: the process cluster; the in-process cluster with the slow tests.
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
 def test_forest_reports_every_level_and_every_group_of_trees(client, data, capsys, caplog):
     _, _, Xd, yd = data
     records = []

@@ -129,6 +129,8 @@ def _many_blocks(n_blocks, n=2048, d=5, seed=0):
     return da.from_array(X, chunks=(rows, -1)), da.from_array(y, chunks=rows), X, y
 
 
+# Quick tier: the process cluster; the in-process cluster with the slow tests.
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
 def test_many_blocks_are_deterministic(client):
     # 64 blocks of 32 rows, batches of 20: most batches join two blocks; summed rounds.
     Xd, yd, _, _ = _many_blocks(64)

@@ -10,6 +10,8 @@ import pytest
 from sklearn.tree import DecisionTreeClassifier as SKTree
 from sklearn.tree import DecisionTreeRegressor as SKRegTree
 
+from conftest import QUICK_ON_PROCESS_CLUSTER
+
 from dml.tree import DecisionTreeClassifier, DecisionTreeRegressor, impurity, information_gain
 
 
@@ -178,6 +180,8 @@ def test_same_tree_for_every_partitioning():
     assert isinstance(ref.predict(X), np.ndarray)
 
 
+# Quick tier: the process cluster; the in-process cluster with the slow tests.
+@pytest.mark.parametrize("client", QUICK_ON_PROCESS_CLUSTER, indirect=True)
 def test_same_tree_on_both_clusters(client):
     X, y = _few_values_data(n=300, seed=3)
     ref = DecisionTreeClassifier(max_depth=4).fit(X, y)
