@@ -167,12 +167,14 @@ def test_em_converges_like_sklearn(inprocess_client, covariance_type):
     t if t == "full" else pytest.param(t, marks=pytest.mark.slow) for t in TYPES])
 def test_lower_bound_never_decreases(inprocess_client, covariance_type):
     X, _ = blobs(800, k=5, seed=2)
-    # From uniform random responsibilities EM has a long way to go (the bound rises a lot).
+    # From uniform random responsibilities EM has a long way to go (the bound rises a lot);
+    # from k-means it is near the optimum (the last of the 12 steps rise by about 1e-4). 12
+    # iterations, not 25: a wrong M-step shows in the first few.
     for init_params in ("kmeans", "random"):
-        gm = dml_fit(chunked(X, 6), covariance_type, max_iter=25, tol=0,
+        gm = dml_fit(chunked(X, 6), covariance_type, max_iter=12, tol=0,
                      init_params=init_params, random_state=0)
         lb = gm.lower_bounds_
-        assert len(lb) == 25 and gm.lower_bound_ == lb[-1]
+        assert len(lb) == 12 and gm.lower_bound_ == lb[-1]
         assert np.all(np.diff(lb) >= -1e-10 * np.abs(lb[1:])), np.diff(lb).min()
         assert lb[-1] > lb[0]
 
