@@ -1,4 +1,5 @@
 """dml.runtime.connect: reuse, address, environment variable, embedded cluster."""
+import gc
 import logging
 
 import dask
@@ -107,10 +108,15 @@ def test_tls_address_without_certificates_leaves_no_client_behind():
 
 def test_failed_clients_are_closed():
     # The clean-up for any Client that fails the same way (distributed's registry, by hand).
+    # distributed's registry holds its clients weakly: the failed one stays alive through the
+    # traceback (its constructor's frame), kept here until the checks are done; without it a
+    # garbage collection in between emptied the registry (a flaky failure under load).
     before = runtime._default_clients()
-    with pytest.raises(TypeError, match="ssl_context"):
+    with pytest.raises(TypeError, match="ssl_context") as failed:
         Client("tls://127.0.0.1:9", timeout="2s")
+    gc.collect()  # as a collection at any later allocation would
     stuck = [c for c in _default_clients_open() if c not in before]
     assert stuck and stuck[0].status == "connecting"
     runtime._close_failed_clients(before)
     assert all(c.status == "closed" for c in stuck)
+    del failed
